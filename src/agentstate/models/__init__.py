@@ -1,0 +1,19 @@
+"""Chat models for the series: a scripted model (the offline default) and a factory."""
+
+from agentstate.models.factory import ModelSettings, get_chat_model, model_settings
+from agentstate.models.scripted import (
+    ScriptedChatModel,
+    ScriptExhaustedError,
+    reply,
+    tool_call,
+)
+
+__all__ = [
+    "ModelSettings",
+    "ScriptExhaustedError",
+    "ScriptedChatModel",
+    "get_chat_model",
+    "model_settings",
+    "reply",
+    "tool_call",
+]

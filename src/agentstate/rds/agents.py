@@ -1,0 +1,87 @@
+"""Agent builders for each stage of the RDS manifest generator.
+
+Every builder returns a compiled deepagents graph with the six RDS tools over
+a different storage, so a notebook changes one thing at a time:
+
+- :func:`build_file_storage_agent`  notebook 01, broken read-modify-write file
+- :func:`build_plain_dict_agent`    notebook 02, plain ``requirements`` key (fails)
+- :func:`build_reducer_agent`       notebook 02, the reducer fix + file sync
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from deepagents import create_deep_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
+
+from agentstate.rds.secrets import SecretRedactionMiddleware, SecretStore
+from agentstate.rds.state import PlainRequirementsState, RdsAgentState
+from agentstate.rds.storage import FileStorage, StateStorage
+from agentstate.rds.sync import RequirementsSyncMiddleware
+from agentstate.rds.tools import make_rds_tools
+
+RDS_SYSTEM_PROMPT = (
+    "You generate a Project Planton AwsRdsInstance manifest. Collect requirements with "
+    "store_requirement (one call per field; call it in parallel for several fields), check "
+    "them with validate_manifest, then write /manifest.yaml with generate_rds_manifest. "
+    "Never repeat a password: store it as a secret reference."
+)
+
+
+def build_file_storage_agent(
+    model: BaseChatModel,
+    *,
+    delay: Callable[[str], float] | None = None,
+    middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Any = None,
+):
+    """Stage 01: tools keep requirements in ``/requirements.json`` (loses parallel writes)."""
+    return create_deep_agent(
+        model,
+        tools=make_rds_tools(FileStorage(delay=delay)),
+        system_prompt=RDS_SYSTEM_PROMPT,
+        middleware=list(middleware),
+        checkpointer=checkpointer,
+    )
+
+
+def build_plain_dict_agent(
+    model: BaseChatModel,
+    *,
+    middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Any = None,
+):
+    """Stage 02, broken: a ``requirements`` key without a reducer."""
+    return create_deep_agent(
+        model,
+        tools=make_rds_tools(StateStorage()),
+        system_prompt=RDS_SYSTEM_PROMPT,
+        middleware=list(middleware),
+        state_schema=PlainRequirementsState,
+        checkpointer=checkpointer,
+    )
+
+
+def build_reducer_agent(
+    model: BaseChatModel,
+    *,
+    secrets: SecretStore | None = None,
+    middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Any = None,
+):
+    """Stage 02, fixed: field-merge reducer, file synced after the turn, passwords redacted."""
+    return create_deep_agent(
+        model,
+        tools=make_rds_tools(StateStorage()),
+        system_prompt=RDS_SYSTEM_PROMPT,
+        middleware=[
+            SecretRedactionMiddleware(secrets if secrets is not None else SecretStore()),
+            RequirementsSyncMiddleware(),
+            *middleware,
+        ],
+        state_schema=RdsAgentState,
+        checkpointer=checkpointer,
+    )

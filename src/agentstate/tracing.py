@@ -1,0 +1,133 @@
+"""See inside a run: which tool call ran on which thread, when, in which super-step.
+
+:class:`ToolTimeline` is a middleware that wraps every tool call and records
+its super-step, position in its AIMessage, thread and start/finish times;
+:func:`plot_timeline` draws it with matplotlib (locally, no remote service).
+:func:`state_by_step` reads a checkpointer's history into one row per
+super-step. Introduced in notebook 01, used by 02-04.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """One tool call as it ran."""
+
+    step: int
+    position: int  # index of the call in its AIMessage (0-based)
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    thread: str
+    start: float
+    end: float
+
+    @property
+    def label(self) -> str:
+        field = self.args.get("field_name")
+        return f"{self.name}({field})" if field else self.name
+
+
+def _position(state: Any, call_id: str) -> int:
+    messages = state.get("messages", []) if isinstance(state, dict) else []
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = [c.get("id") for c in message.tool_calls]
+            if call_id in ids:
+                return ids.index(call_id)
+    return -1
+
+
+class ToolTimeline(AgentMiddleware):
+    """Records a :class:`ToolEvent` per tool call; thread-safe, reusable with :meth:`clear`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._events: list[ToolEvent] = []
+        self._lock = threading.Lock()
+        self._t0 = time.perf_counter()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._events.clear()
+            self._t0 = time.perf_counter()
+
+    @property
+    def events(self) -> list[ToolEvent]:
+        """Events ordered by super-step, then by position in the AIMessage."""
+        with self._lock:
+            return sorted(self._events, key=lambda e: (e.step, e.position, e.start))
+
+    def finish_order(self) -> list[ToolEvent]:
+        return sorted(self.events, key=lambda e: e.end)
+
+    def thread_count(self, step: int | None = None) -> int:
+        return len({e.thread for e in self.events if step is None or e.step == step})
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        call = request.tool_call
+        metadata = (getattr(request.runtime, "config", None) or {}).get("metadata", {})
+        start = time.perf_counter()
+        try:
+            return handler(request)
+        finally:
+            end = time.perf_counter()
+            event = ToolEvent(
+                step=int(metadata.get("langgraph_step", -1)),
+                position=_position(request.state, call["id"]),
+                call_id=call["id"],
+                name=call["name"],
+                args=dict(call.get("args", {})),
+                thread=threading.current_thread().name,
+                start=start - self._t0,
+                end=end - self._t0,
+            )
+            with self._lock:
+                self._events.append(event)
+
+
+def plot_timeline(events: Iterable[ToolEvent], title: str = "tool calls", ax=None):
+    """A Gantt chart of tool calls, one bar per call, coloured by thread."""
+    import matplotlib.pyplot as plt
+
+    events = list(events)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.45 * max(len(events), 2) + 1))
+    threads = {t: i for i, t in enumerate(dict.fromkeys(e.thread for e in events))}
+    cmap = plt.get_cmap("tab10")
+    t0 = min((e.start for e in events), default=0.0)
+    for row, e in enumerate(events):
+        colour = cmap(threads[e.thread] % 10)
+        ax.barh(row, (e.end - e.start) * 1000, left=(e.start - t0) * 1000, color=colour)
+        ax.text((e.end - t0) * 1000, row, f" step {e.step}", va="center", fontsize=8)
+    ax.set_yticks(range(len(events)), [e.label for e in events])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms since the first call started (colour = thread)")
+    ax.set_title(title)
+    return ax
+
+
+def state_by_step(
+    graph: Any, config: dict[str, Any], summarise: Callable[[dict[str, Any]], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per checkpoint, oldest first: super-step, next nodes, ``summarise(values)``."""
+    rows = []
+    for snapshot in graph.get_state_history(config):
+        rows.append(
+            {
+                "step": snapshot.metadata.get("step"),
+                "next": ",".join(sorted(snapshot.next)) or "(end)",
+                **summarise(snapshot.values),
+            }
+        )
+    return list(reversed(rows))
