@@ -1,0 +1,106 @@
+"""Build the committed notebooks from their py:percent sources and execute them.
+
+``notebooks/_src/NN_name.py`` is what authors edit; this script turns each one
+into ``notebooks/NN_name.ipynb`` with jupytext, runs it top to bottom in a
+fresh kernel with nbclient (so execution counts run 1..n), and writes it with
+deterministic cell ids and no volatile metadata. The scripted model is forced
+(the real-model variables are removed from the kernel's environment) unless
+``--keep-model-env`` is given.
+
+    python scripts/build_notebooks.py            # every notebook
+    python scripts/build_notebooks.py 01 02      # by number prefix
+    python scripts/build_notebooks.py --check    # sources and notebooks agree (no execution)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+SOURCES = NOTEBOOKS / "_src"
+MODEL_VARS = ("AGENTSTATE_LLM_BASE_URL", "AGENTSTATE_LLM_MODEL", "AGENTSTATE_LLM_API_KEY")
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def sources(selection: list[str]) -> list[Path]:
+    found = sorted(SOURCES.glob("[0-9][0-9]_*.py"))
+    if selection:
+        found = [p for p in found if any(p.name.startswith(s) for s in selection)]
+    if not found:
+        raise SystemExit(f"no notebook sources match {selection or 'anything'} in {SOURCES}")
+    return found
+
+
+def from_source(path: Path) -> nbformat.NotebookNode:
+    nb = jupytext.read(path, fmt="py:percent")
+    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"c{i:03d}"
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
+    return nb
+
+
+def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    for cell in nb.cells:
+        cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
+    return nb
+
+
+def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int) -> None:
+    dropped = [] if keep_model_env else [v for v in MODEL_VARS if v in os.environ]
+    env_backup = {v: os.environ.pop(v) for v in dropped}
+    os.environ["PYTHONHASHSEED"] = "0"
+    try:
+        NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": NOTEBOOKS}}
+        ).execute()
+    finally:
+        os.environ.update(env_backup)
+
+
+def check(paths: list[Path]) -> int:
+    bad = 0
+    for src in paths:
+        target = NOTEBOOKS / f"{src.stem}.ipynb"
+        if not target.exists():
+            print(f"{target.name}: missing; run make notebooks")
+            bad += 1
+            continue
+        want = [(c.cell_type, c.source) for c in from_source(src).cells]
+        have = [(c.cell_type, c.source) for c in nbformat.read(target, as_version=4).cells]
+        if want != have:
+            print(f"{target.name}: cells differ from {src.relative_to(ROOT)}; run make notebooks")
+            bad += 1
+    return bad
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="number prefixes, e.g. 01 02")
+    parser.add_argument("--check", action="store_true", help="compare only, execute nothing")
+    parser.add_argument("--keep-model-env", action="store_true", help="let a real model be used")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    args = parser.parse_args(argv)
+    paths = sources(args.only)
+    if args.check:
+        return 1 if check(paths) else 0
+    for src in paths:
+        target = NOTEBOOKS / f"{src.stem}.ipynb"
+        print(f"building {target.relative_to(ROOT)}", flush=True)
+        nb = from_source(src)
+        execute(nb, args.keep_model_env, args.timeout)
+        nbformat.write(clean(nb), target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""The ``agentstate`` command: one subcommand per system.
+
+Each system registers its own subcommands from ``agentstate.<system>.cli``
+(``register(subparsers)``), so this file never grows with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SYSTEMS = ("experts", "engine", "memory")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentstate", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="system", required=True)
+    for system in SYSTEMS:
+        try:
+            module = importlib.import_module(f"agentstate.{system}.cli")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"agentstate.{system}" and exc.name != f"agentstate.{system}.cli":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
