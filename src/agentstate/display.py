@@ -1,0 +1,74 @@
+"""Small, deterministic notebook displays: tables and Mermaid diagrams.
+
+Notebook outputs are compared by nbval, so a table renders the same text and
+HTML every time (no index column, no object ids), and a graph is shown as
+Mermaid text that JupyterLab draws locally (never a remote rendering service).
+Used by every notebook.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class Table:
+    """Rows of dicts shown as an aligned text table (``repr``) and an HTML table."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None):
+        self.rows = [dict(r) for r in rows]
+        self.columns = columns or list(dict.fromkeys(k for r in self.rows for k in r))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, name: str) -> list[Any]:
+        return [r.get(name) for r in self.rows]
+
+    def _cells(self) -> list[list[str]]:
+        return [[_fmt(r.get(c, "")) for c in self.columns] for r in self.rows]
+
+    def __repr__(self) -> str:
+        cells = self._cells()
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(self.columns)]
+
+        def line(values: list[str]) -> str:
+            return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+        out = [line(self.columns), line(["-" * w for w in widths])]
+        return "\n".join(out + [line(row) for row in cells])
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"
+            for row in self._cells()
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, list | tuple | set):
+        return ", ".join(_fmt(v) for v in value)
+    return str(value)
+
+
+class Mermaid:
+    """A Mermaid diagram: JupyterLab renders the Markdown locally; ``repr`` is the source."""
+
+    def __init__(self, source: str):
+        self.source = source.strip()
+
+    def __repr__(self) -> str:
+        return self.source
+
+    def _repr_markdown_(self) -> str:
+        return f"```mermaid\n{self.source}\n```"
+
+
+def graph_mermaid(graph: Any) -> Mermaid:
+    """The compiled graph's structure as Mermaid (drawn locally, not by a web service)."""
+    return Mermaid(graph.get_graph().draw_mermaid())
