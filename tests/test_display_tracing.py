@@ -1,0 +1,44 @@
+"""Deterministic displays and the tool timeline used by the notebooks."""
+
+from agentstate.display import Mermaid, Table, graph_mermaid
+from agentstate.rds import build_reducer_agent
+from agentstate.rds.scenarios import (
+    POSTGRES_FIELDS,
+    one_batch_model,
+    timeline_rows,
+    user_turn,
+)
+from agentstate.tracing import ToolTimeline
+
+
+def test_table_text_and_html_are_aligned_and_escaped():
+    table = Table([{"field": "engine", "n": 1.23456}, {"field": "<b>", "extra": [1, 2]}])
+    assert repr(table).splitlines() == [
+        "field   n     extra",
+        "------  ----  -----",
+        "engine  1.23",
+        "<b>           1, 2",
+    ]
+    assert "&lt;b&gt;" in table._repr_html_() and "<b>" not in table._repr_html_()
+    assert table.column("field") == ["engine", "<b>"]
+
+
+def test_mermaid_renders_as_a_fenced_block_without_remote_calls():
+    diagram = graph_mermaid(build_reducer_agent(one_batch_model({})))
+    assert diagram._repr_markdown_().startswith("```mermaid\n")
+    assert "tools" in repr(diagram)
+    assert repr(Mermaid("  graph TD; a-->b  ")) == "graph TD; a-->b"
+
+
+def test_timeline_records_step_position_and_threads():
+    timeline = ToolTimeline()
+    agent = build_reducer_agent(one_batch_model(POSTGRES_FIELDS), middleware=[timeline])
+    agent.invoke(user_turn())
+    rows = timeline_rows(timeline.events)
+    assert [r["call #"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["field"] for r in rows] == list(POSTGRES_FIELDS)
+    assert len({r["step"] for r in rows}) == 1
+    assert {r["thread"] for r in rows} <= {"T1", "T2", "T3", "T4", "T5"}
+    assert sorted(r["finished"] for r in rows) == [1, 2, 3, 4, 5]
+    timeline.clear()
+    assert timeline.events == []

@@ -1,0 +1,20 @@
+"""A wheel built from the checkout carries data/, so `pip install` users get the spec file."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_contains_the_package_and_its_data(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("agentstate-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "agentstate/rds/validator.py" in names
+    assert "agentstate/data/aws_rds_instance_spec.yaml" in names
