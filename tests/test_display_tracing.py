@@ -42,3 +42,18 @@ def test_timeline_records_step_position_and_threads():
     assert sorted(r["finished"] for r in rows) == [1, 2, 3, 4, 5]
     timeline.clear()
     assert timeline.events == []
+
+
+def test_state_by_step_names_the_keys_each_step_changed():
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentstate.tracing import state_by_step
+
+    agent = build_reducer_agent(one_batch_model(POSTGRES_FIELDS), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke(user_turn(), config)
+    rows = state_by_step(agent, config, lambda v: {"n": len(v.get("requirements", {}))})
+    wrote_requirements = [r for r in rows if "requirements" in r["changed"]]
+    assert len(wrote_requirements) == 1 and wrote_requirements[0]["n"] == 5
+    assert "files" in rows[-2]["changed"] or "files" in rows[-1]["changed"]
+    assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)

@@ -118,16 +118,30 @@ def plot_timeline(events: Iterable[ToolEvent], title: str = "tool calls", ax=Non
 
 
 def state_by_step(
-    graph: Any, config: dict[str, Any], summarise: Callable[[dict[str, Any]], dict[str, Any]]
+    graph: Any,
+    config: dict[str, Any],
+    summarise: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per checkpoint, oldest first: super-step, next nodes, ``summarise(values)``."""
-    rows = []
-    for snapshot in graph.get_state_history(config):
+    """One row per checkpoint, oldest first: super-step, next nodes, changed keys, summary.
+
+    ``changed`` lists the state keys whose values differ from the previous
+    checkpoint (an empty value counts as absent), so a table shows which step
+    wrote what; ``summarise(values)``
+    adds lesson-specific columns (counts, field names).
+    """
+    snapshots = list(reversed(list(graph.get_state_history(config))))
+    rows, previous = [], {}
+    for snapshot in snapshots:
+        values = snapshot.values
+        keys = set(values) | set(previous)
+        changed = sorted(k for k in keys if (values.get(k) or None) != (previous.get(k) or None))
         rows.append(
             {
                 "step": snapshot.metadata.get("step"),
                 "next": ",".join(sorted(snapshot.next)) or "(end)",
-                **summarise(snapshot.values),
+                "changed": changed,
+                **(summarise(values) if summarise else {}),
             }
         )
-    return list(reversed(rows))
+        previous = values
+    return rows
