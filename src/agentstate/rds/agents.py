@@ -31,6 +31,24 @@ RDS_SYSTEM_PROMPT = (
 )
 
 
+def _rds_agent(
+    model: BaseChatModel,
+    storage: Any,
+    middleware: Sequence[AgentMiddleware],
+    checkpointer: Any,
+    state_schema: type | None = None,
+):
+    """The one place a stage's agent is assembled: same prompt and tools, another storage."""
+    return create_deep_agent(
+        model,
+        tools=make_rds_tools(storage),
+        system_prompt=RDS_SYSTEM_PROMPT,
+        middleware=list(middleware),
+        state_schema=state_schema,
+        checkpointer=checkpointer,
+    )
+
+
 def build_file_storage_agent(
     model: BaseChatModel,
     *,
@@ -39,13 +57,7 @@ def build_file_storage_agent(
     checkpointer: Any = None,
 ):
     """Stage 01: tools keep requirements in ``/requirements.json`` (loses parallel writes)."""
-    return create_deep_agent(
-        model,
-        tools=make_rds_tools(FileStorage(delay=delay)),
-        system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=list(middleware),
-        checkpointer=checkpointer,
-    )
+    return _rds_agent(model, FileStorage(delay=delay), middleware, checkpointer)
 
 
 def build_plain_dict_agent(
@@ -55,14 +67,7 @@ def build_plain_dict_agent(
     checkpointer: Any = None,
 ):
     """Stage 02, broken: a ``requirements`` key without a reducer."""
-    return create_deep_agent(
-        model,
-        tools=make_rds_tools(StateStorage()),
-        system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=list(middleware),
-        state_schema=PlainRequirementsState,
-        checkpointer=checkpointer,
-    )
+    return _rds_agent(model, StateStorage(), middleware, checkpointer, PlainRequirementsState)
 
 
 def build_reducer_agent(
@@ -73,15 +78,10 @@ def build_reducer_agent(
     checkpointer: Any = None,
 ):
     """Stage 02, fixed: field-merge reducer, file synced after the turn, passwords redacted."""
-    return create_deep_agent(
-        model,
-        tools=make_rds_tools(StateStorage()),
-        system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=[
-            SecretRedactionMiddleware(secrets if secrets is not None else SecretStore()),
-            RequirementsSyncMiddleware(),
-            *middleware,
-        ],
-        state_schema=RdsAgentState,
-        checkpointer=checkpointer,
+    fixes = [
+        SecretRedactionMiddleware(secrets if secrets is not None else SecretStore()),
+        RequirementsSyncMiddleware(),
+    ]
+    return _rds_agent(
+        model, StateStorage(), [*fixes, *middleware], checkpointer, RdsAgentState
     )
