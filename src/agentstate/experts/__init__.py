@@ -1,0 +1,41 @@
+"""Stage 05: prefix-cached experts over a large operations manual.
+
+A router picks 1-3 experts; each expert call sends the manual as a
+token-identical first system message, so a prefix-caching engine prefills it
+once; a synthesis combines the answers. Threads persist through LangGraph
+checkpointers and never store the manual. Taught in notebook 05.
+"""
+
+from agentstate.experts.checkpoints import file_contains, memory_checkpointer, sqlite_checkpointer
+from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
+from agentstate.experts.manual import Manual, load_manual
+from agentstate.experts.personas import EXPERTS
+from agentstate.experts.prompts import (
+    Prefix,
+    build_messages,
+    common_prefix_length,
+    system_prefix,
+)
+from agentstate.experts.router import parse_router_reply, route_by_llm, route_by_rules
+from agentstate.experts.state import ExpertsState, merge_or_reset
+
+__all__ = [
+    "EXPERTS",
+    "ExpertsConfig",
+    "ExpertsState",
+    "Manual",
+    "Prefix",
+    "build_experts_graph",
+    "build_messages",
+    "common_prefix_length",
+    "file_contains",
+    "load_manual",
+    "memory_checkpointer",
+    "merge_or_reset",
+    "parse_router_reply",
+    "route_by_llm",
+    "route_by_rules",
+    "sqlite_checkpointer",
+    "system_prefix",
+    "user_turn",
+]
