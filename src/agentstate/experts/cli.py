@@ -1,0 +1,127 @@
+"""``agentstate experts manual-stats`` and ``agentstate experts run`` (stage 05).
+
+``run`` answers one query; with ``--checkpoint-db`` and ``--thread-id`` the
+thread lives in a SQLite file and grows across runs (the manual never does).
+Errors (bad input, no endpoint, unreachable server) print one line that says
+what to do, and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import nullcontext
+from typing import Any
+
+import httpx
+import openai
+
+from agentstate.experts.checkpoints import memory_checkpointer, sqlite_checkpointer
+from agentstate.experts.graph import build_experts_graph, user_turn
+from agentstate.experts.manual import load_manual
+from agentstate.experts.prompts import system_prefix
+from agentstate.experts.settings import make_config
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("experts", help="prefix-cached experts (stage 05)")
+    sub = parser.add_subparsers(dest="action", required=True)
+
+    stats = sub.add_parser("manual-stats", help="bytes, tokens (if known) and hashes")
+    stats.add_argument("--sections", type=int, help="a leading part: the first N chapters")
+    stats.add_argument("--json", action="store_true")
+    stats.set_defaults(func=_manual_stats)
+
+    run = sub.add_parser("run", help="answer one query with 1-3 experts")
+    run.add_argument("--input", required=True, help="the question")
+    run.add_argument("--thread-id", help="thread to continue (default: a one-off thread)")
+    run.add_argument("--checkpoint-db", help="SQLite file that keeps threads across runs")
+    run.add_argument("--mode", choices=["stub", "llm"], default="stub")
+    run.add_argument("--router", choices=["rules", "llm"], default="rules")
+    run.add_argument("--execution", choices=["sequential", "parallel", "primed"],
+                     default="sequential")  # fmt: skip
+    run.add_argument("--sections", type=int, help="use the first N chapters of the manual")
+    run.add_argument("--max-tokens", type=int, default=64, help="reply length per call (llm)")
+    run.add_argument("--base-url", help="OpenAI-compatible endpoint (else AGENTSTATE_LLM_BASE_URL)")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--show-metrics", action="store_true", help="TTFT and latency per call")
+    run.set_defaults(func=_run)
+
+
+def _manual_stats(args: argparse.Namespace) -> int:
+    try:
+        manual = load_manual(sections=args.sections)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}")
+        return 2
+    from agentstate.engine import count_tokens
+
+    prefix = system_prefix(manual)
+    info = {**manual.stats(), "tokens": count_tokens(manual.text),
+            "prefix_bytes": prefix.size, "prefix_tokens": count_tokens(prefix.text),
+            "prefix_sha256": prefix.sha256}  # fmt: skip
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    for key, value in info.items():
+        shown = "unknown (install the engine tokenizer: make engine)" if value is None else value
+        print(f"{key:>14}: {shown}")
+    return 0
+
+
+def _result(state: dict[str, Any], thread_id: str | None) -> dict[str, Any]:
+    return {
+        "thread_id": thread_id,
+        "experts": state["route"]["experts"],
+        "route": state["route"],
+        "response": state["response"],
+        "turns": sum(1 for m in state["messages"] if m.type == "human"),
+        "manual_sha256": state["manual_sha256"],
+        "prefix_sha256": state["prefix_sha256"],
+        "ttft_ms": state.get("ttft_ms", {}),
+        "latency_ms": state.get("latency_ms", {}),
+    }
+
+
+def _run(args: argparse.Namespace) -> int:
+    if not args.input.strip():
+        print("error: --input is empty; pass the question to answer")
+        return 2
+    if args.checkpoint_db and not args.thread_id:
+        print("error: --checkpoint-db needs --thread-id (the thread to create or continue)")
+        return 2
+    try:
+        config = make_config(mode=args.mode, router=args.router, execution=args.execution,
+                             sections=args.sections, max_tokens=args.max_tokens,
+                             base_url=args.base_url)  # fmt: skip
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}")
+        return 2
+    saver_cm = sqlite_checkpointer(args.checkpoint_db) if args.checkpoint_db else nullcontext(None)
+    try:
+        with saver_cm as saver:
+            checkpointer = saver or (memory_checkpointer() if args.thread_id else None)
+            graph = build_experts_graph(config, checkpointer=checkpointer)
+            run_config = {"configurable": {"thread_id": args.thread_id}} if checkpointer else None
+            state = graph.invoke(user_turn(args.input), run_config)
+    except FileNotFoundError as err:
+        print(f"error: {err}")
+        return 2
+    except (openai.APIConnectionError, httpx.ConnectError) as err:
+        print(f"error: cannot reach the model endpoint ({err}); start the local engine with "
+              "`agentstate engine start` (install it with `make engine`)")  # fmt: skip
+        return 2
+    result = _result(state, args.thread_id)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(result["response"])
+    print(f"\nexperts: {', '.join(result['experts'])}  (router: {state['route']['mode']})")
+    if args.thread_id:
+        print(f"thread {args.thread_id}: {result['turns']} turn(s)")
+    if args.show_metrics:
+        if not result["ttft_ms"]:
+            print("metrics: none in stub mode (use --mode llm)")
+        for call, ttft in result["ttft_ms"].items():
+            print(f"{call:>22}: TTFT {ttft:8.1f} ms  latency {result['latency_ms'][call]:8.1f} ms")
+    return 0

@@ -1,0 +1,93 @@
+"""The committed benchmark results: load, check provenance, tabulate.
+
+Notebook 05 and the README show figures from ``data/results/experts_benchmark.json``
+(written by ``scripts/bench_experts.py``), not from a live run under nbval. The
+provenance check ties the file to what is in the repository now: the engine
+and model it names, the manual's hash, and each size's part and prefix hashes.
+Change the manual or the instructions and the check fails until the benchmark
+is re-run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agentstate.datafiles import data_path
+from agentstate.engine.model import MODEL_FILE
+from agentstate.experts.manual import load_manual
+from agentstate.experts.prompts import system_prefix
+
+RESULTS_FILE = "results/experts_benchmark.json"
+
+
+def load_results(path: str | Path | None = None) -> dict[str, Any]:
+    return json.loads(Path(path or data_path(RESULTS_FILE)).read_text())
+
+
+def provenance_checks(results: dict[str, Any]) -> dict[str, bool]:
+    """Each provenance claim, checked against the current repository."""
+    prov = results["provenance"]
+    manual = load_manual()
+    checks = {
+        "engine is llama-cpp-python": prov["engine"] == "llama-cpp-python",
+        f"model file is {MODEL_FILE}": prov["model_file"] == MODEL_FILE,
+        "model sha256 recorded": len(prov.get("model_sha256") or "") == 64,
+        "manual sha256 matches data/manual": prov["manual_sha256"] == manual.sha256,
+    }
+    for size in results["sizes"]:
+        part = manual.leading(size["sections"])
+        checks[f"{size['sections']} sections: part and prefix hashes match"] = (
+            size["part_sha256"] == part.sha256
+            and size["prefix_sha256"] == system_prefix(part).sha256
+        )
+    return checks
+
+
+def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per manual size: the headline medians."""
+    return [
+        {
+            "prefix tokens": s["prefix_tokens"],
+            "cold TTFT ms": s["cold_ms"],
+            "warm TTFT ms": s["warm_ms"],
+            "floor TTFT ms": s["floor_ms"],
+            "warm/cold": f"{s['warm_cold_ratio']}x",
+            "share of ideal saving": f"{s['saving_share']:.0%}",
+        }
+        for s in results["sizes"]
+    ]
+
+
+def case_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per size and case: TTFT per expert (in routing order) and total."""
+    rows = []
+    for s in results["sizes"]:
+        for case, figures in s["cases"].items():
+            ttft = list(figures["ttft_ms"].values())
+            rows.append({"prefix tokens": s["prefix_tokens"], "case": case,
+                         **{f"TTFT {i + 1} ms": v for i, v in enumerate(ttft)},
+                         "total ms": figures["total_ms"]})  # fmt: skip
+    return rows
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def mermaid_bars(results: dict[str, Any]) -> str:
+    """A Mermaid bar chart (GitHub renders it) of median total latency per case, largest size."""
+    size = results["sizes"][-1]
+    cases = list(size["cases"])
+    values = [round(size["cases"][c]["total_ms"] / 1000, 1) for c in cases]
+    return "\n".join([
+        "xychart-beta",
+        f'    title "3 experts, {size["prefix_tokens"]}-token prefix: median total seconds"',
+        "    x-axis [" + ", ".join(f'"{c}"' for c in cases) + "]",
+        f'    y-axis "seconds" 0 --> {int(max(values)) + 5}',
+        "    bar [" + ", ".join(str(v) for v in values) + "]",
+    ])  # fmt: skip
