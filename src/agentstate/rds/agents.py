@@ -17,6 +17,7 @@ from deepagents import create_deep_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
+from agentstate.rds.original_cache import NaiveSharedCacheStorage, OriginalCacheMiddleware
 from agentstate.rds.secrets import SecretRedactionMiddleware, SecretStore
 from agentstate.rds.state import PlainRequirementsState, RdsAgentState
 from agentstate.rds.storage import FileStorage, StateStorage
@@ -70,6 +71,54 @@ def build_plain_dict_agent(
     return _rds_agent(model, StateStorage(), middleware, checkpointer, PlainRequirementsState)
 
 
+def build_original_cache_agent(model: BaseChatModel, *, checkpointer: Any = None):
+    """Stage 03, broken: the original before_agent cache in ``runtime.config`` (raises)."""
+    return assemble_fixed_agent(
+        model, StateStorage(), middleware=[OriginalCacheMiddleware()], checkpointer=checkpointer
+    )
+
+
+def build_naive_cache_agent(
+    model: BaseChatModel,
+    *,
+    middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Any = None,
+):
+    """Stage 03, broken: a truly shared but unsynchronised cache (invoke with a dict in config)."""
+    return assemble_fixed_agent(
+        model, NaiveSharedCacheStorage(), middleware=middleware, checkpointer=checkpointer
+    )
+
+
+def assemble_fixed_agent(
+    model: BaseChatModel,
+    storage: Any,
+    *,
+    secrets: SecretStore | None = None,
+    middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Any = None,
+    subagents: Sequence[Any] | None = None,
+):
+    """The stage 02 fix over any storage: reducer schema, secret redaction, file sync.
+
+    Later stages reuse it with their own storage (03: the turn cache) or
+    subagents (04).
+    """
+    fixes = [
+        SecretRedactionMiddleware(secrets if secrets is not None else SecretStore()),
+        RequirementsSyncMiddleware(),
+    ]
+    return create_deep_agent(
+        model,
+        tools=make_rds_tools(storage),
+        system_prompt=RDS_SYSTEM_PROMPT,
+        middleware=[*fixes, *middleware],
+        subagents=subagents,
+        state_schema=RdsAgentState,
+        checkpointer=checkpointer,
+    )
+
+
 def build_reducer_agent(
     model: BaseChatModel,
     *,
@@ -78,10 +127,6 @@ def build_reducer_agent(
     checkpointer: Any = None,
 ):
     """Stage 02, fixed: field-merge reducer, file synced after the turn, passwords redacted."""
-    fixes = [
-        SecretRedactionMiddleware(secrets if secrets is not None else SecretStore()),
-        RequirementsSyncMiddleware(),
-    ]
-    return _rds_agent(
-        model, StateStorage(), [*fixes, *middleware], checkpointer, RdsAgentState
+    return assemble_fixed_agent(
+        model, StateStorage(), secrets=secrets, middleware=middleware, checkpointer=checkpointer
     )

@@ -6,10 +6,11 @@ the package, not from code pasted into a cell.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds.storage import REQUIREMENTS_PATH, read_json_file
@@ -103,3 +104,35 @@ def last_ai_calls(state: Mapping[str, Any]) -> list[str]:
         if isinstance(message, AIMessage) and message.tool_calls:
             return [c["args"].get("field_name", c["name"]) for c in message.tool_calls]
     return []
+
+
+def reader_batch_model(
+    fields: Mapping[str, Any], trials: int, reader: str = "get_collected_requirements"
+) -> ScriptedChatModel:
+    """``trials`` turns, each one reply with the store calls AND a reader, then a final reply."""
+    turn = [reply(*store_calls(fields), tool_call(reader)), reply(text="Done.")]
+    return ScriptedChatModel(script=turn * trials, model_name="reader-batch")
+
+
+def fields_seen_by_reader(state: Mapping[str, Any]) -> int:
+    """How many fields the last ``get_collected_requirements`` reply listed (-1 if it failed)."""
+    for message in reversed(state["messages"]):
+        if isinstance(message, ToolMessage) and message.name == "get_collected_requirements":
+            return -1 if message.status == "error" else len(json.loads(message.content))
+    raise ValueError("no get_collected_requirements reply in this state")
+
+
+def same_batch_reader_trials(
+    agent: Any,
+    trials: int,
+    config: Callable[[], dict[str, Any]] = dict,
+    progress: bool = False,
+) -> list[int]:
+    """Invoke ``agent`` ``trials`` times (its model scripted by :func:`reader_batch_model`)
+    and return how many of the batch's writes the same-batch reader saw each time."""
+    from tqdm.auto import trange
+
+    return [
+        fields_seen_by_reader(agent.invoke(user_turn(), config()))
+        for _ in trange(trials, disable=not progress, leave=False)
+    ]

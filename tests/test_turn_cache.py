@@ -1,0 +1,165 @@
+"""Stage 03: same-turn visibility, the broken caches, and the turn cache fix."""
+
+import json
+import threading
+import time
+
+import pytest
+from langchain_core.messages import ToolMessage
+
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.rds import build_reducer_agent
+from agentstate.rds.agents import build_naive_cache_agent, build_original_cache_agent
+from agentstate.rds.scenarios import (
+    POSTGRES_FIELDS,
+    VALID_REQUIREMENTS,
+    file_fields,
+    reader_batch_model,
+    same_batch_reader_trials,
+    store_calls,
+    user_turn,
+)
+from agentstate.rds.storage import MANIFEST_PATH
+from agentstate.rds.turn_cache import (
+    CACHE_KEY,
+    TurnCache,
+    build_turn_cache_agent,
+)
+from agentstate.simulation import ToolLatencyMiddleware
+
+READERS = [
+    tool_call("get_collected_requirements"),
+    tool_call("validate_manifest"),
+    tool_call("generate_rds_manifest"),
+]
+
+
+def test_stage02_reader_in_the_writers_batch_sees_the_state_from_before():
+    agent = build_reducer_agent(reader_batch_model(POSTGRES_FIELDS, 3))
+    assert same_batch_reader_trials(agent, 3) == [0, 0, 0]
+
+
+def test_stage02_reader_in_the_next_model_step_sees_every_write():
+    reader = reply(tool_call("get_collected_requirements"))
+    model = ScriptedChatModel(
+        script=[reply(*store_calls(POSTGRES_FIELDS)), reader, reply(text="done")]
+    )
+    state = build_reducer_agent(model).invoke(user_turn())
+    last = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
+    assert last.name == "get_collected_requirements"
+    assert json.loads(last.content) == POSTGRES_FIELDS
+
+
+def test_original_before_agent_cache_raises_attribute_error():
+    agent = build_original_cache_agent(ScriptedChatModel(script=[reply(text="hi")]))
+    with pytest.raises(AttributeError, match="'Runtime' object has no attribute 'config'"):
+        agent.invoke(user_turn())
+
+
+def test_naive_shared_cache_is_a_race():
+    trials = 60
+    agent = build_naive_cache_agent(
+        reader_batch_model(POSTGRES_FIELDS, trials),
+        middleware=[ToolLatencyMiddleware(0.005, seed=3)],
+    )
+    seen = same_batch_reader_trials(
+        agent, trials, lambda: {"configurable": {"requirements_cache": {}}}
+    )
+    assert min(seen) < 5, "a reader never missed a write: the race did not show"
+    assert max(seen) > 0, "the shared dict was never seen: it is not shared"
+
+
+def test_turn_cache_reader_sees_every_write_of_its_batch():
+    trials = 100
+    agent = build_turn_cache_agent(
+        reader_batch_model(POSTGRES_FIELDS, trials),
+        middleware=[ToolLatencyMiddleware(0.005, seed=3)],
+    )
+    assert same_batch_reader_trials(agent, trials) == [5] * trials
+
+
+def test_store_validate_generate_in_one_reply_writes_both_files():
+    model = ScriptedChatModel(
+        script=[reply(*store_calls(VALID_REQUIREMENTS), *READERS), reply(text="done")]
+    )
+    state = build_turn_cache_agent(model).invoke(user_turn())
+    replies = {m.name: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert replies["validate_manifest"].content == "valid: all rules pass"
+    assert replies["generate_rds_manifest"].status == "success"
+    assert MANIFEST_PATH in state["files"]
+    assert file_fields(state) == VALID_REQUIREMENTS
+
+
+def test_rejected_writes_release_the_readers_and_are_not_cached():
+    calls = store_calls({"engine": "postgres", "port": 99999})
+    model = ScriptedChatModel(
+        script=[reply(*calls, tool_call("get_collected_requirements")), reply(text="done")]
+    )
+    start = time.perf_counter()
+    state = build_turn_cache_agent(model, timeout=5).invoke(user_turn())
+    assert time.perf_counter() - start < 4
+    reader = [m for m in state["messages"] if m.name == "get_collected_requirements"][0]
+    assert '"engine": "postgres"' in reader.content and "port" not in reader.content
+
+
+def test_reader_times_out_with_a_clear_error_instead_of_hanging():
+    cache = TurnCache()
+    assert cache.wait_for(["never-finishes"], timeout=0.05) == {"never-finishes"}
+    cache.finish("never-finishes")
+    assert cache.wait_for(["never-finishes"], timeout=0.05) == set()
+
+
+def test_timeout_reaches_the_model_as_an_error_message():
+    from agentstate.rds.turn_cache import BatchBarrierMiddleware
+
+    class Stuck(ToolLatencyMiddleware):
+        def wrap_tool_call(self, request, handler):
+            if request.tool_call["name"] == "store_requirement":
+                time.sleep(0.5)
+            return handler(request)
+
+    model = ScriptedChatModel(
+        script=[reply(*store_calls({"engine": "postgres"}), tool_call("validate_manifest")),
+                reply(text="done")]
+    )
+    agent = build_turn_cache_agent(model, timeout=0.05, middleware=[Stuck()])
+    state = agent.invoke(user_turn())
+    verdict = [m for m in state["messages"] if m.name == "validate_manifest"][0]
+    assert verdict.status == "error" and "timed out after 0.05s" in verdict.content
+    assert "1 store_requirement call(s)" in verdict.content
+    assert isinstance(BatchBarrierMiddleware().timeout, float)
+
+
+def test_each_invoke_gets_a_fresh_cache_and_the_callers_config_is_untouched():
+    seen = []
+
+    class Spy(ToolLatencyMiddleware):
+        def wrap_tool_call(self, request, handler):
+            seen.append(request.runtime.config["configurable"][CACHE_KEY])
+            return handler(request)
+
+    model = ScriptedChatModel(
+        script=[reply(*store_calls({"engine": "postgres"})), reply(text="a"),
+                reply(*store_calls({"username": "x"})), reply(text="b")]
+    )
+    agent = build_turn_cache_agent(model, middleware=[Spy()])
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke(user_turn(), config)
+    agent.invoke(user_turn(), config)
+    assert seen[0] is not seen[1]
+    assert len(seen[1]) == 1  # the second turn's cache does not hold the first turn's field
+    assert config == {"configurable": {"thread_id": "t"}}
+
+
+def test_turn_cache_is_thread_safe():
+    cache = TurnCache()
+
+    def writer(i):
+        cache.put(f"labels.k{i}", str(i))
+        cache.finish(f"call-{i}")
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(200)]
+    for t in threads:
+        t.start()
+    assert cache.wait_for([f"call-{i}" for i in range(200)], timeout=5) == set()
+    assert len(cache.snapshot()) == 200
