@@ -80,8 +80,14 @@ def stub_answer(expert: str, query: str, manual: Manual) -> str:
     known = [c for c in persona.chapters if c in chapters] or sorted(chapters)[:1]
     if not known:
         return f"{persona.title}: the loaded part of the manual has no numbered chapter."
-    best = max(known, key=lambda c: (len(words & set(_WORD.findall(chapters[c][1].lower()))),
-                                     -known.index(c)))  # fmt: skip
+
+    def score(chapter: int) -> tuple[int, int]:
+        heading, body = chapters[chapter]
+        in_heading = words & set(_WORD.findall(heading.lower()))
+        in_body = words & set(_WORD.findall(body.lower()))
+        return 3 * len(in_heading) + len(in_body), -known.index(chapter)
+
+    best = max(known, key=score)
     heading, body = chapters[best]
     first_rule = next((line for line in body.splitlines() if line[:1].isdigit()), "")
     rule = first_rule.split(" ", 1)[0]
