@@ -96,6 +96,28 @@ class ToolTimeline(AgentMiddleware):
                 self._events.append(event)
 
 
+class CommandRecorder(AgentMiddleware):
+    """Records which state keys each call of the named tools tried to update.
+
+    Shows what a ``task`` call really returns to the parent (notebook 04).
+    """
+
+    def __init__(self, tool_names: Iterable[str] = ("task",)) -> None:
+        super().__init__()
+        self.tool_names = frozenset(tool_names)
+        self.updates: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        result = handler(request)
+        if request.tool_call["name"] in self.tool_names:
+            update = getattr(result, "update", None)
+            keys = sorted(update) if isinstance(update, dict) else ["(no Command)"]
+            with self._lock:
+                self.updates.append({"tool": request.tool_call["name"], "update keys": keys})
+        return result
+
+
 def plot_timeline(events: Iterable[ToolEvent], title: str = "tool calls", ax=None):
     """A Gantt chart of tool calls, one bar per call, coloured by thread."""
     import matplotlib.pyplot as plt

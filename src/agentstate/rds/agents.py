@@ -98,6 +98,7 @@ def assemble_fixed_agent(
     middleware: Sequence[AgentMiddleware] = (),
     checkpointer: Any = None,
     subagents: Sequence[Any] | None = None,
+    state_schema: type = RdsAgentState,
 ):
     """The stage 02 fix over any storage: reducer schema, secret redaction, file sync.
 
@@ -114,7 +115,7 @@ def assemble_fixed_agent(
         system_prompt=RDS_SYSTEM_PROMPT,
         middleware=[*fixes, *middleware],
         subagents=subagents,
-        state_schema=RdsAgentState,
+        state_schema=state_schema,
         checkpointer=checkpointer,
     )
 

@@ -1,0 +1,95 @@
+"""Stage 04: what crosses the task boundary, the schema fix, parallel subagents, list hazard."""
+
+import pytest
+from langchain_core.messages import HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import InvalidUpdateError
+
+from agentstate.rds.scenarios import POSTGRES_FIELDS, file_fields, user_turn
+from agentstate.rds.state import PlainRequirementsState
+from agentstate.rds.subagents import (
+    AddNotesState,
+    UniqueNotesState,
+    append_unique,
+    build_cache_fix_agent,
+    build_notes_agent,
+    build_shared_schema_agent,
+    build_split_schema_agent,
+    collector_model,
+    parent_model,
+    who_sees_what,
+)
+from agentstate.tracing import CommandRecorder
+
+NETWORK = {"engine": "postgres", "engine_version": "15.5"}
+SIZING = {"instance_class": "db.t3.micro", "allocated_storage_gb": 20}
+
+
+def verdict(state):
+    return [m for m in state["messages"] if isinstance(m, ToolMessage)
+            and m.name == "validate_manifest"][-1].content
+
+
+def test_split_schema_drops_the_subagents_writes_silently():
+    recorder = CommandRecorder()
+    agent = build_split_schema_agent(
+        parent_model(POSTGRES_FIELDS), collector_model(), middleware=[recorder]
+    )
+    state = agent.invoke(user_turn())
+    assert state.get("requirements", {}) == {}
+    for field in POSTGRES_FIELDS:
+        assert f"{field}: missing required field" in verdict(state)
+    assert recorder.updates == [{"tool": "task", "update keys": ["messages"]}]
+
+
+def test_shared_schema_carries_requirements_across_the_task_boundary():
+    recorder = CommandRecorder()
+    agent = build_shared_schema_agent(
+        parent_model(POSTGRES_FIELDS), collector_model(), middleware=[recorder],
+        checkpointer=InMemorySaver(),
+    )
+    state = agent.invoke(user_turn(), {"configurable": {"thread_id": "t"}})
+    assert state["requirements"] == POSTGRES_FIELDS
+    assert file_fields(state) == POSTGRES_FIELDS
+    assert not any(f"{f}: missing" in verdict(state) for f in POSTGRES_FIELDS)
+    assert recorder.updates == [{"tool": "task", "update keys": ["messages", "requirements"]}]
+
+
+def test_who_sees_what_schema_fix_versus_cache_fix(tmp_path):
+    schema = who_sees_what(build_shared_schema_agent, POSTGRES_FIELDS, str(tmp_path / "a.db"))
+    cache = who_sees_what(build_cache_fix_agent, POSTGRES_FIELDS, str(tmp_path / "b.db"))
+    split = who_sees_what(build_split_schema_agent, POSTGRES_FIELDS, str(tmp_path / "c.db"))
+    assert schema == {"same turn": 5, "next turn": 5, "after restart": 5}
+    assert cache == {"same turn": 5, "next turn": 0, "after restart": 0}
+    assert split == {"same turn": 0, "next turn": 0, "after restart": 0}
+
+
+def test_parallel_subagents_merge_with_the_reducer():
+    agent = build_shared_schema_agent(parent_model(NETWORK, SIZING), collector_model(2))
+    assert agent.invoke(user_turn())["requirements"] == {**NETWORK, **SIZING}
+
+
+def test_parallel_subagents_without_a_reducer_raise_invalid_update_error():
+    agent = build_shared_schema_agent(
+        parent_model(NETWORK, SIZING), collector_model(2), state_schema=PlainRequirementsState
+    )
+    with pytest.raises(InvalidUpdateError, match="Can receive only one value per step"):
+        agent.invoke(user_turn())
+
+
+def test_operator_add_list_duplicates_the_parents_items_and_append_unique_does_not():
+    start = {"messages": [("user", "note it")], "notes": ["pre"]}
+    assert build_notes_agent(AddNotesState).invoke(start)["notes"] == ["pre", "pre", "new"]
+    assert build_notes_agent(UniqueNotesState).invoke(start)["notes"] == ["pre", "new"]
+    assert append_unique(["a"], ["a", "b"]) == ["a", "b"]
+
+
+def test_the_user_message_is_stored_once_and_the_subagent_sees_only_the_task():
+    collector = collector_model()
+    agent = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector)
+    state = agent.invoke(user_turn("Give me a Postgres 15.5 manifest"))
+    humans = [m for m in state["messages"] if isinstance(m, HumanMessage)]
+    assert [m.content for m in humans] == ["Give me a Postgres 15.5 manifest"]
+    first_input = collector.seen[0]
+    sub_humans = [m.content for m in first_input if isinstance(m, HumanMessage)]
+    assert len(sub_humans) == 1 and "Postgres 15.5 manifest" not in sub_humans[0]
