@@ -1,0 +1,66 @@
+"""What the turn cache costs: one turn with and without it, same scripted work.
+
+Each round invokes the stage 02 agent and the stage 03 turn-cached agent on
+the same batch (N store_requirement calls plus the three readers in one
+reply), alternating which goes first, and prints the median wall time per
+turn and their ratio (measured in this one run; machines here are noisy).
+
+    .venv/bin/python scripts/bench_turn_cache.py [--rounds 30] [--fields 5 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.rds import build_reducer_agent
+from agentstate.rds.scenarios import label_fields, store_calls, user_turn
+from agentstate.rds.turn_cache import build_turn_cache_agent
+
+READERS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")
+
+
+def model(n_fields: int, rounds: int) -> ScriptedChatModel:
+    batch = reply(*store_calls(label_fields(n_fields)), *(tool_call(r) for r in READERS))
+    return ScriptedChatModel(script=[batch, reply(text="Done.")] * rounds)
+
+
+def turn_ms(agent) -> float:
+    start = time.perf_counter()
+    agent.invoke(user_turn())
+    return (time.perf_counter() - start) * 1000
+
+
+def interleaved_medians(plain, cached, rounds: int, warmup: int = 2) -> tuple[float, float]:
+    """Median ms per turn for each agent, the order swapped every round."""
+    samples: dict[str, list[float]] = {"plain": [], "cached": []}
+    for i in range(rounds + warmup):
+        order = [("plain", plain), ("cached", cached)]
+        for name, agent in order if i % 2 == 0 else reversed(order):
+            ms = turn_ms(agent)
+            if i >= warmup:
+                samples[name].append(ms)
+    return statistics.median(samples["plain"]), statistics.median(samples["cached"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--fields", type=int, nargs="+", default=[5, 50])
+    args = parser.parse_args()
+    total = args.rounds + 2
+    print("| fields in the batch | without cache (median ms) | with turn cache (median ms) "
+          "| ratio | rounds |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in args.fields:
+        plain = build_reducer_agent(model(n, total))
+        cached = build_turn_cache_agent(model(n, total))
+        without_ms, with_ms = interleaved_medians(plain, cached, args.rounds)
+        print(f"| {n} | {without_ms:.1f} | {with_ms:.1f} | {with_ms / without_ms:.2f}x "
+              f"| {args.rounds} |")
+
+
+if __name__ == "__main__":
+    main()
