@@ -31,7 +31,7 @@ pytestmark = [
 ]
 MANUAL = load_manual(sections=2)  # about 1k prompt tokens: cold ~10 s on 2 cores, warm < 2 s
 ALL3 = "The batch outage debited a customer twice: what must we report to the regulator?"
-TWO = "The batch outage debited a customer twice: what must we report?"
+TWO = "The overnight batch outage: what must we report to the regulator?"
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +41,10 @@ def server():
     assert running.process.poll() is not None  # nothing left behind
 
 
-def run(server, policy, query, recorder=None):
+def run(server, policy, query, recorder=None, manual=MANUAL):
     model = chat_model(ModelSettings(base_url=server.base_url), max_tokens=8, recorder=recorder)
     evict(model)
-    config = ExpertsConfig(manual=MANUAL, mode="llm", expert_model=model, prefix_policy=policy,
+    config = ExpertsConfig(manual=manual, mode="llm", expert_model=model, prefix_policy=policy,
                            synthesis="combine")  # fmt: skip
     return build_experts_graph(config).invoke(user_turn(query))
 
@@ -65,8 +65,9 @@ def test_warm_experts_are_several_times_faster_and_bytes_are_identical(server):
 
 
 def test_a_timestamp_before_the_manual_keeps_every_expert_cold(server):
-    busted = run(server, "timestamp_first", TWO)
-    fixed = run(server, "invariant", TWO)
+    small = MANUAL.leading(1)  # ~600 tokens keeps the three cold calls quick
+    busted = run(server, "timestamp_first", TWO, manual=small)
+    fixed = run(server, "invariant", TWO, manual=small)
     experts = busted["route"]["experts"]
     assert len(experts) == 2
     second = experts[1]
