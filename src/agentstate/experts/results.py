@@ -45,15 +45,20 @@ def provenance_checks(results: dict[str, Any]) -> dict[str, bool]:
     return checks
 
 
+def _s(ms: float) -> str:
+    """Milliseconds as seconds with two decimals (tables read better in seconds)."""
+    return f"{ms / 1000:.2f}"
+
+
 def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per manual size: the headline medians."""
+    """One row per manual size: the headline medians, in seconds."""
     return [
         {
             "prefix tokens": s["prefix_tokens"],
-            "cold TTFT ms": s["cold_ms"],
-            "warm TTFT ms": s["warm_ms"],
-            "floor TTFT ms": s["floor_ms"],
-            "warm/cold": f"{s['warm_cold_ratio']}x",
+            "cold TTFT s": _s(s["cold_ms"]),
+            "warm TTFT s": _s(s["warm_ms"]),
+            "floor TTFT s": _s(s["floor_ms"]),
+            "cold/warm": f"{s['warm_cold_ratio']}x",
             "share of ideal saving": f"{s['saving_share']:.0%}",
         }
         for s in results["sizes"]
@@ -61,14 +66,15 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def case_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per size and case: TTFT per expert (in routing order) and total."""
+    """One row per size and case: TTFT per expert (in routing order) and total, in seconds."""
     rows = []
     for s in results["sizes"]:
         for case, figures in s["cases"].items():
             ttft = list(figures["ttft_ms"].values())
             rows.append({"prefix tokens": s["prefix_tokens"], "case": case,
-                         **{f"TTFT {i + 1} ms": v for i, v in enumerate(ttft)},
-                         "total ms": figures["total_ms"]})  # fmt: skip
+                         "prime call s": _s(figures["prime_ms"]) if "prime_ms" in figures else "",
+                         **{f"TTFT {i + 1} s": _s(v) for i, v in enumerate(ttft)},
+                         "total s": _s(figures["total_ms"])})  # fmt: skip
     return rows
 
 
