@@ -31,7 +31,7 @@ lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
 test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval over every notebook
-	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff check src tests scripts notebooks/_src
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(BIN)/pytest tests notebooks/*.ipynb $(NBVAL)
 
@@ -45,7 +45,7 @@ notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff check src tests scripts notebooks/_src
 
 clean:
 	rm -rf $(VENV)

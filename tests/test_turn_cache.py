@@ -25,7 +25,7 @@ from agentstate.rds.turn_cache import (
     TurnCache,
     build_turn_cache_agent,
 )
-from agentstate.simulation import ToolLatencyMiddleware
+from agentstate.simulation import SlowToolMiddleware, ToolLatencyMiddleware
 
 READERS = [
     tool_call("get_collected_requirements"),
@@ -112,17 +112,12 @@ def test_reader_times_out_with_a_clear_error_instead_of_hanging():
 def test_timeout_reaches_the_model_as_an_error_message():
     from agentstate.rds.turn_cache import BatchBarrierMiddleware
 
-    class Stuck(ToolLatencyMiddleware):
-        def wrap_tool_call(self, request, handler):
-            if request.tool_call["name"] == "store_requirement":
-                time.sleep(0.5)
-            return handler(request)
-
     model = ScriptedChatModel(
         script=[reply(*store_calls({"engine": "postgres"}), tool_call("validate_manifest")),
                 reply(text="done")]
     )
-    agent = build_turn_cache_agent(model, timeout=0.05, middleware=[Stuck()])
+    slow = SlowToolMiddleware("store_requirement", 0.5)
+    agent = build_turn_cache_agent(model, timeout=0.05, middleware=[slow])
     state = agent.invoke(user_turn())
     verdict = [m for m in state["messages"] if m.name == "validate_manifest"][0]
     assert verdict.status == "error" and "timed out after 0.05s" in verdict.content

@@ -183,9 +183,10 @@ from langchain_core.messages import ToolMessage
 
 mixed = {"engine": "postgres", "instance_class": "t3.micro", "port": 70000, "colour": "blue"}
 state = build_reducer_agent(one_batch_model(mixed)).invoke(user_turn())
+tool_replies = [m for m in state["messages"] if isinstance(m, ToolMessage)]
 answers = Table(
     {"call": f, "status": m.status, "reply": m.content}
-    for f, m in zip(mixed, [m for m in state["messages"] if isinstance(m, ToolMessage)], strict=True)
+    for f, m in zip(mixed, tool_replies, strict=True)
 )
 assert answers.column("status") == ["success", "error", "error", "error"]
 assert state["requirements"] == {"engine": "postgres"}

@@ -30,3 +30,17 @@ class ToolLatencyMiddleware(AgentMiddleware):
             delay = self._random.uniform(0, self.max_delay)
         time.sleep(delay)
         return handler(request)
+
+
+class SlowToolMiddleware(AgentMiddleware):
+    """Make the named tools take ``seconds`` longer (to show a reader's timeout)."""
+
+    def __init__(self, tool_name: str, seconds: float) -> None:
+        super().__init__()
+        self.tool_name = tool_name
+        self.seconds = seconds
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        if request.tool_call["name"] == self.tool_name:
+            time.sleep(self.seconds)
+        return handler(request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +140,12 @@ def plot_timeline(events: Iterable[ToolEvent], title: str = "tool calls", ax=Non
     return ax
 
 
+def _nodes(names: Iterable[str]) -> str:
+    """``tools x5`` rather than five ``tools``: one task per tool call in a batch."""
+    counts = Counter(names)
+    return ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(counts.items())) or "(end)"
+
+
 def state_by_step(
     graph: Any,
     config: dict[str, Any],
@@ -160,7 +167,7 @@ def state_by_step(
         rows.append(
             {
                 "step": snapshot.metadata.get("step"),
-                "next": ",".join(sorted(snapshot.next)) or "(end)",
+                "next": _nodes(snapshot.next),
                 "changed": changed,
                 **(summarise(values) if summarise else {}),
             }
