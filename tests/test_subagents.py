@@ -21,8 +21,10 @@ from agentstate.rds.subagents import (
 )
 from agentstate.tracing import CommandRecorder
 
-NETWORK = {"engine": "postgres", "engine_version": "15.5"}
-SIZING = {"instance_class": "db.t3.micro", "allocated_storage_gb": 20}
+# One field per task: inside each collector one write per step, so the only
+# parallel writes are the two task results in the parent.
+NETWORK = {"engine": "postgres"}
+SIZING = {"instance_class": "db.t3.micro"}
 
 
 def verdict(state):
@@ -75,6 +77,10 @@ def test_parallel_subagents_without_a_reducer_raise_invalid_update_error():
     )
     with pytest.raises(InvalidUpdateError, match="Can receive only one value per step"):
         agent.invoke(user_turn())
+    single = build_shared_schema_agent(
+        parent_model(NETWORK), collector_model(), state_schema=PlainRequirementsState
+    )
+    assert single.invoke(user_turn())["requirements"] == NETWORK
 
 
 def test_operator_add_list_duplicates_the_parents_items_and_append_unique_does_not():
