@@ -2,7 +2,10 @@
 
 from agentstate.rds.agents import (
     RDS_SYSTEM_PROMPT,
+    assemble_fixed_agent,
     build_file_storage_agent,
+    build_naive_cache_agent,
+    build_original_cache_agent,
     build_plain_dict_agent,
     build_reducer_agent,
 )
@@ -23,11 +26,36 @@ from agentstate.rds.storage import (
     StateStorage,
     read_json_file,
 )
+from agentstate.rds.subagents import (
+    append_unique,
+    build_cache_fix_agent,
+    build_shared_schema_agent,
+    build_split_schema_agent,
+)
 from agentstate.rds.sync import RequirementsSyncMiddleware
 from agentstate.rds.tools import TOOL_NAMES, make_rds_tools
+from agentstate.rds.turn_cache import (
+    BatchBarrierMiddleware,
+    CachedStateStorage,
+    TurnCache,
+    TurnCachedAgent,
+    build_turn_cache_agent,
+)
 from agentstate.rds.validator import ValidationIssue, check_value, validate_requirements
 
 __all__ = [
+    "BatchBarrierMiddleware",
+    "CachedStateStorage",
+    "TurnCache",
+    "TurnCachedAgent",
+    "append_unique",
+    "assemble_fixed_agent",
+    "build_cache_fix_agent",
+    "build_naive_cache_agent",
+    "build_original_cache_agent",
+    "build_shared_schema_agent",
+    "build_split_schema_agent",
+    "build_turn_cache_agent",
     "MANIFEST_PATH",
     "REQUIREMENTS_PATH",
     "RDS_SYSTEM_PROMPT",
