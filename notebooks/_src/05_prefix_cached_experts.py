@@ -153,7 +153,7 @@ diagram
 # records the hash of the system message 1 it sent:
 
 # %%
-ALL3 = "Last night's batch outage sent a SEPA file twice and a customer complains: what do we report?"
+ALL3 = "Last night's batch outage sent a SEPA file twice, a customer complains: what to report?"
 state = graph.invoke(user_turn(ALL3))
 assert set(state["prefix_by_call"].values()) == {state["prefix_sha256"]}
 assert state["prefix_sha256"] == system_prefix(manual).sha256
@@ -332,8 +332,9 @@ def predicted(experts, size_index):
 # %%
 # NBVAL_IGNORE_OUTPUT
 sizes = [(f"{s['prefix_tokens']} tokens", i) for i, s in enumerate(results["sizes"])]
-knob = widgets.interactive(predicted, experts=widgets.IntSlider(value=3, min=1, max=3),
-                           size_index=widgets.Dropdown(options=sizes, value=len(sizes) - 1))  # fmt: skip
+experts_knob = widgets.IntSlider(value=3, min=1, max=3)
+size_knob = widgets.Dropdown(options=sizes, value=len(sizes) - 1)
+knob = widgets.interactive(predicted, experts=experts_knob, size_index=size_knob)
 assert predicted(1, 0)["saved s"] == 0
 knob
 
