@@ -1,0 +1,22 @@
+"""``agentstate memory serve --db PATH``: start the memory MCP server (notebook 06)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from agentstate.memory.server import main
+
+    argv = ["--db", args.db, "--transport", args.transport, "--port", str(args.port)]
+    return main(argv)
+
+
+def register(subparsers) -> None:
+    memory = subparsers.add_parser("memory", help="the MCP memory server of stage 06")
+    sub = memory.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the server (stdio by default)")
+    serve.add_argument("--db", required=True, help="SQLite file (created if missing)")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port, bound to 127.0.0.1")
+    serve.set_defaults(func=_serve)
