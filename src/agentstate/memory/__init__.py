@@ -1,12 +1,10 @@
-"""Stage 06: a real MCP memory server over SQLite (notebook 06, in progress).
+"""Stage 06: tool-only memory capture over a real MCP memory server (notebook 06).
 
-``store`` keeps memories, entries (with SQLite FTS5 search) and context
-snapshots; ``writer`` drains queued writes in one thread so ``add_entry`` and
-``put_context`` return "enqueued" and ``await_consistency`` waits for them;
-``server`` exposes the anchor's tools over MCP (stdio or streamable HTTP).
+Server side: ``store`` (SQLite, durable write queue, FTS5), ``writer``,
+``server`` (FastMCP tools), ``process`` (start/stop it on loopback), ``cli``.
+Agent side: ``client`` (tools through langchain-mcp-adapters, retries),
+``conversations`` (the replayed chats in ``data/conversations``), ``prompt``,
+``policy`` (the offline models), ``react`` (the prebuilt-agent baseline),
+``capture`` (the tool-only graph), ``observer`` (feeds a conversation to an
+agent), ``auditor`` (checks the store against the conversation).
 """
-
-from agentstate.memory.store import MemoryError_, MemoryStore
-from agentstate.memory.writer import WriteQueue
-
-__all__ = ["MemoryError_", "MemoryStore", "WriteQueue"]

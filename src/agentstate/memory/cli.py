@@ -8,8 +8,10 @@ import argparse
 def _serve(args: argparse.Namespace) -> int:
     from agentstate.memory.server import main
 
-    argv = ["--db", args.db, "--transport", args.transport, "--port", str(args.port)]
-    return main(argv)
+    return main([
+        "--db", args.db, "--transport", args.transport, "--port", str(args.port),
+        "--write-delay", str(args.write_delay),
+    ])
 
 
 def register(subparsers) -> None:
@@ -17,6 +19,9 @@ def register(subparsers) -> None:
     sub = memory.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the server (stdio by default)")
     serve.add_argument("--db", required=True, help="SQLite file (created if missing)")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port, bound to 127.0.0.1")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio",
+                       help="stdio (the client starts the server) or streamable HTTP")
+    serve.add_argument("--port", type=int, default=8765,
+                       help="HTTP port, bound to 127.0.0.1 only (default 8765)")
+    serve.add_argument("--write-delay", type=float, default=0.0, help=argparse.SUPPRESS)
     serve.set_defaults(func=_serve)

@@ -1,62 +1,89 @@
-"""One writer thread drains queued writes, so writes return "enqueued" at once.
+"""The writer: one thread drains the durable write queue of the memory server.
 
-``add_entry`` and ``put_context`` are asynchronous in the anchor service; a
-client that needs to read its own writes calls ``await_consistency``, which
-blocks until every write queued for that memory is committed (or reports the
-first write that failed). Taught in notebook 06.
+``add_entry`` and ``put_context`` are asynchronous in the anchor service: they
+answer "enqueued" and a writer applies them later. A client that needs its
+writes visible (and durable in their final tables) calls
+``await_consistency``, which waits here until no write of that memory is
+queued. The queue lives in SQLite (see ``store``), so writes queued before a
+server kill are applied by the next server on the same file. Notebook 06.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
-from collections import defaultdict
-from collections.abc import Callable
+import time
+from collections import Counter
+from contextlib import contextmanager
+
+from agentstate.memory.store import MemoryStore
 
 
-class WriteQueue:
-    """FIFO of write callables tagged with a memory id; one daemon thread runs them."""
+class Writer:
+    """Applies queued writes in queue order; tracks how many are pending per memory."""
 
-    def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[str, Callable[[], None]] | None] = queue.Queue()
-        self._pending: dict[str, int] = defaultdict(int)
-        self._errors: dict[str, list[str]] = defaultdict(list)
+    def __init__(self, store: MemoryStore, delay: float = 0.0) -> None:
+        self.store = store
+        self.delay = delay  # seconds per write: lets tests and the notebook see "enqueued"
         self._cond = threading.Condition()
+        self._pending: Counter[str] = Counter(row["memory_id"] for row in store.pending())
+        self._error: str | None = None
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="memory-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, memory_id: str, write: Callable[[], None]) -> None:
+    @contextmanager
+    def submitting(self, memory_id: str):
+        """Count the write as pending before it is committed to the queue table."""
         with self._cond:
             self._pending[memory_id] += 1
-        self._queue.put((memory_id, write))
+        try:
+            yield
+        except BaseException:
+            with self._cond:
+                self._pending[memory_id] -= 1
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._cond.notify_all()
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            memory_id, write = item
-            try:
-                write()
-            except Exception as exc:  # reported to the next await_consistency
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopping or +self._pending, timeout=0.5)
+                if self._stopping and not +self._pending:
+                    return
+            for item in self.store.pending():
+                if self.delay:
+                    time.sleep(self.delay)
+                try:
+                    self.store.apply(item)
+                except Exception as exc:  # reported by await_consistency; retried
+                    with self._cond:
+                        self._error = f"{type(exc).__name__}: {exc}"
+                    time.sleep(0.2)
+                    break
                 with self._cond:
-                    self._errors[memory_id].append(f"{type(exc).__name__}: {exc}")
-            finally:
-                with self._cond:
-                    self._pending[memory_id] -= 1
+                    self._error = None
+                    self._pending[item["memory_id"]] -= 1
                     self._cond.notify_all()
 
-    def wait(self, memory_id: str, timeout: float) -> list[str]:
-        """Block until ``memory_id`` has no queued writes; return (and clear) failed writes.
-
-        Raises TimeoutError if writes are still queued after ``timeout`` seconds.
-        """
+    def pending(self, memory_id: str) -> int:
         with self._cond:
-            if not self._cond.wait_for(lambda: self._pending[memory_id] == 0, timeout=timeout):
+            return self._pending[memory_id]
+
+    def wait(self, memory_id: str, timeout: float) -> None:
+        """Block until ``memory_id`` has no queued writes; TimeoutError names the last failure."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._pending[memory_id] <= 0, timeout=timeout):
+                why = f"; last write error: {self._error}" if self._error else ""
                 raise TimeoutError(
                     f"{self._pending[memory_id]} write(s) for {memory_id!r} still queued "
-                    f"after {timeout:g}s"
+                    f"after {timeout:g}s{why}"
                 )
-            return self._errors.pop(memory_id, [])
 
     def close(self, timeout: float = 10.0) -> None:
-        """Finish every queued write, then stop the thread."""
-        self._queue.put(None)
+        """Apply what is queued, then stop the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
         self._thread.join(timeout)

@@ -1,0 +1,53 @@
+"""The canonical tool calls of memory capture, built in one place (notebook 06).
+
+Both the offline policy (what a well-behaved model would emit) and the
+tool-only graph's guard (what the code lets through) build calls here, so a
+rule such as "tags are exactly {role, msg_idx}" is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ChatMessage
+
+FLUSH_EVERY = 6
+BOOTSTRAP_LIMIT = 10
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": None, "type": "tool_call"}
+
+
+def summary_of(role: str, msg_idx: int, content: str) -> str:
+    first = content.strip().splitlines()[0] if content.strip() else "(empty message)"
+    return f"{role} #{msg_idx}: {first[:60]}"
+
+
+def add_entry(vault_id: str, memory_id: str, role: str, msg_idx: int, content: str,
+              summary: str | None = None) -> dict[str, Any]:
+    return call("add_entry", vault_id=vault_id, memory_id=memory_id, raw_entry=content,
+                summary=summary if summary is not None else summary_of(role, msg_idx, content),
+                tags={"role": role, "msg_idx": msg_idx})
+
+
+def bootstrap(vault_id: str, memory_id: str) -> list[dict[str, Any]]:
+    return [call("get_context", vault_id=vault_id, memory_id=memory_id),
+            call("list_entries", vault_id=vault_id, memory_id=memory_id, limit=BOOTSTRAP_LIMIT)]
+
+
+def flush(vault_id: str, memory_id: str, content: str) -> list[dict[str, Any]]:
+    return [call("await_consistency", memory_id=memory_id),
+            call("put_context", vault_id=vault_id, memory_id=memory_id, content=content)]
+
+
+def digest(messages: list[BaseMessage], memory_id: str) -> str:
+    """A short, deterministic context document: how much was captured, the last user ask."""
+    chat = [m for m in messages if isinstance(m, ChatMessage)]
+    users = [m.content for m in chat if m.role == "user" and str(m.content).strip()]
+    last = users[-1].strip().splitlines()[0][:80] if users else "(none)"
+    return f"Memory {memory_id}: {len(chat)} messages captured. Last user request: {last}"
+
+
+def periodic_flush_due(msg_idx: int) -> bool:
+    return msg_idx % FLUSH_EVERY == 0

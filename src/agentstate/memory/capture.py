@@ -1,0 +1,152 @@
+"""The fix of notebook 06: a tool-only LangGraph workflow for memory capture.
+
+One turn = one new message (only that message is sent; state accrues per
+``thread_id`` in the checkpointer). ``llm_call`` shows the model the capture
+prompt plus the control and user/assistant messages only (no AI or tool
+messages), keeps nothing of its reply but the tool calls, and hands them to
+``guard``'s code, which builds the turn's plan from the rules and takes from
+the model only what is the model's to say (a summary, a context document):
+
+- one ``add_entry`` per (thread, msg_idx): a resent message is skipped;
+- role and content copied from the message itself, tags exactly {role, msg_idx};
+- SESSION_START -> get_context, list_entries(limit=10), once per thread;
+- FLUSH_CONTEXT / SESSION_END, and after every msg_idx % 6 == 0 -> await_consistency,
+  put_context; control messages are typed, never persisted.
+
+``dispatch`` then sends the plan to a ``ToolNode`` one call at a time, so the
+store sees the calls in plan order. Every change the guard made to the model's
+proposal is recorded in ``corrections``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ChatMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+
+from agentstate.memory import calls
+from agentstate.memory.conversations import CONTROLS
+from agentstate.memory.prompt import system_prompt, turn_line
+
+MODEL_WINDOW = 24  # conversation messages shown to the model (the newest ones)
+
+
+def _union(left: list[int] | None, right: list[int] | None) -> list[int]:
+    return sorted(set(left or []) | set(right or []))
+
+
+class CaptureState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    turn: NotRequired[BaseMessage]
+    plan: NotRequired[list[dict[str, Any]]]
+    persisted: NotRequired[Annotated[list[int], _union]]
+    bootstrapped: NotRequired[bool]
+    corrections: NotRequired[Annotated[list[str], operator.add]]
+
+
+def curated(messages: list[BaseMessage], window: int = MODEL_WINDOW) -> list[BaseMessage]:
+    """Control messages and the conversation's user/assistant messages; nothing else."""
+    keep = [m for m in messages if isinstance(m, ChatMessage)
+            or (isinstance(m, SystemMessage) and m.content in CONTROLS)]
+    return keep[-window:]
+
+
+def guard(turn: BaseMessage, proposed: list[dict[str, Any]], state: dict[str, Any],
+          vault_id: str, memory_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The turn's plan built by the rules; the model fills in only summaries and contexts.
+
+    Returns the plan and the state update (persisted, bootstrapped, corrections).
+    """
+    label = (f"msg {turn.additional_kwargs.get('msg_idx')}" if isinstance(turn, ChatMessage)
+             else str(turn.content))
+    update: dict[str, Any] = {}
+    context = next((c["args"].get("content") for c in proposed if c["name"] == "put_context"
+                    and isinstance(c["args"].get("content"), str) and c["args"]["content"]),
+                   None) or calls.digest(state.get("messages", []), memory_id)
+    if isinstance(turn, ChatMessage):
+        idx = turn.additional_kwargs["msg_idx"]
+        plan = []
+        if idx in state.get("persisted", []):
+            update["corrections"] = [f"{label}: already persisted, add_entry skipped"]
+        else:
+            summary = next((c["args"].get("summary") for c in proposed
+                            if c["name"] == "add_entry"
+                            and isinstance(c["args"].get("summary"), str)), None)
+            plan.append(calls.add_entry(vault_id, memory_id, turn.role, idx, str(turn.content),
+                                        summary))
+            update["persisted"] = [idx]
+        if calls.periodic_flush_due(idx):
+            plan += calls.flush(vault_id, memory_id, context)
+    elif turn.content == "SESSION_START":
+        if state.get("bootstrapped"):
+            plan = []
+            update["corrections"] = ["SESSION_START: already bootstrapped, skipped"]
+        else:
+            plan = calls.bootstrap(vault_id, memory_id)
+            update["bootstrapped"] = True
+    elif turn.content in ("FLUSH_CONTEXT", "SESSION_END"):
+        plan = calls.flush(vault_id, memory_id, context)
+    else:
+        plan = []
+    update["corrections"] = update.get("corrections", []) + _differences(label, proposed, plan)
+    return plan, update
+
+
+def _differences(label: str, proposed: list[dict], plan: list[dict]) -> list[str]:
+    """What the guard changed, in words: dropped, added or corrected calls."""
+    out = []
+    unmatched = list(plan)
+    for p in proposed:
+        match = next((c for c in unmatched if c["name"] == p["name"]), None)
+        if match is None:
+            out.append(f"{label}: dropped {p['name']}")
+            continue
+        unmatched.remove(match)
+        for key in ("raw_entry", "tags", "limit", "memory_id", "vault_id"):
+            if key in match["args"] and p["args"].get(key) != match["args"][key]:
+                out.append(f"{label}: corrected {p['name']}.{key}")
+    out += [f"{label}: added {c['name']}" for c in unmatched]
+    return out
+
+
+def build_capture_graph(model, tools: list, checkpointer=None, window: int = MODEL_WINDOW):
+    """Compile the tool-only graph. Invoke per message with ``configurable`` =
+    {thread_id, vault_id, memory_id} and input ``{"messages": [m], "turn": m}``."""
+    bound = model.bind_tools(tools)
+
+    async def llm_call(state: CaptureState, config: RunnableConfig) -> dict[str, Any]:
+        turn = state.get("turn")
+        if turn is None:
+            return {"plan": []}
+        conf = config["configurable"]
+        vault_id, memory_id = conf["vault_id"], conf["memory_id"]
+        prompt = SystemMessage(f"{system_prompt(vault_id, memory_id)}\n{turn_line(turn)}")
+        reply = await bound.ainvoke([prompt, *curated(state["messages"], window)])
+        proposed = list(getattr(reply, "tool_calls", None) or [])  # the text is dropped
+        plan, update = guard(turn, proposed, state, vault_id, memory_id)
+        for n, c in enumerate(plan):
+            c["id"] = f"{turn.id}-c{n}"
+        return {"plan": plan, **update}
+
+    def dispatch(state: CaptureState) -> dict[str, Any]:
+        first, *rest = state["plan"]
+        return {"messages": [AIMessage(content="", tool_calls=[first], id=f"ai-{first['id']}")],
+                "plan": rest}
+
+    def more(state: CaptureState) -> str:
+        return "dispatch" if state.get("plan") else END
+
+    builder = StateGraph(CaptureState)
+    builder.add_node("llm_call", llm_call)
+    builder.add_node("dispatch", dispatch)
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_edge(START, "llm_call")
+    builder.add_conditional_edges("llm_call", more, ["dispatch", END])
+    builder.add_edge("dispatch", "tools")
+    builder.add_conditional_edges("tools", more, ["dispatch", END])
+    return builder.compile(checkpointer=checkpointer)

@@ -1,0 +1,204 @@
+"""The agent side of the memory server: MCP tools through langchain-mcp-adapters.
+
+``MemoryClient(url)`` loads the server's tools with ``load_mcp_tools`` and
+routes every call through one long-lived MCP session (a new session per call
+costs ~100 ms here, a kept one ~15 ms). The session lives in its own asyncio
+task, because when the server dies the MCP client cancels the task that owns
+the session: that must not be the notebook's or the graph's task.
+
+If the server goes away, a call waits for it to come back and retries. A
+write retried blindly could land twice (the server may have queued it just
+before dying), so before retrying ``add_entry`` or ``put_context`` the client
+asks the server (``await_consistency`` then a read) whether the write is
+already there. Queued writes survive a server kill (the queue is in SQLite),
+so the answer is exact. Taught in notebook 06.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langchain_mcp_adapters.sessions import create_session
+from langchain_mcp_adapters.tools import load_mcp_tools
+from mcp.types import CallToolResult, TextContent
+
+from agentstate.memory.process import port_open
+
+WRITE_TOOLS = ("add_entry", "put_context")
+
+
+class MemoryServerUnavailable(ConnectionError):
+    """No memory server answers; the message says how to start one."""
+
+
+class MemoryToolError(RuntimeError):
+    """The server rejected a call (bad input, unknown memory...)."""
+
+
+def http_connection(url: str) -> dict[str, Any]:
+    return {"transport": "streamable_http", "url": url}
+
+
+def start_hint(url: str) -> str:
+    port = url.rsplit(":", 1)[-1].split("/", 1)[0]
+    return (f"no memory server answers at {url}; start one with "
+            f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`")
+
+
+def text_of(result: CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+class _SessionTask:
+    """One MCP session owned by a background task; callers send requests to it."""
+
+    def __init__(self, connection: dict[str, Any], timeout: float) -> None:
+        self.connection = connection
+        self.timeout = timeout
+        self._requests: asyncio.Queue = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._current: asyncio.Future | None = None
+        self._lock = asyncio.Lock()
+
+    async def call(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        async with self._lock:  # one request in flight: tool calls are sequential here
+            future = asyncio.get_running_loop().create_future()
+            self._current = future
+            if self._task is None or self._task.done():
+                self._task = asyncio.create_task(self._run(), name="memory-mcp-session")
+            await self._requests.put((name, args, future))
+            try:
+                return await future
+            finally:
+                self._current = None
+
+    async def _run(self) -> None:
+        try:
+            async with create_session(self.connection) as session:
+                await session.initialize()
+                while True:
+                    name, args, future = await self._requests.get()
+                    try:
+                        result = await session.call_tool(
+                            name, args, read_timeout_seconds=timedelta(seconds=self.timeout))
+                    except Exception as exc:  # a protocol error: the session itself is fine
+                        if not future.done():
+                            future.set_exception(exc)
+                        continue
+                    if not future.done():
+                        future.set_result(result)
+        except asyncio.CancelledError:
+            if self._current is not None and not self._current.done():
+                self._current.set_exception(MemoryServerUnavailable("memory client closed"))
+            raise
+        except BaseException as exc:  # the transport died: ExceptionGroup from the MCP client
+            while not self._requests.empty():
+                self._requests.get_nowait()
+            if self._current is not None and not self._current.done():
+                self._current.set_exception(
+                    MemoryServerUnavailable(f"{start_hint(self.connection.get('url', '?'))} "
+                                            f"({_root_cause(exc)})"))
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._task = None
+
+
+def _root_cause(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+class MemoryClient:
+    """Tools and direct calls against one memory server, with retry after a restart.
+
+    ``retry_for`` is how long a call waits for a missing server (0: fail at
+    once with the hint that says how to start it). ``stats`` counts retries and
+    writes found already applied, for the notebook's restart lesson.
+    """
+
+    def __init__(self, url: str, *, retry_for: float = 30.0, timeout: float = 60.0) -> None:
+        self.url = url
+        self.retry_for = retry_for
+        self.connection = http_connection(url)
+        self._session = _SessionTask(self.connection, timeout)
+        self.stats = {"retries": 0, "already_written": 0}
+
+    async def __aenter__(self) -> MemoryClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def tools(self) -> list[BaseTool]:
+        """The server's tools as LangChain tools, every call routed through this client."""
+        if not port_open(_port(self.url)):
+            raise MemoryServerUnavailable(start_hint(self.url))
+        return await load_mcp_tools(None, connection=self.connection,
+                                    tool_interceptors=[self._intercept], server_name="memory")
+
+    async def _intercept(self, request, handler) -> CallToolResult:
+        return await self.call_result(request.name, dict(request.args))
+
+    async def call(self, name: str, **args: Any) -> str:
+        """Call a tool directly; return its text or raise MemoryToolError."""
+        result = await self.call_result(name, args)
+        if result.isError:
+            raise MemoryToolError(f"{name}: {text_of(result)}")
+        return text_of(result)
+
+    async def call_result(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        deadline = time.monotonic() + self.retry_for
+        failed = False
+        while True:
+            try:
+                if failed and name in WRITE_TOOLS and await self.already_written(name, args):
+                    self.stats["already_written"] += 1
+                    return CallToolResult(content=[TextContent(type="text", text="enqueued")])
+                return await self._session.call(name, args)
+            except MemoryServerUnavailable:
+                if time.monotonic() >= deadline:
+                    raise
+                failed = True
+                self.stats["retries"] += 1
+                await self._wait_for_server(deadline)
+
+    async def _wait_for_server(self, deadline: float) -> None:
+        port = _port(self.url)
+        while not port_open(port):
+            if time.monotonic() >= deadline:
+                raise MemoryServerUnavailable(start_hint(self.url))
+            await asyncio.sleep(0.1)
+
+    async def already_written(self, name: str, args: dict[str, Any]) -> bool:
+        """After a lost reply: is the write in the store? (queued writes survive a kill)."""
+        memory_id = args.get("memory_id")
+        await self._session.call("await_consistency", {"memory_id": memory_id})
+        if name == "add_entry":
+            result = await self._session.call("list_entries", {
+                "vault_id": args.get("vault_id"), "memory_id": memory_id, "limit": 50})
+            entries = json.loads(text_of(result)).get("entries", []) if not result.isError else []
+            return any(e["raw_entry"] == args.get("raw_entry")
+                       and e["tags"] == (args.get("tags") or {}) for e in entries)
+        result = await self._session.call("search_memories", {
+            "memory_id": memory_id, "query": "", "top_ke": 0, "top_kc": 1})
+        contexts = json.loads(text_of(result)).get("contexts", []) if not result.isError else []
+        return bool(contexts) and contexts[0]["content"] == args.get("content")
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[-1].split("/", 1)[0])

@@ -1,0 +1,125 @@
+"""Replay a conversation into a capture agent, one message per invoke (notebook 06).
+
+The observer sends each event of a conversation to the agent of its thread:
+only the new message, with ``thread_id`` set, so the agent's state accrues in
+its checkpointer. ``CaptureRun`` drives the tool-only graph, ``ReactRun`` the
+prebuilt baseline; both create their memories first (``create_memory``) and
+name them ``<run>.<thread>`` so several runs can share one server.
+``CaptureRun.resume`` finishes a turn a killed process left half done: if the
+interrupted step is a write the store already has, it is marked done instead
+of being sent again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from agentstate.memory.capture import build_capture_graph
+from agentstate.memory.client import MemoryClient
+from agentstate.memory.conversations import Conversation, Event
+from agentstate.memory.react import build_react_agent
+
+VAULT = "agentstate"
+
+
+class _Run:
+    def __init__(self, client: MemoryClient, run: str, vault_id: str = VAULT) -> None:
+        self.client, self.run, self.vault_id = client, run, vault_id
+        self._created: set[str] = set()
+
+    def memory_id(self, thread: str) -> str:
+        return f"{self.run}.{thread}"
+
+    def memories(self, conversation: Conversation) -> dict[str, str]:
+        return {t: self.memory_id(t) for t in conversation.threads}
+
+    async def ensure_memory(self, thread: str) -> str:
+        memory_id = self.memory_id(thread)
+        if memory_id not in self._created:
+            await self.client.call("create_memory", vault_id=self.vault_id, memory_id=memory_id)
+            self._created.add(memory_id)
+        return memory_id
+
+    async def replay(self, conversation: Conversation, events: list[Event] | None = None) -> int:
+        """Send every event (or the given ones) in order; return how many were sent."""
+        sent = 0
+        for event in events if events is not None else conversation.events:
+            await self.send(event)
+            sent += 1
+        return sent
+
+    async def send(self, event: Event) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class CaptureRun(_Run):
+    """The tool-only graph, one checkpointer thread per conversation thread."""
+
+    def __init__(self, client: MemoryClient, model, tools: list, run: str = "capture",
+                 checkpointer=None, vault_id: str = VAULT) -> None:
+        super().__init__(client, run, vault_id)
+        self.graph = build_capture_graph(model, tools, checkpointer)
+
+    def config(self, thread: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.memory_id(thread), "vault_id": self.vault_id,
+                                 "memory_id": self.memory_id(thread)}}
+
+    async def send(self, event: Event) -> dict[str, Any]:
+        await self.ensure_memory(event.thread)
+        message = event.to_message()
+        return await self.graph.ainvoke({"messages": [message], "turn": message},
+                                        self.config(event.thread), durability="sync")
+
+    async def state(self, thread: str) -> dict[str, Any]:
+        return (await self.graph.aget_state(self.config(thread))).values
+
+    async def resume(self, thread: str) -> str:
+        """Finish an interrupted turn of ``thread``; say what was done."""
+        config = self.config(thread)
+        snapshot = await self.graph.aget_state(config)
+        if not snapshot.next:
+            return "nothing to resume"
+        await self.ensure_memory(thread)
+        note = f"resumed at {snapshot.next[0]}"
+        if snapshot.next == ("tools",):
+            pending = snapshot.values["messages"][-1]
+            assert isinstance(pending, AIMessage) and pending.tool_calls
+            tool_call = pending.tool_calls[0]
+            if await self.client.already_written(tool_call["name"], tool_call["args"]):
+                done = ToolMessage("enqueued", tool_call_id=tool_call["id"],
+                                   name=tool_call["name"])
+                await self.graph.aupdate_state(config, {"messages": [done]}, as_node="tools")
+                note += f": {tool_call['name']} was already in the store, not sent again"
+        await self.graph.ainvoke(None, config, durability="sync")
+        return note
+
+    async def position(self, thread: str) -> int:
+        """How many events of ``thread`` the checkpoint says are handled (after ``resume``)."""
+        turn = (await self.state(thread)).get("turn")
+        return 0 if turn is None else turn.additional_kwargs["position"] + 1
+
+
+class ReactRun(_Run):
+    """The prebuilt ReAct agent, one agent (prompt with its ids) per thread."""
+
+    def __init__(self, client: MemoryClient, model, tools: list, run: str = "react",
+                 checkpointer=None, vault_id: str = VAULT) -> None:
+        super().__init__(client, run, vault_id)
+        self.model, self.tools, self.checkpointer = model, tools, checkpointer
+        self.agents: dict[str, Any] = {}
+
+    def config(self, thread: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": self.memory_id(thread)}}
+
+    async def send(self, event: Event) -> dict[str, Any]:
+        memory_id = await self.ensure_memory(event.thread)
+        if event.thread not in self.agents:
+            self.agents[event.thread] = build_react_agent(
+                self.model, self.tools, self.vault_id, memory_id, self.checkpointer)
+        return await self.agents[event.thread].ainvoke({"messages": [event.to_message()]},
+                                                       self.config(event.thread))
+
+    async def state(self, thread: str) -> dict[str, Any]:
+        return (await self.agents[thread].aget_state(self.config(thread))).values
