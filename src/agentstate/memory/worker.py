@@ -1,0 +1,61 @@
+"""A capture process that can be killed and restarted (notebook 06, the crash test).
+
+``python -m agentstate.memory.worker --url URL --checkpoints PATH --conversation NAME``
+replays a conversation through the tool-only graph with a SQLite checkpointer.
+Started again on the same checkpoint file, it first finishes any turn the
+killed process left half done (``CaptureRun.resume``), then sends only the
+events the checkpoints do not show as handled. It prints ``sent <thread>
+<position>`` after each event and ``done`` at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from agentstate.memory.client import MemoryClient
+from agentstate.memory.conversations import load, synthetic
+from agentstate.memory.observer import CaptureRun
+from agentstate.memory.policy import CapturePolicy, policy_model
+
+
+async def run(args: argparse.Namespace) -> int:
+    conversation = (synthetic(int(args.conversation.split(":")[1]))
+                    if args.conversation.startswith("synthetic:") else load(args.conversation))
+    async with AsyncSqliteSaver.from_conn_string(args.checkpoints) as saver, \
+            MemoryClient(args.url, retry_for=args.retry_for) as client:
+        capture = CaptureRun(client, policy_model(CapturePolicy(), "policy"),
+                             await client.tools(), run=args.run, checkpointer=saver)
+        handled = {}
+        for thread in conversation.threads:
+            note = await capture.resume(thread)
+            handled[thread] = await capture.position(thread)
+            print(f"thread {thread}: {note}, {handled[thread]} events handled", flush=True)
+        for event in conversation.events:
+            if event.position < handled[event.thread]:
+                continue
+            await capture.send(event)
+            print(f"sent {event.thread} {event.position}", flush=True)
+            if args.pace:
+                await asyncio.sleep(args.pace)
+    print("done", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp")
+    parser.add_argument("--checkpoints", required=True, help="SQLite file for the checkpointer")
+    parser.add_argument("--conversation", default="solo_travel",
+                        help="a name in data/conversations, or synthetic:N")
+    parser.add_argument("--run", default="worker", help="memory ids are <run>.<thread>")
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds between events")
+    parser.add_argument("--retry-for", type=float, default=30.0)
+    return asyncio.run(run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
