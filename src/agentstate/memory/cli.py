@@ -6,6 +6,9 @@ import argparse
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import sys
+
+    sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s saved
     from agentstate.memory.server import main
 
     return main([

@@ -19,12 +19,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
+# jsonschema (imported by mcp) loads rfc3987_syntax, if installed, only for its optional "iri"
+# format check, and that module builds a grammar at import: ~3 s of every server start on a
+# 2-core machine. The server never checks that format, so it starts without it.
+if __name__ == "__main__":
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from agentstate.memory.store import MemoryError_, MemoryStore, check_id, new_entry_id, parse_time
-from agentstate.memory.writer import Writer
+import anyio  # noqa: E402
+from mcp.server.fastmcp import FastMCP  # noqa: E402
+from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
+
+from agentstate.memory.store import (  # noqa: E402
+    MemoryError_,
+    MemoryStore,
+    check_id,
+    new_entry_id,
+    parse_time,
+)
+from agentstate.memory.writer import Writer  # noqa: E402
 
 CONSISTENCY_TIMEOUT = 30.0
 HOST = "127.0.0.1"

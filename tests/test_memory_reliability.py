@@ -1,0 +1,138 @@
+"""Stage 06 reliability with real processes: capture killed, server killed, lost replies."""
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from agentstate.memory.auditor import audit, read_memory
+from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
+from agentstate.memory.conversations import load
+from agentstate.memory.observer import CaptureRun
+from agentstate.memory.policy import CapturePolicy, policy_model
+from agentstate.memory.process import ServerProcess
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def worker(server, checkpoints, conversation, pace=0.0):
+    return [sys.executable, "-m", "agentstate.memory.worker", "--url", server.url,
+            "--checkpoints", str(checkpoints), "--conversation", conversation,
+            "--run", "crash", "--pace", str(pace)]
+
+
+async def settled_audit(server, conversation, memories):
+    async with MemoryClient(server.url) as client:
+        for memory_id in memories.values():
+            await client.call("await_consistency", memory_id=memory_id)
+    return audit(server.db, conversation, memories)
+
+
+async def test_capture_process_killed_mid_conversation_then_resumed(tmp_path):
+    conversation = load("two_threads")
+    memories = {t: f"crash.{t}" for t in conversation.threads}
+    with ServerProcess(tmp_path / "memory.sqlite") as server:
+        cmd = worker(server, tmp_path / "checkpoints.sqlite", "two_threads", pace=0.03)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            sent = [proc.stdout.readline() for _ in range(9)]
+            time.sleep(0.01)
+        finally:
+            proc.kill()  # SIGKILL: no cleanup, maybe mid-turn
+            proc.wait()
+        assert sum(line.startswith("sent") for line in sent) == 7
+        partial = read_memory(server.db, memories["alice"])["entries"]
+        assert 0 < len(partial) < len(conversation.messages("alice"))
+        done = subprocess.run(cmd[:-2], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip().endswith("done")
+        assert "events handled" in done.stdout
+        assert await settled_audit(server, conversation, memories) == []
+
+
+async def test_lost_reply_is_reconciled_not_resent(tmp_path):
+    """Deterministic version of the crash window: add_entry ran, its checkpoint did not."""
+    conversation = load("solo_travel")
+    events = list(conversation.events)
+    with ServerProcess(tmp_path / "memory.sqlite") as server:
+        async with MemoryClient(server.url) as client, \
+                AsyncSqliteSaver.from_conn_string(str(tmp_path / "ck.sqlite")) as saver:
+            tools = await client.tools()
+            run = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run="lost",
+                             checkpointer=saver)
+            await run.replay(conversation, events[:3])
+            # the next message: stop right before its tool runs, then run the tool ourselves
+            message = events[3].to_message()
+            await run.graph.ainvoke({"messages": [message], "turn": message},
+                                    run.config("trip"), interrupt_before=["tools"])
+            snapshot = await run.graph.aget_state(run.config("trip"))
+            pending = snapshot.values["messages"][-1].tool_calls[0]
+            assert snapshot.next == ("tools",) and pending["name"] == "add_entry"
+            await client.call("add_entry", **pending["args"])  # it reached the server...
+            note = await run.resume("trip")  # ...but the process died before the checkpoint
+            assert "already in the store, not sent again" in note
+            await run.replay(conversation, events[4:])
+        assert await settled_audit(server, conversation, run.memories(conversation)) == []
+
+
+async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_duplicate(tmp_path):
+    conversation = load("solo_travel")
+    events = list(conversation.events)
+    server = ServerProcess(tmp_path / "memory.sqlite", write_delay=0.2).start()
+    try:
+        async with MemoryClient(server.url, retry_for=30) as client:
+            run = CaptureRun(client, policy_model(CapturePolicy(), "p"), await client.tools(),
+                             run="restart", checkpointer=InMemorySaver())
+            await run.replay(conversation, events[:6])
+            queued = run.memory_id("trip")
+            server.kill()  # writes are still queued (slow writer): they must survive
+            assert read_memory(server.db, queued)["pending"] > 0
+            server.write_delay = 0.0
+            async def restart_later():
+                await asyncio.sleep(1.0)
+                server.start()
+
+            restarting = asyncio.create_task(restart_later())
+            await run.replay(conversation, events[6:])  # the first call waits, then retries
+            await restarting
+            assert client.stats["retries"] >= 1
+            assert await client.call("await_consistency", memory_id=queued) == "consistent"
+        assert await settled_audit(server, conversation, run.memories(conversation)) == []
+    finally:
+        server.stop()
+
+
+async def test_write_whose_reply_was_lost_is_found_not_rewritten(tmp_path):
+    """The client's own check: the server queued the write, then died before answering."""
+    with ServerProcess(tmp_path / "memory.sqlite") as server:
+        async with MemoryClient(server.url) as client:
+            await client.call("create_memory", vault_id="v", memory_id="m")
+            args = {"vault_id": "v", "memory_id": "m", "raw_entry": "once", "summary": "s",
+                    "tags": {"role": "user", "msg_idx": 1}}
+            await client.call("add_entry", **args)
+            assert await client.already_written("add_entry", args)
+            assert not await client.already_written("add_entry", {**args, "raw_entry": "other"})
+            await client.call("put_context", vault_id="v", memory_id="m", content="ctx 1")
+            assert await client.already_written("put_context", {"memory_id": "m",
+                                                                "content": "ctx 1"})
+        assert [e["raw_entry"] for e in read_memory(server.db, "m")["entries"]] == ["once"]
+
+
+async def test_missing_server_says_how_to_start_it(tmp_path):
+    from agentstate.memory.process import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    async with MemoryClient(url, retry_for=0) as client:
+        with pytest.raises(MemoryServerUnavailable, match="agentstate memory serve --db"):
+            await client.tools()
+        with pytest.raises(MemoryServerUnavailable, match="--transport http --port"):
+            await client.call("get_context", vault_id="v", memory_id="m")
