@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.memory.capture import build_capture_graph
 from agentstate.memory.client import MemoryClient
@@ -60,7 +61,8 @@ class CaptureRun(_Run):
     def __init__(self, client: MemoryClient, model, tools: list, run: str = "capture",
                  checkpointer=None, vault_id: str = VAULT) -> None:
         super().__init__(client, run, vault_id)
-        self.graph = build_capture_graph(model, tools, checkpointer)
+        # state must accrue per thread: without a checkpointer there is nothing to dedupe against
+        self.graph = build_capture_graph(model, tools, checkpointer or InMemorySaver())
 
     def config(self, thread: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": self.memory_id(thread), "vault_id": self.vault_id,
@@ -107,7 +109,8 @@ class ReactRun(_Run):
     def __init__(self, client: MemoryClient, model, tools: list, run: str = "react",
                  checkpointer=None, vault_id: str = VAULT) -> None:
         super().__init__(client, run, vault_id)
-        self.model, self.tools, self.checkpointer = model, tools, checkpointer
+        self.model, self.tools = model, tools
+        self.checkpointer = checkpointer or InMemorySaver()
         self.agents: dict[str, Any] = {}
 
     def config(self, thread: str) -> dict[str, Any]:
