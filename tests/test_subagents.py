@@ -1,6 +1,9 @@
 """Stage 04: what crosses the task boundary, the schema fix, parallel subagents, list hazard."""
 
+import json
+
 import pytest
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
@@ -19,6 +22,7 @@ from agentstate.rds.subagents import (
     parent_model,
     who_sees_what,
 )
+from agentstate.rds.turn_cache import cache_for
 from agentstate.tracing import CommandRecorder
 
 # One field per task: inside each collector one write per step, so the only
@@ -61,9 +65,40 @@ def test_who_sees_what_schema_fix_versus_cache_fix(tmp_path):
     schema = who_sees_what(build_shared_schema_agent, POSTGRES_FIELDS, str(tmp_path / "a.db"))
     cache = who_sees_what(build_cache_fix_agent, POSTGRES_FIELDS, str(tmp_path / "b.db"))
     split = who_sees_what(build_split_schema_agent, POSTGRES_FIELDS, str(tmp_path / "c.db"))
-    assert schema == {"same turn": 5, "next turn": 5, "after restart": 5}
-    assert cache == {"same turn": 5, "next turn": 0, "after restart": 0}
-    assert split == {"same turn": 0, "next turn": 0, "after restart": 0}
+    assert schema == {"same turn": 5, "next turn": 5, "after restart": 5, "file after restart": 5}
+    # the cache fix: the file keeps what the agent itself can no longer read
+    assert cache == {"same turn": 5, "next turn": 0, "after restart": 0, "file after restart": 5}
+    assert split == {"same turn": 0, "next turn": 0, "after restart": 0, "file after restart": 0}
+
+
+def test_the_subagents_tools_share_the_parents_turn_cache():
+    caches = []
+
+    class Spy(AgentMiddleware):
+        def wrap_tool_call(self, request, handler):
+            caches.append((request.tool_call["name"], cache_for(request.runtime)))
+            return handler(request)
+
+    agent = build_cache_fix_agent(parent_model(POSTGRES_FIELDS), collector_model(),
+                                  middleware=[Spy()])
+    state = agent.invoke(user_turn())
+    names = [name for name, _ in caches]
+    assert names.count("store_requirement") == 5 and "validate_manifest" in names
+    assert len({id(cache) for _, cache in caches}) == 1 and caches[0][1] is not None
+    assert not any(f"{f}: missing" in verdict(state) for f in POSTGRES_FIELDS)
+    assert state.get("requirements", {}) == {}  # visible through the cache only, not in state
+
+
+def test_a_subgraph_stream_shows_the_task_description_as_a_second_human_message():
+    agent = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
+    humans = {}
+    for namespace, values in agent.stream(user_turn("Postgres please"), stream_mode="values",
+                                          subgraphs=True):
+        for m in values.get("messages", []):
+            if isinstance(m, HumanMessage):
+                humans[m.id] = (bool(namespace), m.content)
+    assert sorted(humans.values()) == [(False, "Postgres please"),
+                                       (True, json.dumps(POSTGRES_FIELDS))]
 
 
 def test_parallel_subagents_merge_with_the_reducer():

@@ -158,3 +158,54 @@ def test_turn_cache_is_thread_safe():
         t.start()
     assert cache.wait_for([f"call-{i}" for i in range(200)], timeout=5) == set()
     assert len(cache.snapshot()) == 200
+
+
+def _cache_spy(found):
+    from langchain.agents.middleware import AgentMiddleware
+
+    from agentstate.rds.turn_cache import cache_for
+
+    class Spy(AgentMiddleware):
+        def wrap_tool_call(self, request, handler):
+            found.append(cache_for(request.runtime))
+            return handler(request)
+
+        def after_agent(self, state, runtime):  # a hook's runtime has no config
+            found.append(cache_for(runtime))
+
+    return Spy()
+
+
+def test_the_cache_is_discarded_when_the_turn_ends():
+    import gc
+    import weakref
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    found = []
+    agent = build_turn_cache_agent(
+        reader_batch_model(POSTGRES_FIELDS, 1), middleware=[_cache_spy(found)],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke(user_turn(), {"configurable": {"thread_id": "t"}})
+    assert len(found) == 7 and len({id(c) for c in found}) == 1  # 6 tools + after_agent
+    ref = weakref.ref(found[0])
+    found.clear()
+    gc.collect()
+    assert ref() is None, "something (a checkpoint?) still holds the turn cache"
+
+
+def test_stream_gets_a_turn_cache_too():
+    found = []
+    agent = build_turn_cache_agent(
+        reader_batch_model(POSTGRES_FIELDS, 1), middleware=[_cache_spy(found)]
+    )
+    last = list(agent.stream(user_turn(), stream_mode="values"))[-1]
+    assert found[0] is not None and len({id(c) for c in found}) == 1
+    reader = [m for m in last["messages"] if m.name == "get_collected_requirements"][0]
+    assert json.loads(reader.content) == POSTGRES_FIELDS
+
+
+def test_without_the_wrapper_there_is_no_cache_and_readers_see_state_only():
+    agent = build_turn_cache_agent(reader_batch_model(POSTGRES_FIELDS, 1))
+    assert same_batch_reader_trials(agent.graph, 1) == [0]

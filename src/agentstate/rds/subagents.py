@@ -37,7 +37,7 @@ from langgraph.types import Command
 
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds.agents import RDS_SYSTEM_PROMPT, assemble_fixed_agent
-from agentstate.rds.scenarios import store_calls
+from agentstate.rds.scenarios import file_fields, store_calls
 from agentstate.rds.state import RdsAgentState
 from agentstate.rds.storage import StateStorage
 from agentstate.rds.sync import RequirementsSyncMiddleware
@@ -151,16 +151,26 @@ def build_cache_fix_agent(
     model: BaseChatModel,
     collector: BaseChatModel,
     *,
+    middleware: Sequence[AgentMiddleware] = (),
     checkpointer: Any = None,
 ) -> TurnCachedAgent:
-    """The original write-up's fix: split schema, plus a turn cache shared with the subagent."""
-    barrier = BatchBarrierMiddleware()
+    """The original write-up's fix: split schema, plus a turn cache shared with the subagent.
+
+    As in the write-up, ``/requirements.json`` mirrors state merged with the
+    cache. ``middleware`` is added to the parent and to the collector.
+    """
+    storage = CachedStateStorage()
+    shared = [BatchBarrierMiddleware(), *middleware]
     graph = create_deep_agent(
         model,
-        tools=make_rds_tools(CachedStateStorage()),
+        tools=make_rds_tools(storage),
         system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=[RequirementsKeyMiddleware(), barrier],
-        subagents=[{**collector_spec(collector, CachedStateStorage()), "middleware": [barrier]}],
+        middleware=[
+            RequirementsKeyMiddleware(),
+            RequirementsSyncMiddleware(read=storage.read),
+            *shared,
+        ],
+        subagents=[{**collector_spec(collector, storage), "middleware": shared}],
         checkpointer=checkpointer,
     )
     return TurnCachedAgent(graph)
@@ -235,6 +245,7 @@ def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict
 
     Turn 1 delegates ``fields`` to the collector, then reads them back; turn 2
     reads again; then a brand-new agent over the same SQLite file reads again.
+    The last column is what the user sees then: the fields in ``/requirements.json``.
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -253,6 +264,7 @@ def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict
         agent = builder(parent, collector_model(), checkpointer=saver)
         state = agent.invoke({"messages": [("user", "and now")]}, config)
         row["after restart"] = _read_count(state)
+        row["file after restart"] = len(file_fields(state))
     return row
 
 

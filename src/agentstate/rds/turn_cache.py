@@ -28,6 +28,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.config import get_config
 
 from agentstate.rds.agents import assemble_fixed_agent
 
@@ -77,18 +78,34 @@ def cache_from(config: dict[str, Any] | None) -> TurnCache | None:
     return ((config or {}).get("configurable") or {}).get(CACHE_KEY)
 
 
+def cache_for(runtime: Any) -> TurnCache | None:
+    """The turn cache seen from a tool runtime (``runtime.config``) or a middleware hook.
+
+    A hook's runtime has no ``config``; there the running config comes from
+    ``langgraph.config.get_config()``, whose ``configurable`` holds the
+    caller's objects by identity.
+    """
+    config = getattr(runtime, "config", None)
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:  # not inside a running graph
+            return None
+    return cache_from(config)
+
+
 class CachedStateStorage:
     """Dual write to the turn cache and to state; merged read. Without a cache: state only."""
 
     def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
         merged = dict(state.get("requirements") or {})
-        cache = cache_from(getattr(runtime, "config", None))
+        cache = cache_for(runtime)
         if cache is not None:
             merged.update(cache.snapshot())
         return merged
 
     def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
-        cache = cache_from(getattr(runtime, "config", None))
+        cache = cache_for(runtime)
         if cache is not None:
             cache.put(field, value)
         return {"requirements": {field: value}}
@@ -111,7 +128,7 @@ class BatchBarrierMiddleware(AgentMiddleware):
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
-        cache = cache_from(getattr(request.runtime, "config", None))
+        cache = cache_for(request.runtime)
         if cache is None:
             return handler(request)
         if call["name"] in WRITER_TOOLS:
@@ -139,7 +156,8 @@ class TurnCachedAgent:
     """A compiled agent whose every invoke gets a fresh :class:`TurnCache`, dropped afterwards.
 
     The caller's config is copied, never mutated; ``graph`` is the compiled
-    agent for anything else (state history, drawing).
+    agent for anything else (state history, drawing). Invoking ``graph``
+    directly runs without a cache: reads fall back to state, readers do not wait.
     """
 
     def __init__(self, graph: Any) -> None:
@@ -155,6 +173,14 @@ class TurnCachedAgent:
 
     async def ainvoke(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         return await self.graph.ainvoke(input, self._config(config), **kwargs)
+
+    def stream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Like ``graph.stream``; the cache lives as long as the stream does."""
+        yield from self.graph.stream(input, self._config(config), **kwargs)
+
+    async def astream(self, input: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        async for chunk in self.graph.astream(input, self._config(config), **kwargs):
+            yield chunk
 
     def get_state(self, config: dict[str, Any]) -> Any:
         return self.graph.get_state(config)
