@@ -4,8 +4,11 @@ Each round invokes the stage 02 agent and the stage 03 turn-cached agent on
 the same batch (N store_requirement calls plus the three readers in one
 reply), alternating which goes first, and prints the median wall time per
 turn and their ratio (measured in this one run; machines here are noisy).
+``--latency S`` adds the same seeded random tool latency (0..S seconds per
+call) to both agents, so the time readers spend waiting for their batch's
+writers is part of the measurement.
 
-    .venv/bin/python scripts/bench_turn_cache.py [--rounds 30] [--fields 5 50]
+    .venv/bin/python scripts/bench_turn_cache.py [--rounds 30] [--fields 5 50] [--latency 0.005]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import build_reducer_agent
 from agentstate.rds.scenarios import label_fields, store_calls, user_turn
 from agentstate.rds.turn_cache import build_turn_cache_agent
+from agentstate.simulation import ToolLatencyMiddleware
 
 READERS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")
 
@@ -25,6 +29,11 @@ READERS = ("get_collected_requirements", "validate_manifest", "generate_rds_mani
 def model(n_fields: int, rounds: int) -> ScriptedChatModel:
     batch = reply(*store_calls(label_fields(n_fields)), *(tool_call(r) for r in READERS))
     return ScriptedChatModel(script=[batch, reply(text="Done.")] * rounds)
+
+
+def latency_for(seconds: float, seed: int) -> list[ToolLatencyMiddleware]:
+    """The same seeded delays for both agents; none when ``seconds`` is 0."""
+    return [ToolLatencyMiddleware(seconds, seed=seed)] if seconds else []
 
 
 def turn_ms(agent) -> float:
@@ -49,17 +58,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--fields", type=int, nargs="+", default=[5, 50])
+    parser.add_argument("--latency", type=float, nargs="+", default=[0.0],
+                        help="max simulated seconds per tool call (one row per value)")
     args = parser.parse_args()
     total = args.rounds + 2
-    print("| fields in the batch | without cache (median ms) | with turn cache (median ms) "
-          "| ratio | rounds |")
-    print("|---:|---:|---:|---:|---:|")
-    for n in args.fields:
-        plain = build_reducer_agent(model(n, total))
-        cached = build_turn_cache_agent(model(n, total))
-        without_ms, with_ms = interleaved_medians(plain, cached, args.rounds)
-        print(f"| {n} | {without_ms:.1f} | {with_ms:.1f} | {with_ms / without_ms:.2f}x "
-              f"| {args.rounds} |")
+    print("| fields in the batch | tool latency (ms) | without cache (median ms) "
+          "| with turn cache (median ms) | ratio | rounds |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for latency in args.latency:
+        for n in args.fields:
+            plain = build_reducer_agent(model(n, total), middleware=latency_for(latency, n))
+            cached = build_turn_cache_agent(model(n, total), middleware=latency_for(latency, n))
+            without_ms, with_ms = interleaved_medians(plain, cached, args.rounds)
+            shown = f"0..{latency * 1000:g}" if latency else "none"
+            print(f"| {n} | {shown} | {without_ms:.1f} | {with_ms:.1f} "
+                  f"| {with_ms / without_ms:.2f}x | {args.rounds} |")
 
 
 if __name__ == "__main__":

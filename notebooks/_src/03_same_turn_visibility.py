@@ -100,6 +100,16 @@ assert len({r["step"] for r in rows}) == 1 and len(rows) == 11
 Table(rows)
 
 # %% [markdown]
+# The same run drawn: one bar per call, colour = thread.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from agentstate.tracing import plot_timeline
+
+assert timeline.thread_count() > 1  # the batch ran on parallel threads
+plot_timeline(timeline.events, title="one reply = one super-step: 8 stores, 3 readers");
+
+# %% [markdown]
 # The state after each super-step says when the writes land: in the
 # checkpoint right after the tools' step, all at once. The readers ran inside that tools step,
 # reading the state from before it.

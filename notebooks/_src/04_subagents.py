@@ -115,7 +115,9 @@ assert state["requirements"] == POSTGRES_FIELDS and file_fields(state) == POSTGR
 # The original write-up's fix kept the split schema and shared the stage 03
 # turn cache with the subagent's tools. Run all three builds on the same
 # script: turn 1 delegates and reads back, turn 2 reads again, then a brand-new
-# agent over the same SQLite file (a restart) reads again.
+# agent over the same SQLite file (a restart) reads again. As in the write-up,
+# the cache fix mirrors state merged with the cache to `/requirements.json`;
+# the last column counts the fields in that file after the restart.
 
 # %%
 import tempfile
@@ -140,14 +142,19 @@ who
 assert who.column("same turn") == [0, 5, 5]
 assert who.column("next turn") == [0, 0, 5]
 assert who.column("after restart") == [0, 0, 5]
-{"fields that persist with the cache fix": who.rows[1]["next turn"],
- "with the shared schema": who.rows[2]["after restart"]}
+assert who.column("file after restart") == [0, 5, 5]
+cache_fix = who.rows[1]
+{"cache fix: the agent reads": cache_fix["after restart"],
+ "cache fix: the user's file shows": cache_fix["file after restart"]}
 
 # %% [markdown]
 # The cache is shared with the subagent's tools (the parent's reader saw the
-# five fields in the same turn), but the fields never enter state, so they
-# are gone at the next turn and after a restart. The schema fix puts them in
-# state, where the reducer and the checkpointer keep them.
+# five fields in the same turn), but the fields never enter state, so the
+# agent has lost them at the next turn and after a restart, while the file
+# the user looks at (written from the cache in turn 1, kept in the `files`
+# state) still lists all five: the user and the agent disagree. The schema fix
+# puts the fields in state, where the reducer and the checkpointer keep them,
+# and the file agrees.
 #
 # ## Two subagents in parallel
 # The main agent delegates two field sets in one reply: two `task` calls, one
@@ -219,11 +226,31 @@ assert len(subagent_humans) == 1 and json.loads(subagent_humans[0]) == POSTGRES_
 {"human messages in the parent": parent_humans, "human messages the subagent saw": subagent_humans}
 
 # %% [markdown]
-# So a trace or chat view that shows every human message of the parent *and*
-# of its subagents shows two per delegation; when the model copies the user's
-# words into the task description, that second one reads like the user's
-# message again. This notebook cannot see the original UI, so that is as far
-# as the evidence here goes: nothing is duplicated in state.
+# A chat view does not read state, though: it renders a stream. Streamed with
+# `subgraphs=True` (how a UI shows a subagent at work), the values stream
+# carries the subagent's state too, under a `tools:<id>` namespace, and with
+# it a second human message per delegation:
+
+# %%
+streamed = {}
+for namespace, values in build_shared_schema_agent(
+    parent_model(POSTGRES_FIELDS), collector_model()
+).stream(user_turn("Give me a Postgres 15.5 manifest"), stream_mode="values", subgraphs=True):
+    for m in values.get("messages", []):
+        if isinstance(m, HumanMessage):
+            streamed[m.id] = {"namespace": namespace[0].split(":")[0] if namespace else "(parent)",
+                              "human message": m.content[:40]}
+assert [r["namespace"] for r in streamed.values()] == ["(parent)", "tools"]
+Table(streamed.values())
+
+# %% [markdown]
+# So the report does reproduce in this form: a view that renders every human
+# message of the stream shows two per delegation, and when the model copies
+# the user's words into the task description (real models often do; our
+# scripted parent writes JSON), the second one reads like the user's message
+# again. Nothing is duplicated in state; the fix belongs in the view (render
+# human messages of the root namespace only). We cannot run the original UI
+# here, so this is the closest evidence, not proof that it was the cause.
 #
 # ## A knob: parallel subagents, reducer or not
 # One field per task, as above, so only the `task` results run in parallel.
@@ -273,7 +300,10 @@ knob
 # - Parallel subagents need the reducer: without it, `InvalidUpdateError`.
 # - `operator.add` lists come back duplicated; use an idempotent reducer.
 # - The user's message is stored once; the subagent sees one human message,
-#   the task description.
+#   the task description, and a subgraph stream shows it as a second human
+#   message.
+# - The cache fix leaves `/requirements.json` listing fields the agent can no
+#   longer read after the turn.
 #
 # ## Exercises
 # 1. Give the collector its own schema that declares `requirements` *without*
