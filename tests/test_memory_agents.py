@@ -153,3 +153,18 @@ def test_a_real_endpoint_runs_the_same_graph(monkeypatch):
     assert type(model).__name__ == "ChatOpenAI"  # the env opts in: no scripted policy
     graph = build_capture_graph(model, [])
     assert {"llm_call", "dispatch", "tools"} <= set(graph.get_graph().nodes)
+
+
+async def test_state_stays_bounded_on_a_long_thread(server):
+    from agentstate.memory.capture import MODEL_WINDOW
+    from agentstate.memory.conversations import synthetic
+
+    conversation = synthetic(60)
+    async with MemoryClient(server.url) as client:
+        run = capture(client, await client.tools(), "t-long")
+        await run.replay(conversation)
+        await settle(client, run, conversation)
+        state = await run.state("bench")
+    assert audit(server.db, conversation, run.memories(conversation)) == []
+    assert len(state["messages"]) <= MODEL_WINDOW + 4  # window + a flush: 2 calls, 2 results
+    assert state["persisted"] == list(range(1, 61))

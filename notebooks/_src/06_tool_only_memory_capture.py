@@ -184,14 +184,30 @@ diagram = graph_mermaid(capture.graph)
 assert "llm_call" in diagram.source and "dispatch" in diagram.source
 diagram
 
+# %% [markdown]
+# The state after three events (SESSION_START, user #1, assistant #2): the
+# conversation, and the current turn's tool call with its result. Earlier
+# turns' tool traffic is removed when a new turn starts: the memory server
+# holds the history, so the state (and each checkpoint) stays small.
+
 # %%
-await capture.replay(travel)
+events = list(travel.events)
+await capture.replay(travel, events[:3])
+early = message_rows((await capture.state("trip"))["messages"])
+assert [r["type"] for r in early] == ["SystemMessage", "ChatMessage", "ChatMessage",
+                                      "AIMessage", "ToolMessage"]
+assert early[3]["calls"] == ["add_entry(assistant #2)"] and early[3]["text"] == ""
+Table(early)
+
+# %%
+await capture.replay(travel, events[3:])
 await client.call("await_consistency", memory_id=capture.memory_id("trip"))
 state = await capture.state("trip")
 ai = [m for m in state["messages"] if type(m).__name__ == "AIMessage"]
 assert all(m.content == "" and len(m.tool_calls) == 1 for m in ai)
 assert audit(server.db, travel, capture.memories(travel)) == []
-Table(message_rows(state["messages"])[:9])
+{"events sent": len(events), "messages in state": len(state["messages"]),
+ "persisted msg_idx": state["persisted"], "violations": 0}
 
 # %% [markdown]
 # Now the real test of "enforced in code": the same graph with the

@@ -46,7 +46,8 @@ def digest(messages: list[BaseMessage], memory_id: str) -> str:
     chat = [m for m in messages if isinstance(m, ChatMessage)]
     users = [m.content for m in chat if m.role == "user" and str(m.content).strip()]
     last = users[-1].strip().splitlines()[0][:80] if users else "(none)"
-    return f"Memory {memory_id}: {len(chat)} messages captured. Last user request: {last}"
+    count = max((m.additional_kwargs.get("msg_idx") or 0 for m in chat), default=0)
+    return f"Memory {memory_id}: {count} messages captured. Last user request: {last}"
 
 
 def periodic_flush_due(msg_idx: int) -> bool:

@@ -15,7 +15,10 @@ the model only what is the model's to say (a summary, a context document):
 
 ``dispatch`` then sends the plan to a ``ToolNode`` one call at a time, so the
 store sees the calls in plan order. Every change the guard made to the model's
-proposal is recorded in ``corrections``.
+proposal is recorded in ``corrections``. State stays bounded: at each turn the
+previous turns' tool messages and chat beyond the model's window are removed
+(the memory server holds the history), so a 1,000-message thread costs the
+same per message as a short one.
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ChatMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    ChatMessage,
+    RemoveMessage,
+    SystemMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -54,6 +64,16 @@ def curated(messages: list[BaseMessage], window: int = MODEL_WINDOW) -> list[Bas
     keep = [m for m in messages if isinstance(m, ChatMessage)
             or (isinstance(m, SystemMessage) and m.content in CONTROLS)]
     return keep[-window:]
+
+
+def stale(messages: list[BaseMessage], turn: BaseMessage, window: int) -> list[RemoveMessage]:
+    """What the new turn no longer needs: earlier turns' tool traffic, chat beyond the window.
+
+    The store is the conversation's history; the graph keeps only what the model is shown
+    plus the current turn's calls, so each checkpoint stays small however long the chat.
+    """
+    keep = {m.id for m in curated(messages, window)} | {turn.id}
+    return [RemoveMessage(id=m.id) for m in messages if m.id not in keep]
 
 
 def guard(turn: BaseMessage, proposed: list[dict[str, Any]], state: dict[str, Any],
@@ -131,7 +151,7 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         plan, update = guard(turn, proposed, state, vault_id, memory_id)
         for n, c in enumerate(plan):
             c["id"] = f"{turn.id}-c{n}"
-        return {"plan": plan, **update}
+        return {"plan": plan, **update, "messages": stale(state["messages"], turn, window)}
 
     def dispatch(state: CaptureState) -> dict[str, Any]:
         first, *rest = state["plan"]
