@@ -3,7 +3,8 @@
 Each round invokes the stage 02 agent and the stage 03 turn-cached agent on
 the same batch (N store_requirement calls plus the three readers in one
 reply), alternating which goes first, and prints the median wall time per
-turn and their ratio (measured in this one run; machines here are noisy).
+turn and the median (and quartiles) of the per-round ratio, all measured in
+this one run (machines here are noisy: read the quartiles before the ratio).
 ``--latency S`` adds the same seeded random tool latency (0..S seconds per
 call) to both agents, so the time readers spend waiting for their batch's
 writers is part of the measurement.
@@ -42,8 +43,8 @@ def turn_ms(agent) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def interleaved_medians(plain, cached, rounds: int, warmup: int = 2) -> tuple[float, float]:
-    """Median ms per turn for each agent, the order swapped every round."""
+def interleaved_rounds(plain, cached, rounds: int, warmup: int = 2) -> dict[str, list[float]]:
+    """ms per turn for each agent, one turn each per round, the order swapped every round."""
     samples: dict[str, list[float]] = {"plain": [], "cached": []}
     for i in range(rounds + warmup):
         order = [("plain", plain), ("cached", cached)]
@@ -51,7 +52,18 @@ def interleaved_medians(plain, cached, rounds: int, warmup: int = 2) -> tuple[fl
             ms = turn_ms(agent)
             if i >= warmup:
                 samples[name].append(ms)
-    return statistics.median(samples["plain"]), statistics.median(samples["cached"])
+    return samples
+
+
+def summary(samples: dict[str, list[float]]) -> tuple[float, float, float, float, float]:
+    """Both medians, then the median and quartiles of the per-round ratio cached/plain.
+
+    Pairing the two turns of a round cancels most of the drift a shared
+    machine adds; the quartiles say how much noise is left.
+    """
+    ratios = [c / p for p, c in zip(samples["plain"], samples["cached"], strict=True)]
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    return statistics.median(samples["plain"]), statistics.median(samples["cached"]), median, q1, q3
 
 
 def main() -> None:
@@ -63,16 +75,18 @@ def main() -> None:
     args = parser.parse_args()
     total = args.rounds + 2
     print("| fields in the batch | tool latency (ms) | without cache (median ms) "
-          "| with turn cache (median ms) | ratio | rounds |")
-    print("|---:|---:|---:|---:|---:|---:|")
+          "| with turn cache (median ms) | ratio (median of rounds) | ratio q1-q3 | rounds |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for latency in args.latency:
         for n in args.fields:
             plain = build_reducer_agent(model(n, total), middleware=latency_for(latency, n))
             cached = build_turn_cache_agent(model(n, total), middleware=latency_for(latency, n))
-            without_ms, with_ms = interleaved_medians(plain, cached, args.rounds)
+            without_ms, with_ms, ratio, q1, q3 = summary(
+                interleaved_rounds(plain, cached, args.rounds)
+            )
             shown = f"0..{latency * 1000:g}" if latency else "none"
-            print(f"| {n} | {shown} | {without_ms:.1f} | {with_ms:.1f} "
-                  f"| {with_ms / without_ms:.2f}x | {args.rounds} |")
+            print(f"| {n} | {shown} | {without_ms:.1f} | {with_ms:.1f} | {ratio:.2f}x "
+                  f"| {q1:.2f}-{q3:.2f} | {args.rounds} |")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,28 @@ assert timeline.thread_count() > 1  # the batch ran on parallel threads
 plot_timeline(timeline.events, title="one reply = one super-step: 8 stores, 3 readers");
 
 # %% [markdown]
+# Is the reader simply too early? Make it sleep 0.2 s, so it reads long after
+# every store of its batch has returned:
+
+# %%
+from agentstate.simulation import SlowToolMiddleware
+
+late = ToolTimeline()
+sleepy = build_reducer_agent(
+    one_reply_does_it_all(),
+    middleware=[late, SlowToolMiddleware("get_collected_requirements", 0.2)],
+).invoke(user_turn(USER_REQUEST))
+reader = next(e for e in late.events if e.name == "get_collected_requirements")
+last_store_end = max(e.end for e in late.events if e.name == "store_requirement")
+read_after_stores = reader.start + 0.2 > last_store_end  # the read comes after the sleep
+assert read_after_stores
+assert reader_replies(sleepy)["get_collected_requirements"] == "0 fields"
+{"read after every store had returned": read_after_stores,
+ "it saw": reader_replies(sleepy)["get_collected_requirements"]}
+
+# %% [markdown]
+# So the reader does not lose a race: it reads the state as it was when the
+# super-step began, and the stores' updates are not in it until the step ends.
 # The state after each super-step says when the writes land: in the
 # checkpoint right after the tools' step, all at once. The readers ran inside that tools step,
 # reading the state from before it.
@@ -245,8 +267,6 @@ assert file_fields(done) == VALID_REQUIREMENTS
 # error to the model instead of blocking the turn:
 
 # %%
-from agentstate.simulation import SlowToolMiddleware
-
 stuck = ScriptedChatModel(
     script=[reply(*store_calls({"engine": "postgres"}), tool_call("validate_manifest")),
             reply(text="I will validate again.")]
