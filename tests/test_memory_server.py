@@ -131,3 +131,17 @@ async def test_langchain_mcp_adapters_load_the_tools(tmp_path):
                  "tags": {"role": "user", "msg_idx": 0}})
             assert "enqueued" in str(out)
             assert "consistent" in str(await tools["await_consistency"].ainvoke({"memory_id": M}))
+
+
+async def test_agentstate_memory_serve_is_the_same_server(tmp_path):
+    """The command a user runs (`agentstate memory serve --db PATH`) speaks MCP over stdio."""
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "agentstate.cli", "memory", "serve", "--db", str(tmp_path / "cli.sqlite")])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            assert await call(session, "create_memory", vault_id=V, memory_id=M) == (
+                False, "created")
+            _, found = await call(session, "search_memories", memory_id=M, query="nothing")
+            assert json.loads(found) == {"entries": [], "contexts": []}
+    assert (tmp_path / "cli.sqlite").exists()

@@ -94,9 +94,8 @@ def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> li
                                  f"{entry['raw_entry'][:30]!r} stored"))
             continue
         by_idx.setdefault(tags.get("msg_idx"), []).append(entry)
-    primary: list[int] = []  # msg_idx of the entry that stands for each message, in store order
     order = {id(e): n for n, e in enumerate(entries)}
-    firsts: list[tuple[int, int]] = []
+    firsts: list[tuple[int, int]] = []  # (store position, msg_idx) of each message's entry
     for idx, message in expected.items():
         group = by_idx.pop(idx, [])
         if not group:
@@ -127,7 +126,6 @@ def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> li
         if idx < highest:
             out.append(Violation("reordered", thread, idx, f"stored after message {highest}"))
         highest = max(highest, idx)
-        primary.append(idx)
     return out
 
 

@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.memory.capture import build_capture_graph
-from agentstate.memory.client import MemoryClient
+from agentstate.memory.client import WRITE_TOOLS, MemoryClient
 from agentstate.memory.conversations import Conversation, Event
 from agentstate.memory.react import build_react_agent
 
@@ -89,7 +89,10 @@ class CaptureRun(_Run):
             pending = snapshot.values["messages"][-1]
             assert isinstance(pending, AIMessage) and pending.tool_calls
             tool_call = pending.tool_calls[0]
-            if await self.client.already_written(tool_call["name"], tool_call["args"]):
+            # a write may have reached the server before the kill: look before sending it again
+            # (a read in flight is simply run again; the call log will show it twice)
+            if tool_call["name"] in WRITE_TOOLS and await self.client.already_written(
+                    tool_call["name"], tool_call["args"]):
                 done = ToolMessage("enqueued", tool_call_id=tool_call["id"],
                                    name=tool_call["name"])
                 await self.graph.aupdate_state(config, {"messages": [done]}, as_node="tools")
