@@ -209,3 +209,16 @@ def test_stream_gets_a_turn_cache_too():
 def test_without_the_wrapper_there_is_no_cache_and_readers_see_state_only():
     agent = build_turn_cache_agent(reader_batch_model(POSTGRES_FIELDS, 1))
     assert same_batch_reader_trials(agent.graph, 1) == [0]
+
+
+def test_serialised_batch_with_the_reader_first_gets_the_timeout_error_not_a_hang():
+    # max_concurrency=1 runs the calls one by one in order: a reader placed before
+    # its writers cannot be satisfied, so it must give up with the error.
+    calls = [tool_call("get_collected_requirements"), *store_calls(POSTGRES_FIELDS)]
+    model = ScriptedChatModel(script=[reply(*calls), reply(text="done")])
+    start = time.perf_counter()
+    state = build_turn_cache_agent(model, timeout=0.3).invoke(user_turn(), {"max_concurrency": 1})
+    assert time.perf_counter() - start < 3
+    reader = [m for m in state["messages"] if m.name == "get_collected_requirements"][0]
+    assert reader.status == "error" and "timed out after 0.3s waiting for 5" in reader.content
+    assert state["requirements"] == POSTGRES_FIELDS

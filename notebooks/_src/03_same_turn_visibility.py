@@ -332,3 +332,6 @@ knob
 #    away? Try it on a loaded machine.
 # 3. Why does the `TurnCachedAgent` copy the caller's config instead of
 #    adding the cache to it?
+# 4. Invoke the turn-cached agent with `{"max_concurrency": 1}` and the reader
+#    placed first in the reply. What does the reader return, after how long,
+#    and why can it not be otherwise?
