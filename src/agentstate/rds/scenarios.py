@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds.storage import REQUIREMENTS_PATH, read_json_file
@@ -92,18 +92,6 @@ def timeline_rows(events: list[ToolEvent]) -> list[dict[str, Any]]:
         }
         for e in events
     ]
-
-
-def model_calls(model: ScriptedChatModel) -> int:
-    return model.position
-
-
-def last_ai_calls(state: Mapping[str, Any]) -> list[str]:
-    """Field names of the store calls in the last AIMessage that had tool calls."""
-    for message in reversed(state["messages"]):
-        if isinstance(message, AIMessage) and message.tool_calls:
-            return [c["args"].get("field_name", c["name"]) for c in message.tool_calls]
-    return []
 
 
 def reader_batch_model(

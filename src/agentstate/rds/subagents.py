@@ -106,6 +106,29 @@ def collector_spec(model: BaseChatModel, storage: Any) -> dict[str, Any]:
     }
 
 
+def _split_schema_agent(
+    model: BaseChatModel,
+    collector: BaseChatModel,
+    storage: Any,
+    *,
+    parent_middleware: Sequence[AgentMiddleware],
+    collector_middleware: Sequence[AgentMiddleware] = (),
+    checkpointer: Any = None,
+):
+    """Only the parent declares ``requirements`` (through a middleware's schema)."""
+    spec = collector_spec(collector, storage)
+    if collector_middleware:
+        spec["middleware"] = list(collector_middleware)
+    return create_deep_agent(
+        model,
+        tools=make_rds_tools(storage),
+        system_prompt=RDS_SYSTEM_PROMPT,
+        middleware=[RequirementsKeyMiddleware(), *parent_middleware],
+        subagents=[spec],
+        checkpointer=checkpointer,
+    )
+
+
 def build_split_schema_agent(
     model: BaseChatModel,
     collector: BaseChatModel,
@@ -114,12 +137,11 @@ def build_split_schema_agent(
     checkpointer: Any = None,
 ):
     """The original failure: only the parent declares ``requirements``."""
-    return create_deep_agent(
+    return _split_schema_agent(
         model,
-        tools=make_rds_tools(StateStorage()),
-        system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=[RequirementsKeyMiddleware(), RequirementsSyncMiddleware(), *middleware],
-        subagents=[collector_spec(collector, StateStorage())],
+        collector,
+        StateStorage(),
+        parent_middleware=[RequirementsSyncMiddleware(), *middleware],
         checkpointer=checkpointer,
     )
 
@@ -161,16 +183,12 @@ def build_cache_fix_agent(
     """
     storage = CachedStateStorage()
     shared = [BatchBarrierMiddleware(), *middleware]
-    graph = create_deep_agent(
+    graph = _split_schema_agent(
         model,
-        tools=make_rds_tools(storage),
-        system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=[
-            RequirementsKeyMiddleware(),
-            RequirementsSyncMiddleware(read=storage.read),
-            *shared,
-        ],
-        subagents=[{**collector_spec(collector, storage), "middleware": shared}],
+        collector,
+        storage,
+        parent_middleware=[RequirementsSyncMiddleware(read=storage.read), *shared],
+        collector_middleware=shared,
         checkpointer=checkpointer,
     )
     return TurnCachedAgent(graph)
