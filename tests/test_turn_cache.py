@@ -110,8 +110,6 @@ def test_reader_times_out_with_a_clear_error_instead_of_hanging():
 
 
 def test_timeout_reaches_the_model_as_an_error_message():
-    from agentstate.rds.turn_cache import BatchBarrierMiddleware
-
     model = ScriptedChatModel(
         script=[reply(*store_calls({"engine": "postgres"}), tool_call("validate_manifest")),
                 reply(text="done")]
@@ -122,7 +120,7 @@ def test_timeout_reaches_the_model_as_an_error_message():
     verdict = [m for m in state["messages"] if m.name == "validate_manifest"][0]
     assert verdict.status == "error" and "timed out after 0.05s" in verdict.content
     assert "1 store_requirement call(s)" in verdict.content
-    assert isinstance(BatchBarrierMiddleware().timeout, float)
+    assert state["requirements"] == {"engine": "postgres"}  # the slow store still landed
 
 
 def test_each_invoke_gets_a_fresh_cache_and_the_callers_config_is_untouched():
