@@ -32,6 +32,7 @@ lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 
 test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval over every notebook
 	$(BIN)/ruff check src tests scripts notebooks/_src
+	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(BIN)/pytest tests notebooks/*.ipynb $(NBVAL)
 
@@ -46,6 +47,7 @@ notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts notebooks/_src
+	$(BIN)/ruff format --check src tests scripts
 
 clean:
 	rm -rf $(VENV)

@@ -62,8 +62,14 @@ async def direct(client: MemoryClient, conversation: Conversation, run: str) -> 
     return memories
 
 
-async def one_round(agent: str, server: ServerProcess, conversation: Conversation, n: int,
-                    checkpoints: str, workdir: Path) -> dict[str, float]:
+async def one_round(
+    agent: str,
+    server: ServerProcess,
+    conversation: Conversation,
+    n: int,
+    checkpoints: str,
+    workdir: Path,
+) -> dict[str, float]:
     run = f"{agent}{n}"
     async with MemoryClient(server.url) as client:
         tools = await client.tools()
@@ -71,19 +77,30 @@ async def one_round(agent: str, server: ServerProcess, conversation: Conversatio
         if agent == "direct":
             memories = await direct(client, conversation, run)
         elif agent == "react":
-            react = ReactRun(client, policy_model(CapturePolicy(one_call_per_step=True), "p"),
-                             tools, run=run, checkpointer=InMemorySaver())
+            react = ReactRun(
+                client,
+                policy_model(CapturePolicy(one_call_per_step=True), "p"),
+                tools,
+                run=run,
+                checkpointer=InMemorySaver(),
+            )
             await react.replay(conversation)
             memories = react.memories(conversation)
         elif checkpoints == "sqlite":
             async with AsyncSqliteSaver.from_conn_string(str(workdir / f"{run}.sqlite")) as saver:
-                capture = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run=run,
-                                     checkpointer=saver)
+                capture = CaptureRun(
+                    client, policy_model(CapturePolicy(), "p"), tools, run=run, checkpointer=saver
+                )
                 await capture.replay(conversation)
             memories = capture.memories(conversation)
         else:
-            capture = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run=run,
-                                 checkpointer=InMemorySaver())
+            capture = CaptureRun(
+                client,
+                policy_model(CapturePolicy(), "p"),
+                tools,
+                run=run,
+                checkpointer=InMemorySaver(),
+            )
             await capture.replay(conversation)
             memories = capture.memories(conversation)
         sent = time.perf_counter()
@@ -92,22 +109,34 @@ async def one_round(agent: str, server: ServerProcess, conversation: Conversatio
         consistent = time.perf_counter()
     violations = audit(server.db, conversation, memories)
     if violations:
-        raise SystemExit(f"{agent}: the auditor found {len(violations)} violations, "
-                         f"first: {violations[0]}")
+        raise SystemExit(
+            f"{agent}: the auditor found {len(violations)} violations, first: {violations[0]}"
+        )
     messages = sum(len(conversation.messages(t)) for t in conversation.threads)
-    return {"messages_per_s": messages / (consistent - started),
-            "seconds": consistent - started, "drain_s": consistent - sent}
+    return {
+        "messages_per_s": messages / (consistent - started),
+        "seconds": consistent - started,
+        "drain_s": consistent - sent,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="split the messages over this many conversations (one thread each)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="split the messages over this many conversations (one thread each)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--agents", default="direct,capture,react")
-    parser.add_argument("--checkpointer", choices=["memory", "sqlite"], default="sqlite",
-                        help="the capture graph's checkpointer")
+    parser.add_argument(
+        "--checkpointer",
+        choices=["memory", "sqlite"],
+        default="sqlite",
+        help="the capture graph's checkpointer",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     per_thread = args.messages // args.threads
@@ -121,19 +150,31 @@ def main(argv: list[str] | None = None) -> int:
         for agent in args.agents.split(","):
             rounds = []
             for n in range(args.rounds):
-                rounds.append(asyncio.run(one_round(agent, server, conversation, n,
-                                                    args.checkpointer, workdir)))
-                print(f"{agent} round {n + 1}: {rounds[-1]['messages_per_s']:.1f} msg/s "
-                      f"({rounds[-1]['seconds']:.1f} s, auditor: 0 violations)", flush=True)
+                rounds.append(
+                    asyncio.run(
+                        one_round(agent, server, conversation, n, args.checkpointer, workdir)
+                    )
+                )
+                print(
+                    f"{agent} round {n + 1}: {rounds[-1]['messages_per_s']:.1f} msg/s "
+                    f"({rounds[-1]['seconds']:.1f} s, auditor: 0 violations)",
+                    flush=True,
+                )
             results[agent] = {
-                "median_messages_per_s": round(statistics.median(
-                    r["messages_per_s"] for r in rounds), 1),
+                "median_messages_per_s": round(
+                    statistics.median(r["messages_per_s"] for r in rounds), 1
+                ),
                 "median_seconds": round(statistics.median(r["seconds"] for r in rounds), 2),
                 "rounds": len(rounds),
             }
-    summary = {"messages": per_thread * args.threads, "threads": args.threads,
-               "checkpointer": args.checkpointer, "python": platform.python_version(),
-               "machine": platform.machine(), "results": results}
+    summary = {
+        "messages": per_thread * args.threads,
+        "threads": args.threads,
+        "checkpointer": args.checkpointer,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "results": results,
+    }
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1) + "\n")

@@ -70,12 +70,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--fields", type=int, nargs="+", default=[5, 50])
-    parser.add_argument("--latency", type=float, nargs="+", default=[0.0],
-                        help="max simulated seconds per tool call (one row per value)")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        nargs="+",
+        default=[0.0],
+        help="max simulated seconds per tool call (one row per value)",
+    )
     args = parser.parse_args()
     total = args.rounds + 2
-    print("| fields in the batch | tool latency (ms) | without cache (median ms) "
-          "| with turn cache (median ms) | ratio (median of rounds) | ratio q1-q3 | rounds |")
+    print(
+        "| fields in the batch | tool latency (ms) | without cache (median ms) "
+        "| with turn cache (median ms) | ratio (median of rounds) | ratio q1-q3 | rounds |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for latency in args.latency:
         for n in args.fields:
@@ -85,8 +92,10 @@ def main() -> None:
                 interleaved_rounds(plain, cached, args.rounds)
             )
             shown = f"0..{latency * 1000:g}" if latency else "none"
-            print(f"| {n} | {shown} | {without_ms:.1f} | {with_ms:.1f} | {ratio:.2f}x "
-                  f"| {q1:.2f}-{q3:.2f} | {args.rounds} |")
+            print(
+                f"| {n} | {shown} | {without_ms:.1f} | {with_ms:.1f} | {ratio:.2f}x "
+                f"| {q1:.2f}-{q3:.2f} | {args.rounds} |"
+            )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ VALID: dict[str, Any] = {
     "subnet_ids": ["subnet-a", "subnet-b"],
 }
 
-FIVE = {k: VALID[k] for k in ("engine", "engine_version", "instance_class",
-                              "allocated_storage_gb", "username")}
+FIVE = {
+    k: VALID[k]
+    for k in ("engine", "engine_version", "instance_class", "allocated_storage_gb", "username")
+}
 
 
 def store_calls(fields: dict[str, Any]) -> list[dict[str, Any]]:

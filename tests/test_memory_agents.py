@@ -36,7 +36,8 @@ def server(tmp_path_factory):
 async def settle(client, run, conversation):
     for thread in conversation.threads:
         assert await client.call("await_consistency", memory_id=run.memory_id(thread)) == (
-            "consistent")
+            "consistent"
+        )
 
 
 def reported_react(client, tools, run):
@@ -46,8 +47,9 @@ def reported_react(client, tools, run):
 
 def capture(client, tools, run, faults=None):
     policy = CapturePolicy(faults) if faults else CapturePolicy()
-    return CaptureRun(client, policy_model(policy, run), tools, run=run,
-                      checkpointer=InMemorySaver())
+    return CaptureRun(
+        client, policy_model(policy, run), tools, run=run, checkpointer=InMemorySaver()
+    )
 
 
 async def test_react_baseline_shows_every_reported_symptom(server):
@@ -59,17 +61,28 @@ async def test_react_baseline_shows_every_reported_symptom(server):
         messages = (await react.state("trip"))["messages"]
     # in state: agent-authored text, a second add_entry for msg 3, two bootstraps
     assert [m.content for m in messages if isinstance(m, AIMessage) and m.content] == [
-        AGENT_ANSWER] * 4
-    adds = [c["args"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
-            if c["name"] == "add_entry"]
+        AGENT_ANSWER
+    ] * 4
+    adds = [
+        c["args"]
+        for m in messages
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+        if c["name"] == "add_entry"
+    ]
     assert sum(a["tags"]["msg_idx"] == 3 for a in adds) == 2
     assert [a["tags"]["role"] for a in adds if a["tags"]["msg_idx"] == 4] == ["user"]
     boots = [c["name"] for m in messages[:10] if isinstance(m, AIMessage) for c in m.tool_calls]
     assert boots == ["get_context", "list_entries"] * 2
     # in the store: the auditor sees the same things without looking at state
     found = counts(audit(server.db, conversation, react.memories(conversation)))
-    assert found == {"duplicated": 3, "wrong_role": 3, "extra_entry": 4, "missing_flush": 2,
-                     "repeated_bootstrap": 1}
+    assert found == {
+        "duplicated": 3,
+        "wrong_role": 3,
+        "extra_entry": 4,
+        "missing_flush": 2,
+        "repeated_bootstrap": 1,
+    }
     stored = read_memory(server.db, react.memory_id("trip"))["entries"]
     assert any(e["raw_entry"] == AGENT_ANSWER for e in stored)
 
@@ -91,16 +104,20 @@ async def test_tool_only_graph_leaves_a_clean_store(server, name):
     assert audit(server.db, conversation, guarded.memories(conversation)) == []
     assert audit(server.db, conversation, react.memories(conversation))  # the baseline fails
     # state: every AI message is a tool call without text; the guard says what it changed
-    assert all(not m.content and len(m.tool_calls) == 1
-               for m in state["messages"] if isinstance(m, AIMessage))
+    assert all(
+        not m.content and len(m.tool_calls) == 1
+        for m in state["messages"]
+        if isinstance(m, AIMessage)
+    )
     assert any("dropped" in c for c in state["corrections"])
     # byte-identical content, exact tags, in order
     for t in conversation.threads:
         stored = read_memory(server.db, good.memory_id(t))["entries"]
         expected = conversation.messages(t)
         assert [e["raw_entry"] for e in stored] == [m.content for m in expected]
-        assert [e["tags"] for e in stored] == [{"role": m.role, "msg_idx": m.msg_idx}
-                                              for m in expected]
+        assert [e["tags"] for e in stored] == [
+            {"role": m.role, "msg_idx": m.msg_idx} for m in expected
+        ]
 
 
 async def test_hard_cases_round_trip_byte_for_byte(server):
@@ -111,8 +128,11 @@ async def test_hard_cases_round_trip_byte_for_byte(server):
         run = capture(client, await client.tools(), "t-bytes")
         await run.replay(conversation)
         await settle(client, run, conversation)
-        listed = json.loads(await client.call("list_entries", vault_id=run.vault_id,
-                                              memory_id=run.memory_id("edge"), limit=50))
+        listed = json.loads(
+            await client.call(
+                "list_entries", vault_id=run.vault_id, memory_id=run.memory_id("edge"), limit=50
+            )
+        )
     assert [e["raw_entry"].encode() for e in listed["entries"]] == [c.encode() for c in contents]
 
 
@@ -136,8 +156,9 @@ async def test_curated_model_input_has_no_ai_or_tool_messages(server):
     conversation = load("solo_travel")
     model = policy_model(CapturePolicy(), "seen")
     async with MemoryClient(server.url) as client:
-        run = CaptureRun(client, model, await client.tools(), run="t-curated",
-                         checkpointer=InMemorySaver())
+        run = CaptureRun(
+            client, model, await client.tools(), run="t-curated", checkpointer=InMemorySaver()
+        )
         await run.replay(conversation)
     for seen in model.seen:
         assert not any(isinstance(m, AIMessage | ToolMessage) for m in seen)

@@ -25,9 +25,21 @@ def anyio_backend():
 
 
 def worker(server, checkpoints, conversation, pace=0.0):
-    return [sys.executable, "-m", "agentstate.memory.worker", "--url", server.url,
-            "--checkpoints", str(checkpoints), "--conversation", conversation,
-            "--run", "crash", "--pace", str(pace)]
+    return [
+        sys.executable,
+        "-m",
+        "agentstate.memory.worker",
+        "--url",
+        server.url,
+        "--checkpoints",
+        str(checkpoints),
+        "--conversation",
+        conversation,
+        "--run",
+        "crash",
+        "--pace",
+        str(pace),
+    ]
 
 
 async def settled_audit(server, conversation, memories):
@@ -64,16 +76,22 @@ async def test_lost_reply_is_reconciled_not_resent(tmp_path):
     conversation = load("solo_travel")
     events = list(conversation.events)
     with ServerProcess(tmp_path / "memory.sqlite") as server:
-        async with MemoryClient(server.url) as client, \
-                AsyncSqliteSaver.from_conn_string(str(tmp_path / "ck.sqlite")) as saver:
+        async with (
+            MemoryClient(server.url) as client,
+            AsyncSqliteSaver.from_conn_string(str(tmp_path / "ck.sqlite")) as saver,
+        ):
             tools = await client.tools()
-            run = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run="lost",
-                             checkpointer=saver)
+            run = CaptureRun(
+                client, policy_model(CapturePolicy(), "p"), tools, run="lost", checkpointer=saver
+            )
             await run.replay(conversation, events[:3])
             # the next message: stop right before its tool runs, then run the tool ourselves
             message = events[3].to_message()
-            await run.graph.ainvoke({"messages": [message], "turn": message},
-                                    run.config("trip"), interrupt_before=["tools"])
+            await run.graph.ainvoke(
+                {"messages": [message], "turn": message},
+                run.config("trip"),
+                interrupt_before=["tools"],
+            )
             snapshot = await run.graph.aget_state(run.config("trip"))
             pending = snapshot.values["messages"][-1].tool_calls[0]
             assert snapshot.next == ("tools",) and pending["name"] == "add_entry"
@@ -90,13 +108,19 @@ async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_dupli
     server = ServerProcess(tmp_path / "memory.sqlite", write_delay=0.2).start()
     try:
         async with MemoryClient(server.url, retry_for=30) as client:
-            run = CaptureRun(client, policy_model(CapturePolicy(), "p"), await client.tools(),
-                             run="restart", checkpointer=InMemorySaver())
+            run = CaptureRun(
+                client,
+                policy_model(CapturePolicy(), "p"),
+                await client.tools(),
+                run="restart",
+                checkpointer=InMemorySaver(),
+            )
             await run.replay(conversation, events[:6])
             queued = run.memory_id("trip")
             server.kill()  # writes are still queued (slow writer): they must survive
             assert read_memory(server.db, queued)["pending"] > 0
             server.write_delay = 0.0
+
             async def restart_later():
                 await asyncio.sleep(1.0)
                 server.start()
@@ -116,14 +140,20 @@ async def test_write_whose_reply_was_lost_is_found_not_rewritten(tmp_path):
     with ServerProcess(tmp_path / "memory.sqlite") as server:
         async with MemoryClient(server.url) as client:
             await client.call("create_memory", vault_id="v", memory_id="m")
-            args = {"vault_id": "v", "memory_id": "m", "raw_entry": "once", "summary": "s",
-                    "tags": {"role": "user", "msg_idx": 1}}
+            args = {
+                "vault_id": "v",
+                "memory_id": "m",
+                "raw_entry": "once",
+                "summary": "s",
+                "tags": {"role": "user", "msg_idx": 1},
+            }
             await client.call("add_entry", **args)
             assert await client.already_written("add_entry", args)
             assert not await client.already_written("add_entry", {**args, "raw_entry": "other"})
             await client.call("put_context", vault_id="v", memory_id="m", content="ctx 1")
-            assert await client.already_written("put_context", {"memory_id": "m",
-                                                                "content": "ctx 1"})
+            assert await client.already_written(
+                "put_context", {"memory_id": "m", "content": "ctx 1"}
+            )
         assert [e["raw_entry"] for e in read_memory(server.db, "m")["entries"]] == ["once"]
 
 

@@ -34,54 +34,91 @@ async def test_tools_over_stdio_round_trip(tmp_path):
         async with ClientSession(read, write) as session:
             await session.initialize()
             names = {t.name for t in (await session.list_tools()).tools}
-            assert {"add_entry", "list_entries", "get_entry", "put_context", "get_context",
-                    "await_consistency", "search_memories", "create_memory"} <= names
-            assert await call(session, "create_memory", vault_id=V, memory_id=M) == (False,
-                                                                                    "created")
+            assert {
+                "add_entry",
+                "list_entries",
+                "get_entry",
+                "put_context",
+                "get_context",
+                "await_consistency",
+                "search_memories",
+                "create_memory",
+            } <= names
+            assert await call(session, "create_memory", vault_id=V, memory_id=M) == (
+                False,
+                "created",
+            )
             texts = ["héllo 👋 wörld", "```python\nprint('x')\n```", "", "second"]
             for i, text in enumerate(texts):
-                ok = await call(session, "add_entry", vault_id=V, memory_id=M, raw_entry=text,
-                                summary=f"s{i}", tags={"role": "user", "msg_idx": i})
+                ok = await call(
+                    session,
+                    "add_entry",
+                    vault_id=V,
+                    memory_id=M,
+                    raw_entry=text,
+                    summary=f"s{i}",
+                    tags={"role": "user", "msg_idx": i},
+                )
                 assert ok == (False, "enqueued")
             assert await call(session, "await_consistency", memory_id=M) == (False, "consistent")
             _, listed = await call(session, "list_entries", vault_id=V, memory_id=M, limit=10)
             entries = json.loads(listed)["entries"]
             assert [e["raw_entry"] for e in entries] == texts  # verbatim, in order
             assert [e["tags"]["msg_idx"] for e in entries] == [0, 1, 2, 3]
-            _, one = await call(session, "get_entry", vault_id=V, memory_id=M,
-                                entry_id=entries[0]["entry_id"])
+            _, one = await call(
+                session, "get_entry", vault_id=V, memory_id=M, entry_id=entries[0]["entry_id"]
+            )
             assert json.loads(one)["raw_entry"] == texts[0]
-            _, after = await call(session, "list_entries", vault_id=V, memory_id=M,
-                                  after=entries[1]["created_at"])
+            _, after = await call(
+                session, "list_entries", vault_id=V, memory_id=M, after=entries[1]["created_at"]
+            )
             assert [e["raw_entry"] for e in json.loads(after)["entries"]] == texts[2:]
             assert await call(session, "get_context", vault_id=V, memory_id=M) == (
-                False, "context not found")
+                False,
+                "context not found",
+            )
             for content in ("first context", "second context"):
                 await call(session, "put_context", vault_id=V, memory_id=M, content=content)
             await call(session, "await_consistency", memory_id=M)
             assert await call(session, "get_context", vault_id=V, memory_id=M) == (
-                False, "second context")
-            _, found = await call(session, "search_memories", memory_id=M, query="wörld",
-                                  top_ke=5, top_kc=2)
+                False,
+                "second context",
+            )
+            _, found = await call(
+                session, "search_memories", memory_id=M, query="wörld", top_ke=5, top_kc=2
+            )
             found = json.loads(found)
             assert [e["raw_entry"] for e in found["entries"]] == [texts[0]]
-            assert [c["content"] for c in found["contexts"]] == ["second context",
-                                                                  "first context"]
+            assert [c["content"] for c in found["contexts"]] == ["second context", "first context"]
 
 
 BAD_INPUT = [
-    ("add_entry", {"vault_id": V, "memory_id": "nope", "raw_entry": "x", "summary": "s"},
-         "unknown memory 'nope'"),
-        ("add_entry", {"vault_id": "", "memory_id": M, "raw_entry": "x", "summary": "s"},
-         "vault_id is required"),
-        ("list_entries", {"vault_id": V, "memory_id": M, "limit": 0}, "limit must be an integer"),
-        ("list_entries", {"vault_id": V, "memory_id": M, "limit": 51}, "limit must be an integer"),
-        ("list_entries", {"vault_id": V, "memory_id": M, "before": "2026-01-01T00:00:00Z",
-                          "after": "2026-01-01T00:00:00Z"}, "not both"),
-        ("list_entries", {"vault_id": V, "memory_id": M, "before": "yesterday"}, "RFC3339"),
-        ("search_memories", {"memory_id": M, "query": "x", "top_kc": 0}, "top_kc must be"),
-        ("get_entry", {"vault_id": V, "memory_id": M, "entry_id": "missing"}, "no entry"),
-        ("await_consistency", {"memory_id": "nope"}, "unknown memory"),
+    (
+        "add_entry",
+        {"vault_id": V, "memory_id": "nope", "raw_entry": "x", "summary": "s"},
+        "unknown memory 'nope'",
+    ),
+    (
+        "add_entry",
+        {"vault_id": "", "memory_id": M, "raw_entry": "x", "summary": "s"},
+        "vault_id is required",
+    ),
+    ("list_entries", {"vault_id": V, "memory_id": M, "limit": 0}, "limit must be an integer"),
+    ("list_entries", {"vault_id": V, "memory_id": M, "limit": 51}, "limit must be an integer"),
+    (
+        "list_entries",
+        {
+            "vault_id": V,
+            "memory_id": M,
+            "before": "2026-01-01T00:00:00Z",
+            "after": "2026-01-01T00:00:00Z",
+        },
+        "not both",
+    ),
+    ("list_entries", {"vault_id": V, "memory_id": M, "before": "yesterday"}, "RFC3339"),
+    ("search_memories", {"memory_id": M, "query": "x", "top_kc": 0}, "top_kc must be"),
+    ("get_entry", {"vault_id": V, "memory_id": M, "entry_id": "missing"}, "no entry"),
+    ("await_consistency", {"memory_id": "nope"}, "unknown memory"),
 ]
 
 
@@ -97,7 +134,9 @@ async def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
             _, listed = await call(session, "list_entries", vault_id=V, memory_id=M)
             assert json.loads(listed)["entries"] == []
             assert await call(session, "get_context", vault_id=V, memory_id=M) == (
-                False, "context not found")
+                False,
+                "context not found",
+            )
 
 
 async def test_writes_survive_a_server_restart(tmp_path):
@@ -107,15 +146,23 @@ async def test_writes_survive_a_server_restart(tmp_path):
             await session.initialize()
             await call(session, "create_memory", vault_id=V, memory_id=M)
             for i in range(20):
-                await call(session, "add_entry", vault_id=V, memory_id=M, raw_entry=f"m{i}",
-                           summary="s", tags={"msg_idx": i})
+                await call(
+                    session,
+                    "add_entry",
+                    vault_id=V,
+                    memory_id=M,
+                    raw_entry=f"m{i}",
+                    summary="s",
+                    tags={"msg_idx": i},
+                )
             assert (await call(session, "await_consistency", memory_id=M))[1] == "consistent"
     async with stdio_client(server_params(db)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             _, listed = await call(session, "list_entries", vault_id=V, memory_id=M, limit=50)
             assert [e["raw_entry"] for e in json.loads(listed)["entries"]] == [
-                f"m{i}" for i in range(20)]
+                f"m{i}" for i in range(20)
+            ]
 
 
 async def test_langchain_mcp_adapters_load_the_tools(tmp_path):
@@ -127,21 +174,31 @@ async def test_langchain_mcp_adapters_load_the_tools(tmp_path):
             tools = {t.name: t for t in await load_mcp_tools(session)}
             assert await tools["create_memory"].ainvoke({"vault_id": V, "memory_id": M})
             out = await tools["add_entry"].ainvoke(
-                {"vault_id": V, "memory_id": M, "raw_entry": "hi", "summary": "greeting",
-                 "tags": {"role": "user", "msg_idx": 0}})
+                {
+                    "vault_id": V,
+                    "memory_id": M,
+                    "raw_entry": "hi",
+                    "summary": "greeting",
+                    "tags": {"role": "user", "msg_idx": 0},
+                }
+            )
             assert "enqueued" in str(out)
             assert "consistent" in str(await tools["await_consistency"].ainvoke({"memory_id": M}))
 
 
 async def test_agentstate_memory_serve_is_the_same_server(tmp_path):
     """The command a user runs (`agentstate memory serve --db PATH`) speaks MCP over stdio."""
-    params = StdioServerParameters(command=sys.executable, args=[
-        "-m", "agentstate.cli", "memory", "serve", "--db", str(tmp_path / "cli.sqlite")])
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentstate.cli", "memory", "serve", "--db", str(tmp_path / "cli.sqlite")],
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             assert await call(session, "create_memory", vault_id=V, memory_id=M) == (
-                False, "created")
+                False,
+                "created",
+            )
             _, found = await call(session, "search_memories", memory_id=M, query="nothing")
             assert json.loads(found) == {"entries": [], "contexts": []}
     assert (tmp_path / "cli.sqlite").exists()

@@ -51,8 +51,11 @@ def test_well_behaved_policy_emits_the_turns_calls():
     start = policy(_turn(conv, 1))
     assert [c["name"] for c in start.tool_calls] == ["get_context", "list_entries"]
     sixth = policy(_turn(conv, 7))  # events: START + 6 messages
-    assert [c["name"] for c in sixth.tool_calls] == ["add_entry", "await_consistency",
-                                                      "put_context"]
+    assert [c["name"] for c in sixth.tool_calls] == [
+        "add_entry",
+        "await_consistency",
+        "put_context",
+    ]
     assert sixth.tool_calls[0]["args"]["tags"] == {"role": "assistant", "msg_idx": 6}
 
 
@@ -67,8 +70,9 @@ def test_reported_policy_misbehaves_where_configured():
         history = history + [reply]
     assert names == ["get_context", "list_entries"] * 2
     assert reply.tool_calls == [] and reply.content == ""
-    first_user = _turn(conv, 2) + [AIMessage("", tool_calls=[calls.add_entry(V, M, "user", 1,
-                                                                            "x") | {"id": "1"}])]
+    first_user = _turn(conv, 2) + [
+        AIMessage("", tool_calls=[calls.add_entry(V, M, "user", 1, "x") | {"id": "1"}])
+    ]
     assert react(first_user).content == AGENT_ANSWER
     fourth = CapturePolicy(AS_REPORTED).plan(_turn(conv, 5)[-1], [], V, M)
     assert fourth[0]["args"]["tags"] == {"role": "user", "msg_idx": 4}  # an assistant turn
@@ -77,9 +81,11 @@ def test_reported_policy_misbehaves_where_configured():
 def test_guard_builds_the_plan_from_the_rules():
     conv = load("solo_travel")
     msg6 = conv.messages("trip")[5].to_message()
-    wrong = [calls.add_entry(V, M, "user", 6, "paraphrase", "my summary"),
-             calls.add_entry(V, M, "assistant", 6, "again"),
-             calls.call("get_context", vault_id=V, memory_id=M)]
+    wrong = [
+        calls.add_entry(V, M, "user", 6, "paraphrase", "my summary"),
+        calls.add_entry(V, M, "assistant", 6, "again"),
+        calls.call("get_context", vault_id=V, memory_id=M),
+    ]
     plan, update = guard(msg6, wrong, {"messages": [msg6]}, V, M)
     assert [c["name"] for c in plan] == ["add_entry", "await_consistency", "put_context"]
     assert plan[0]["args"]["raw_entry"] == msg6.content
@@ -96,8 +102,14 @@ def test_guard_builds_the_plan_from_the_rules():
 
 
 def test_curated_input_keeps_controls_and_conversation_only():
-    kept = curated([SystemMessage("SESSION_START"), SystemMessage("other"), AIMessage("hi"),
-                    ChatMessage(role="user", content="q")])
+    kept = curated(
+        [
+            SystemMessage("SESSION_START"),
+            SystemMessage("other"),
+            AIMessage("hi"),
+            ChatMessage(role="user", content="q"),
+        ]
+    )
     assert [m.content for m in kept] == ["SESSION_START", "q"]
 
 
@@ -108,9 +120,18 @@ def _store_with(tmp_path, entries, ops_extra=()):
     for n, (role, idx, text) in enumerate(entries):
         tags = {"role": role, "msg_idx": idx} if idx is not None else {"role": role}
         with writer.submitting(M):
-            store.enqueue(M, "entry", {"entry_id": f"e{n}", "vault_id": V,
-                                       "raw_entry": text, "summary": "s", "tags": tags},
-                          {"tags": tags})
+            store.enqueue(
+                M,
+                "entry",
+                {
+                    "entry_id": f"e{n}",
+                    "vault_id": V,
+                    "raw_entry": text,
+                    "summary": "s",
+                    "tags": tags,
+                },
+                {"tags": tags},
+            )
     for tool in ops_extra:
         store.log_op(M, tool, {"limit": 10} if tool == "list_entries" else {})
     writer.wait(M, 10)
@@ -120,45 +141,79 @@ def _store_with(tmp_path, entries, ops_extra=()):
 
 
 def test_auditor_names_each_violation(tmp_path):
-    conv = parse({"events": [{"system": "SESSION_START"},
-                             {"role": "user", "content": "a"},
-                             {"role": "assistant", "content": "b"},
-                             {"role": "user", "content": "c"},
-                             {"role": "assistant", "content": "d"}]})
-    db = _store_with(tmp_path, [
-        ("system", None, "SESSION_START"),  # system persisted
-        ("user", 1, "a"), ("user", 1, "a"),  # duplicated
-        ("assistant", 4, "d"),  # before 3: reordered later
-        ("user", 3, "c!"),  # content mismatch
-        ("assistant", 9, "hello"),  # extra
-    ], ops_extra=["get_context", "list_entries", "get_context"])
+    conv = parse(
+        {
+            "events": [
+                {"system": "SESSION_START"},
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "c"},
+                {"role": "assistant", "content": "d"},
+            ]
+        }
+    )
+    db = _store_with(
+        tmp_path,
+        [
+            ("system", None, "SESSION_START"),  # system persisted
+            ("user", 1, "a"),
+            ("user", 1, "a"),  # duplicated
+            ("assistant", 4, "d"),  # before 3: reordered later
+            ("user", 3, "c!"),  # content mismatch
+            ("assistant", 9, "hello"),  # extra
+        ],
+        ops_extra=["get_context", "list_entries", "get_context"],
+    )
     found = counts(audit(db, conv, {"main": M}))
-    assert found == {"missing": 1, "duplicated": 1, "reordered": 1, "content_mismatch": 1,
-                     "system_persisted": 1, "extra_entry": 1, "repeated_bootstrap": 1,
-                     "bootstrap_incomplete": 1}
+    assert found == {
+        "missing": 1,
+        "duplicated": 1,
+        "reordered": 1,
+        "content_mismatch": 1,
+        "system_persisted": 1,
+        "extra_entry": 1,
+        "repeated_bootstrap": 1,
+        "bootstrap_incomplete": 1,
+    }
     assert set(found) <= set(KINDS)
 
 
 def test_auditor_checks_roles_flushes_and_awaits(tmp_path):
-    conv = parse({"events": [{"role": "user", "content": "a"}, {"system": "FLUSH_CONTEXT"},
-                             {"role": "assistant", "content": "b"}]})
+    conv = parse(
+        {
+            "events": [
+                {"role": "user", "content": "a"},
+                {"system": "FLUSH_CONTEXT"},
+                {"role": "assistant", "content": "b"},
+            ]
+        }
+    )
     assert expected_flushes(conv, "main") == [1]
-    db = _store_with(tmp_path, [("user", 1, "a"), ("user", 2, "b")],
-                     ops_extra=["put_context", "await_consistency", "put_context"])
+    db = _store_with(
+        tmp_path,
+        [("user", 1, "a"), ("user", 2, "b")],
+        ops_extra=["put_context", "await_consistency", "put_context"],
+    )
     found = audit(db, conv, {"main": M})
     # both put_context calls come after message 2 (the log is in call order); the first is
     # not awaited, and no flush happened after message 1, where FLUSH_CONTEXT asked for one
     assert [(v.kind, v.msg_idx) for v in found] == [
-        ("wrong_role", 2), ("missing_flush", 1), ("extra_flush", 2), ("extra_flush", 2),
-        ("flush_not_awaited", 2)]
+        ("wrong_role", 2),
+        ("missing_flush", 1),
+        ("extra_flush", 2),
+        ("extra_flush", 2),
+        ("flush_not_awaited", 2),
+    ]
 
 
 def test_side_by_side_table_has_a_total_row(tmp_path):
     conv = parse({"events": [{"role": "user", "content": "a"}]})
     db = _store_with(tmp_path, [])
     rows = side_by_side({"react": audit(db, conv, {"main": M}), "capture": []})
-    assert rows == [{"violation": "missing", "react": 1, "capture": 0},
-                    {"violation": "total", "react": 1, "capture": 0}]
+    assert rows == [
+        {"violation": "missing", "react": 1, "capture": 0},
+        {"violation": "total", "react": 1, "capture": 0},
+    ]
 
 
 def test_store_rejects_bad_ids_and_unknown_memories(tmp_path):
@@ -179,8 +234,12 @@ def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(tmp_path):
     store = MemoryStore(tmp_path / "q.sqlite")
     store.create_memory(V, M)
     for i in range(3):
-        store.enqueue(M, "entry", {"entry_id": f"e{i}", "vault_id": V, "raw_entry": f"r{i}",
-                                   "summary": "s", "tags": {}}, {})
+        store.enqueue(
+            M,
+            "entry",
+            {"entry_id": f"e{i}", "vault_id": V, "raw_entry": f"r{i}", "summary": "s", "tags": {}},
+            {},
+        )
     store.enqueue(M, "context", {"vault_id": V, "content": "ctx"}, {})
     assert store.list_entries(M) == [] and len(store.pending()) == 4  # queued, not applied
     store.close()
@@ -198,8 +257,9 @@ def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(tmp_path):
 def test_cli_registers_memory_serve():
     from agentstate.cli import build_parser
 
-    args = build_parser().parse_args(["memory", "serve", "--db", "x.sqlite", "--transport",
-                                      "http", "--port", "9001"])
+    args = build_parser().parse_args(
+        ["memory", "serve", "--db", "x.sqlite", "--transport", "http", "--port", "9001"]
+    )
     assert (args.db, args.transport, args.port) == ("x.sqlite", "http", 9001)
     assert callable(args.func)
     with pytest.raises(SystemExit):

@@ -34,8 +34,12 @@ def test_plain_password_is_moved_out_of_state_before_any_checkpoint(tmp_path):
     tables = ("checkpoints", "writes")
     blobs = [row for table in tables for row in raw.execute(f"SELECT * FROM {table}")]
     assert blobs, "the checkpointer wrote nothing"
-    assert not any(PLAIN.encode() in bytes(col) for row in blobs for col in row
-                   if isinstance(col, bytes | memoryview))
+    assert not any(
+        PLAIN.encode() in bytes(col)
+        for row in blobs
+        for col in row
+        if isinstance(col, bytes | memoryview)
+    )
     assert PLAIN not in repr(state)
     files_text = "".join(f["content"] for f in state["files"].values())
     assert "$secret:rds-master-password" in files_text and PLAIN not in files_text

@@ -80,8 +80,10 @@ def test_reducer_keeps_all_fields_and_syncs_the_file_after_the_turn():
 
 
 def test_five_hundred_parallel_stores_keep_five_hundred_fields():
-    calls = [tool_call("store_requirement", field_name=f"labels.k{i:03d}", value=str(i))
-             for i in range(500)]
+    calls = [
+        tool_call("store_requirement", field_name=f"labels.k{i:03d}", value=str(i))
+        for i in range(500)
+    ]
     state = build_reducer_agent(one_batch_model(*calls)).invoke(user())
     assert len(state["requirements"]) == 500
     assert len(read_json_file(state["files"], REQUIREMENTS_PATH)) == 500
@@ -89,8 +91,12 @@ def test_five_hundred_parallel_stores_keep_five_hundred_fields():
 
 def test_requirements_persist_across_turns_on_one_thread():
     model = ScriptedChatModel(
-        script=[reply(*store_calls({"engine": "postgres"})), reply(text="ok"),
-                reply(*store_calls({"username": "dbadmin"})), reply(text="ok")]
+        script=[
+            reply(*store_calls({"engine": "postgres"})),
+            reply(text="ok"),
+            reply(*store_calls({"username": "dbadmin"})),
+            reply(text="ok"),
+        ]
     )
     agent = build_reducer_agent(model, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "a"}}

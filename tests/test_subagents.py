@@ -32,8 +32,9 @@ SIZING = {"instance_class": "db.t3.micro"}
 
 
 def verdict(state):
-    return [m for m in state["messages"] if isinstance(m, ToolMessage)
-            and m.name == "validate_manifest"][-1].content
+    return [
+        m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "validate_manifest"
+    ][-1].content
 
 
 def test_split_schema_drops_the_subagents_writes_silently():
@@ -51,7 +52,9 @@ def test_split_schema_drops_the_subagents_writes_silently():
 def test_shared_schema_carries_requirements_across_the_task_boundary():
     recorder = CommandRecorder()
     agent = build_shared_schema_agent(
-        parent_model(POSTGRES_FIELDS), collector_model(), middleware=[recorder],
+        parent_model(POSTGRES_FIELDS),
+        collector_model(),
+        middleware=[recorder],
         checkpointer=InMemorySaver(),
     )
     state = agent.invoke(user_turn(), {"configurable": {"thread_id": "t"}})
@@ -79,8 +82,9 @@ def test_the_subagents_tools_share_the_parents_turn_cache():
             caches.append((request.tool_call["name"], cache_for(request.runtime)))
             return handler(request)
 
-    agent = build_cache_fix_agent(parent_model(POSTGRES_FIELDS), collector_model(),
-                                  middleware=[Spy()])
+    agent = build_cache_fix_agent(
+        parent_model(POSTGRES_FIELDS), collector_model(), middleware=[Spy()]
+    )
     state = agent.invoke(user_turn())
     names = [name for name, _ in caches]
     assert names.count("store_requirement") == 5 and "validate_manifest" in names
@@ -92,13 +96,16 @@ def test_the_subagents_tools_share_the_parents_turn_cache():
 def test_a_subgraph_stream_shows_the_task_description_as_a_second_human_message():
     agent = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
     humans = {}
-    for namespace, values in agent.stream(user_turn("Postgres please"), stream_mode="values",
-                                          subgraphs=True):
+    for namespace, values in agent.stream(
+        user_turn("Postgres please"), stream_mode="values", subgraphs=True
+    ):
         for m in values.get("messages", []):
             if isinstance(m, HumanMessage):
                 humans[m.id] = (bool(namespace), m.content)
-    assert sorted(humans.values()) == [(False, "Postgres please"),
-                                       (True, json.dumps(POSTGRES_FIELDS))]
+    assert sorted(humans.values()) == [
+        (False, "Postgres please"),
+        (True, json.dumps(POSTGRES_FIELDS)),
+    ]
 
 
 def test_parallel_subagents_merge_with_the_reducer():

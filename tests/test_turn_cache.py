@@ -111,8 +111,10 @@ def test_reader_times_out_with_a_clear_error_instead_of_hanging():
 
 def test_timeout_reaches_the_model_as_an_error_message():
     model = ScriptedChatModel(
-        script=[reply(*store_calls({"engine": "postgres"}), tool_call("validate_manifest")),
-                reply(text="done")]
+        script=[
+            reply(*store_calls({"engine": "postgres"}), tool_call("validate_manifest")),
+            reply(text="done"),
+        ]
     )
     slow = SlowToolMiddleware("store_requirement", 0.5)
     agent = build_turn_cache_agent(model, timeout=0.05, middleware=[slow])
@@ -132,8 +134,12 @@ def test_each_invoke_gets_a_fresh_cache_and_the_callers_config_is_untouched():
             return handler(request)
 
     model = ScriptedChatModel(
-        script=[reply(*store_calls({"engine": "postgres"})), reply(text="a"),
-                reply(*store_calls({"username": "x"})), reply(text="b")]
+        script=[
+            reply(*store_calls({"engine": "postgres"})),
+            reply(text="a"),
+            reply(*store_calls({"username": "x"})),
+            reply(text="b"),
+        ]
     )
     agent = build_turn_cache_agent(model, middleware=[Spy()])
     config = {"configurable": {"thread_id": "t"}}
@@ -182,7 +188,8 @@ def test_the_cache_is_discarded_when_the_turn_ends():
 
     found = []
     agent = build_turn_cache_agent(
-        reader_batch_model(POSTGRES_FIELDS, 1), middleware=[_cache_spy(found)],
+        reader_batch_model(POSTGRES_FIELDS, 1),
+        middleware=[_cache_spy(found)],
         checkpointer=InMemorySaver(),
     )
     agent.invoke(user_turn(), {"configurable": {"thread_id": "t"}})

@@ -24,9 +24,20 @@ from agentstate.memory import calls
 from agentstate.memory.conversations import CONTROLS, Conversation
 
 KINDS = (
-    "missing", "duplicated", "reordered", "wrong_role", "content_mismatch",
-    "system_persisted", "extra_entry", "missing_flush", "extra_flush", "flush_not_awaited",
-    "missing_bootstrap", "repeated_bootstrap", "bootstrap_incomplete", "pending_write",
+    "missing",
+    "duplicated",
+    "reordered",
+    "wrong_role",
+    "content_mismatch",
+    "system_persisted",
+    "extra_entry",
+    "missing_flush",
+    "extra_flush",
+    "flush_not_awaited",
+    "missing_bootstrap",
+    "repeated_bootstrap",
+    "bootstrap_incomplete",
+    "pending_write",
 )
 
 
@@ -38,8 +49,12 @@ class Violation:
     detail: str
 
     def row(self) -> dict[str, Any]:
-        return {"kind": self.kind, "thread": self.thread, "msg_idx": self.msg_idx,
-                "detail": self.detail}
+        return {
+            "kind": self.kind,
+            "thread": self.thread,
+            "msg_idx": self.msg_idx,
+            "detail": self.detail,
+        }
 
 
 def _connect(db: str | Path) -> sqlite3.Connection:
@@ -51,24 +66,34 @@ def _connect(db: str | Path) -> sqlite3.Connection:
 def read_memory(db: str | Path, memory_id: str) -> dict[str, list[dict[str, Any]]]:
     """Entries, call log and pending queue of one memory, oldest first (volatile fields dropped)."""
     with _connect(db) as conn:
-        entries = [{"raw_entry": r["raw_entry"], "tags": json.loads(r["tags"])} for r in
-                   conn.execute("SELECT raw_entry, tags FROM entries WHERE memory_id = ? "
-                                "ORDER BY seq", (memory_id,))]
-        ops = [{"tool": r["tool"], **json.loads(r["detail"])} for r in
-               conn.execute("SELECT tool, detail FROM ops WHERE memory_id = ? ORDER BY seq",
-                            (memory_id,))]
-        pending = conn.execute("SELECT COUNT(*) FROM queue WHERE memory_id = ? AND "
-                               "applied_at IS NULL", (memory_id,)).fetchone()[0]
-        contexts = [r[0] for r in conn.execute(
-            "SELECT content FROM contexts WHERE memory_id = ? ORDER BY snapshot", (memory_id,))]
+        entries = [
+            {"raw_entry": r["raw_entry"], "tags": json.loads(r["tags"])}
+            for r in conn.execute(
+                "SELECT raw_entry, tags FROM entries WHERE memory_id = ? ORDER BY seq", (memory_id,)
+            )
+        ]
+        ops = [
+            {"tool": r["tool"], **json.loads(r["detail"])}
+            for r in conn.execute(
+                "SELECT tool, detail FROM ops WHERE memory_id = ? ORDER BY seq", (memory_id,)
+            )
+        ]
+        pending = conn.execute(
+            "SELECT COUNT(*) FROM queue WHERE memory_id = ? AND applied_at IS NULL", (memory_id,)
+        ).fetchone()[0]
+        contexts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT content FROM contexts WHERE memory_id = ? ORDER BY snapshot", (memory_id,)
+            )
+        ]
     conn.close()
     for op in ops:
         op.pop("entry_id", None)
     return {"entries": entries, "ops": ops, "contexts": contexts, "pending": pending}
 
 
-def audit(db: str | Path, conversation: Conversation,
-          memories: dict[str, str]) -> list[Violation]:
+def audit(db: str | Path, conversation: Conversation, memories: dict[str, str]) -> list[Violation]:
     """Every violation in the store for ``conversation`` (``memories``: thread -> memory_id)."""
     found: list[Violation] = []
     for thread in conversation.threads:
@@ -77,8 +102,11 @@ def audit(db: str | Path, conversation: Conversation,
         found += _flushes(thread, conversation, stored["ops"])
         found += _bootstrap(thread, conversation, stored["ops"])
         if stored["pending"]:
-            found.append(Violation("pending_write", thread, None,
-                                   f"{stored['pending']} write(s) still queued"))
+            found.append(
+                Violation(
+                    "pending_write", thread, None, f"{stored['pending']} write(s) still queued"
+                )
+            )
     return found
 
 
@@ -88,10 +116,17 @@ def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> li
     by_idx: dict[Any, list[dict]] = {}
     for entry in entries:
         tags = entry["tags"]
-        if tags.get("role") == "system" or (tags.get("msg_idx") is None
-                                            and entry["raw_entry"] in CONTROLS):
-            out.append(Violation("system_persisted", thread, tags.get("msg_idx"),
-                                 f"{entry['raw_entry'][:30]!r} stored"))
+        if tags.get("role") == "system" or (
+            tags.get("msg_idx") is None and entry["raw_entry"] in CONTROLS
+        ):
+            out.append(
+                Violation(
+                    "system_persisted",
+                    thread,
+                    tags.get("msg_idx"),
+                    f"{entry['raw_entry'][:30]!r} stored",
+                )
+            )
             continue
         by_idx.setdefault(tags.get("msg_idx"), []).append(entry)
     order = {id(e): n for n, e in enumerate(entries)}
@@ -106,21 +141,44 @@ def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> li
         if len(exact) > 1:
             out.append(Violation("duplicated", thread, idx, f"{len(exact)} entries"))
         if not exact:
-            out.append(Violation("content_mismatch", thread, idx,
-                                 f"stored {len(chosen['raw_entry'])} chars, "
-                                 f"message has {len(message.content)}"))
+            out.append(
+                Violation(
+                    "content_mismatch",
+                    thread,
+                    idx,
+                    f"stored {len(chosen['raw_entry'])} chars, message has {len(message.content)}",
+                )
+            )
         if chosen["tags"].get("role") != message.role:
-            out.append(Violation("wrong_role", thread, idx,
-                                 f"stored as {chosen['tags'].get('role')}, was {message.role}"))
+            out.append(
+                Violation(
+                    "wrong_role",
+                    thread,
+                    idx,
+                    f"stored as {chosen['tags'].get('role')}, was {message.role}",
+                )
+            )
         for extra in group:
             if extra is not chosen and not (exact and extra in exact[1:]):
-                out.append(Violation("extra_entry", thread, idx,
-                                     f"{extra['raw_entry'][:40]!r} is not message {idx}"))
+                out.append(
+                    Violation(
+                        "extra_entry",
+                        thread,
+                        idx,
+                        f"{extra['raw_entry'][:40]!r} is not message {idx}",
+                    )
+                )
         firsts.append((order[id(chosen)], idx))
     for idx, group in by_idx.items():
         for extra in group:
-            out.append(Violation("extra_entry", thread, idx if isinstance(idx, int) else None,
-                                 f"{extra['raw_entry'][:40]!r} matches no message"))
+            out.append(
+                Violation(
+                    "extra_entry",
+                    thread,
+                    idx if isinstance(idx, int) else None,
+                    f"{extra['raw_entry'][:40]!r} matches no message",
+                )
+            )
     highest = 0
     for _, idx in sorted(firsts):
         if idx < highest:
@@ -161,12 +219,19 @@ def _flushes(thread: str, conversation: Conversation, ops: list[dict]) -> list[V
     want = Counter(expected_flushes(conversation, thread))
     done = actual_flushes(ops)
     have = Counter(p for p, _ in done)
-    out = [Violation("missing_flush", thread, p, "no put_context after this message")
-           for p in sorted((want - have).elements())]
-    out += [Violation("extra_flush", thread, p, "put_context not asked for here")
-            for p in sorted((have - want).elements())]
-    out += [Violation("flush_not_awaited", thread, p, "put_context without await_consistency")
-            for p, awaited in done if not awaited]
+    out = [
+        Violation("missing_flush", thread, p, "no put_context after this message")
+        for p in sorted((want - have).elements())
+    ]
+    out += [
+        Violation("extra_flush", thread, p, "put_context not asked for here")
+        for p in sorted((have - want).elements())
+    ]
+    out += [
+        Violation("flush_not_awaited", thread, p, "put_context without await_consistency")
+        for p, awaited in done
+        if not awaited
+    ]
     return out
 
 
@@ -175,16 +240,34 @@ def _bootstrap(thread: str, conversation: Conversation, ops: list[dict]) -> list
     gets = [i for i, op in enumerate(ops) if op["tool"] == "get_context"]
     out = []
     if len(gets) > starts:
-        out.append(Violation("repeated_bootstrap", thread, None,
-                             f"get_context {len(gets)}x for {starts} SESSION_START"))
+        out.append(
+            Violation(
+                "repeated_bootstrap",
+                thread,
+                None,
+                f"get_context {len(gets)}x for {starts} SESSION_START",
+            )
+        )
     if len(gets) < starts:
-        out.append(Violation("missing_bootstrap", thread, None,
-                             f"get_context {len(gets)}x for {starts} SESSION_START"))
+        out.append(
+            Violation(
+                "missing_bootstrap",
+                thread,
+                None,
+                f"get_context {len(gets)}x for {starts} SESSION_START",
+            )
+        )
     for i in gets:
         nxt = ops[i + 1] if i + 1 < len(ops) else {}
         if nxt.get("tool") != "list_entries" or nxt.get("limit") != calls.BOOTSTRAP_LIMIT:
-            out.append(Violation("bootstrap_incomplete", thread, None,
-                                 "get_context not followed by list_entries(limit=10)"))
+            out.append(
+                Violation(
+                    "bootstrap_incomplete",
+                    thread,
+                    None,
+                    "get_context not followed by list_entries(limit=10)",
+                )
+            )
     return out
 
 

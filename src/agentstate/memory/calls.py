@@ -24,21 +24,31 @@ def summary_of(role: str, msg_idx: int, content: str) -> str:
     return f"{role} #{msg_idx}: {first[:60]}"
 
 
-def add_entry(vault_id: str, memory_id: str, role: str, msg_idx: int, content: str,
-              summary: str | None = None) -> dict[str, Any]:
-    return call("add_entry", vault_id=vault_id, memory_id=memory_id, raw_entry=content,
-                summary=summary if summary is not None else summary_of(role, msg_idx, content),
-                tags={"role": role, "msg_idx": msg_idx})
+def add_entry(
+    vault_id: str, memory_id: str, role: str, msg_idx: int, content: str, summary: str | None = None
+) -> dict[str, Any]:
+    return call(
+        "add_entry",
+        vault_id=vault_id,
+        memory_id=memory_id,
+        raw_entry=content,
+        summary=summary if summary is not None else summary_of(role, msg_idx, content),
+        tags={"role": role, "msg_idx": msg_idx},
+    )
 
 
 def bootstrap(vault_id: str, memory_id: str) -> list[dict[str, Any]]:
-    return [call("get_context", vault_id=vault_id, memory_id=memory_id),
-            call("list_entries", vault_id=vault_id, memory_id=memory_id, limit=BOOTSTRAP_LIMIT)]
+    return [
+        call("get_context", vault_id=vault_id, memory_id=memory_id),
+        call("list_entries", vault_id=vault_id, memory_id=memory_id, limit=BOOTSTRAP_LIMIT),
+    ]
 
 
 def flush(vault_id: str, memory_id: str, content: str) -> list[dict[str, Any]]:
-    return [call("await_consistency", memory_id=memory_id),
-            call("put_context", vault_id=vault_id, memory_id=memory_id, content=content)]
+    return [
+        call("await_consistency", memory_id=memory_id),
+        call("put_context", vault_id=vault_id, memory_id=memory_id, content=content),
+    ]
 
 
 def digest(messages: list[BaseMessage], memory_id: str) -> str:

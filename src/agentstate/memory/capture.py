@@ -61,8 +61,11 @@ class CaptureState(TypedDict):
 
 def curated(messages: list[BaseMessage], window: int = MODEL_WINDOW) -> list[BaseMessage]:
     """Control messages and the conversation's user/assistant messages; nothing else."""
-    keep = [m for m in messages if isinstance(m, ChatMessage)
-            or (isinstance(m, SystemMessage) and m.content in CONTROLS)]
+    keep = [
+        m
+        for m in messages
+        if isinstance(m, ChatMessage) or (isinstance(m, SystemMessage) and m.content in CONTROLS)
+    ]
     return keep[-window:]
 
 
@@ -76,29 +79,50 @@ def stale(messages: list[BaseMessage], turn: BaseMessage, window: int) -> list[R
     return [RemoveMessage(id=m.id) for m in messages if m.id not in keep]
 
 
-def guard(turn: BaseMessage, proposed: list[dict[str, Any]], state: dict[str, Any],
-          vault_id: str, memory_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def guard(
+    turn: BaseMessage,
+    proposed: list[dict[str, Any]],
+    state: dict[str, Any],
+    vault_id: str,
+    memory_id: str,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The turn's plan built by the rules; the model fills in only summaries and contexts.
 
     Returns the plan and the state update (persisted, bootstrapped, corrections).
     """
-    label = (f"msg {turn.additional_kwargs.get('msg_idx')}" if isinstance(turn, ChatMessage)
-             else str(turn.content))
+    label = (
+        f"msg {turn.additional_kwargs.get('msg_idx')}"
+        if isinstance(turn, ChatMessage)
+        else str(turn.content)
+    )
     update: dict[str, Any] = {}
-    context = next((c["args"].get("content") for c in proposed if c["name"] == "put_context"
-                    and isinstance(c["args"].get("content"), str) and c["args"]["content"]),
-                   None) or calls.digest(state.get("messages", []), memory_id)
+    context = next(
+        (
+            c["args"].get("content")
+            for c in proposed
+            if c["name"] == "put_context"
+            and isinstance(c["args"].get("content"), str)
+            and c["args"]["content"]
+        ),
+        None,
+    ) or calls.digest(state.get("messages", []), memory_id)
     if isinstance(turn, ChatMessage):
         idx = turn.additional_kwargs["msg_idx"]
         plan = []
         if idx in state.get("persisted", []):
             update["corrections"] = [f"{label}: already persisted, add_entry skipped"]
         else:
-            summary = next((c["args"].get("summary") for c in proposed
-                            if c["name"] == "add_entry"
-                            and isinstance(c["args"].get("summary"), str)), None)
-            plan.append(calls.add_entry(vault_id, memory_id, turn.role, idx, str(turn.content),
-                                        summary))
+            summary = next(
+                (
+                    c["args"].get("summary")
+                    for c in proposed
+                    if c["name"] == "add_entry" and isinstance(c["args"].get("summary"), str)
+                ),
+                None,
+            )
+            plan.append(
+                calls.add_entry(vault_id, memory_id, turn.role, idx, str(turn.content), summary)
+            )
             update["persisted"] = [idx]
         if calls.periodic_flush_due(idx):
             plan += calls.flush(vault_id, memory_id, context)
@@ -155,8 +179,10 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
 
     def dispatch(state: CaptureState) -> dict[str, Any]:
         first, *rest = state["plan"]
-        return {"messages": [AIMessage(content="", tool_calls=[first], id=f"ai-{first['id']}")],
-                "plan": rest}
+        return {
+            "messages": [AIMessage(content="", tool_calls=[first], id=f"ai-{first['id']}")],
+            "plan": rest,
+        }
 
     def more(state: CaptureState) -> str:
         return "dispatch" if state.get("plan") else END

@@ -46,8 +46,10 @@ def http_connection(url: str) -> dict[str, Any]:
 
 def start_hint(url: str) -> str:
     port = url.rsplit(":", 1)[-1].split("/", 1)[0]
-    return (f"no memory server answers at {url}; start one with "
-            f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`")
+    return (
+        f"no memory server answers at {url}; start one with "
+        f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`"
+    )
 
 
 def text_of(result: CallToolResult) -> str:
@@ -85,7 +87,8 @@ class _SessionTask:
                     name, args, future = await self._requests.get()
                     try:
                         result = await session.call_tool(
-                            name, args, read_timeout_seconds=timedelta(seconds=self.timeout))
+                            name, args, read_timeout_seconds=timedelta(seconds=self.timeout)
+                        )
                     except Exception as exc:  # a protocol error: the session itself is fine
                         if not future.done():
                             future.set_exception(exc)
@@ -101,8 +104,10 @@ class _SessionTask:
                 self._requests.get_nowait()
             if self._current is not None and not self._current.done():
                 self._current.set_exception(
-                    MemoryServerUnavailable(f"{start_hint(self.connection.get('url', '?'))} "
-                                            f"({_root_cause(exc)})"))
+                    MemoryServerUnavailable(
+                        f"{start_hint(self.connection.get('url', '?'))} ({_root_cause(exc)})"
+                    )
+                )
 
     async def close(self) -> None:
         if self._task is not None and not self._task.done():
@@ -148,8 +153,12 @@ class MemoryClient:
         """The server's tools as LangChain tools, every call routed through this client."""
         if not port_open(_port(self.url)):
             raise MemoryServerUnavailable(start_hint(self.url))
-        return await load_mcp_tools(None, connection=self.connection,
-                                    tool_interceptors=[self._intercept], server_name="memory")
+        return await load_mcp_tools(
+            None,
+            connection=self.connection,
+            tool_interceptors=[self._intercept],
+            server_name="memory",
+        )
 
     async def _intercept(self, request, handler) -> CallToolResult:
         return await self.call_result(request.name, dict(request.args))
@@ -189,13 +198,18 @@ class MemoryClient:
         memory_id = args.get("memory_id")
         await self._session.call("await_consistency", {"memory_id": memory_id})
         if name == "add_entry":
-            result = await self._session.call("list_entries", {
-                "vault_id": args.get("vault_id"), "memory_id": memory_id, "limit": 50})
+            result = await self._session.call(
+                "list_entries",
+                {"vault_id": args.get("vault_id"), "memory_id": memory_id, "limit": 50},
+            )
             entries = json.loads(text_of(result)).get("entries", []) if not result.isError else []
-            return any(e["raw_entry"] == args.get("raw_entry")
-                       and e["tags"] == (args.get("tags") or {}) for e in entries)
-        result = await self._session.call("search_memories", {
-            "memory_id": memory_id, "query": "", "top_ke": 0, "top_kc": 1})
+            return any(
+                e["raw_entry"] == args.get("raw_entry") and e["tags"] == (args.get("tags") or {})
+                for e in entries
+            )
+        result = await self._session.call(
+            "search_memories", {"memory_id": memory_id, "query": "", "top_ke": 0, "top_kc": 1}
+        )
         contexts = json.loads(text_of(result)).get("contexts", []) if not result.isError else []
         return bool(contexts) and contexts[0]["content"] == args.get("content")
 

@@ -35,12 +35,17 @@ class Event:
     def to_message(self) -> BaseMessage:
         """The message the observer sends: typed, with a stable id (resending replaces)."""
         if self.kind == "control":
-            return SystemMessage(self.content, id=f"{self.thread}-e{self.position}",
-                                 additional_kwargs={"position": self.position})
-        return ChatMessage(role=self.role, content=self.content,
-                           id=f"{self.thread}-m{self.msg_idx}",
-                           additional_kwargs={"msg_idx": self.msg_idx,
-                                              "position": self.position})
+            return SystemMessage(
+                self.content,
+                id=f"{self.thread}-e{self.position}",
+                additional_kwargs={"position": self.position},
+            )
+        return ChatMessage(
+            role=self.role,
+            content=self.content,
+            id=f"{self.thread}-m{self.msg_idx}",
+            additional_kwargs={"msg_idx": self.msg_idx, "position": self.position},
+        )
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,9 @@ def parse(raw: dict, name: str = "conversation") -> Conversation:
         if item.get("role") not in ROLES or not isinstance(item.get("content"), str):
             raise ValueError(f"{where}: needs role in {ROLES} and a string content")
         counts[thread] = counts.get(thread, 0) + 1
-        events.append(Event(thread, position, "message", item["content"], item["role"],
-                            counts[thread]))
+        events.append(
+            Event(thread, position, "message", item["content"], item["role"], counts[thread])
+        )
     return Conversation(raw.get("name", name), raw.get("title", name), tuple(events))
 
 
@@ -101,7 +107,12 @@ def synthetic(n_messages: int, thread: str = "bench") -> Conversation:
     raw = [{"thread": thread, "system": "SESSION_START"}]
     for i in range(1, n_messages + 1):
         role = ROLES[(i + 1) % 2]
-        raw.append({"thread": thread, "role": role,
-                    "content": f"message {i} from the {role}: é ✓ {'x' * (i % 40)}"})
+        raw.append(
+            {
+                "thread": thread,
+                "role": role,
+                "content": f"message {i} from the {role}: é ✓ {'x' * (i % 40)}",
+            }
+        )
     raw.append({"thread": thread, "system": "SESSION_END"})
     return parse({"name": f"synthetic_{n_messages}", "events": raw})

@@ -51,8 +51,9 @@ def _call(call: dict[str, Any]) -> str:
     return f"add_entry({tags.get('role')} #{tags.get('msg_idx')})" if tags else call["name"]
 
 
-async def compare(client: MemoryClient, db, conversation: Conversation,
-                  faults: Faults = AS_REPORTED) -> dict[str, list[Violation]]:
+async def compare(
+    client: MemoryClient, db, conversation: Conversation, faults: Faults = AS_REPORTED
+) -> dict[str, list[Violation]]:
     """Replay ``conversation`` through three agents; audit each store.
 
     ``react``: the prebuilt agent with the faulty model; ``capture``: the
@@ -62,21 +63,33 @@ async def compare(client: MemoryClient, db, conversation: Conversation,
     tools = await client.tools()
     n = next(_runs)
     runs = {
-        "react": ReactRun(client, policy_model(CapturePolicy(faults, one_call_per_step=True),
-                                               "faulty"), tools, run=f"react{n}",
-                          checkpointer=InMemorySaver()),
-        "capture": CaptureRun(client, policy_model(CapturePolicy(), "policy"), tools,
-                              run=f"capture{n}", checkpointer=InMemorySaver()),
-        "capture + faulty model": CaptureRun(client, policy_model(CapturePolicy(faults), "f"),
-                                             tools, run=f"guarded{n}",
-                                             checkpointer=InMemorySaver()),
+        "react": ReactRun(
+            client,
+            policy_model(CapturePolicy(faults, one_call_per_step=True), "faulty"),
+            tools,
+            run=f"react{n}",
+            checkpointer=InMemorySaver(),
+        ),
+        "capture": CaptureRun(
+            client,
+            policy_model(CapturePolicy(), "policy"),
+            tools,
+            run=f"capture{n}",
+            checkpointer=InMemorySaver(),
+        ),
+        "capture + faulty model": CaptureRun(
+            client,
+            policy_model(CapturePolicy(faults), "f"),
+            tools,
+            run=f"guarded{n}",
+            checkpointer=InMemorySaver(),
+        ),
     }
     for run in runs.values():
         await run.replay(conversation)
         for thread in conversation.threads:
             await client.call("await_consistency", memory_id=run.memory_id(thread))
-    return {name: audit(db, conversation, run.memories(conversation))
-            for name, run in runs.items()}
+    return {name: audit(db, conversation, run.memories(conversation)) for name, run in runs.items()}
 
 
 def compare_sync(url: str, db, conversation: str, fault: str) -> dict[str, int]:

@@ -58,21 +58,34 @@ class _Run:
 class CaptureRun(_Run):
     """The tool-only graph, one checkpointer thread per conversation thread."""
 
-    def __init__(self, client: MemoryClient, model, tools: list, run: str = "capture",
-                 checkpointer=None, vault_id: str = VAULT) -> None:
+    def __init__(
+        self,
+        client: MemoryClient,
+        model,
+        tools: list,
+        run: str = "capture",
+        checkpointer=None,
+        vault_id: str = VAULT,
+    ) -> None:
         super().__init__(client, run, vault_id)
         # state must accrue per thread: without a checkpointer there is nothing to dedupe against
         self.graph = build_capture_graph(model, tools, checkpointer or InMemorySaver())
 
     def config(self, thread: str) -> dict[str, Any]:
-        return {"configurable": {"thread_id": self.memory_id(thread), "vault_id": self.vault_id,
-                                 "memory_id": self.memory_id(thread)}}
+        return {
+            "configurable": {
+                "thread_id": self.memory_id(thread),
+                "vault_id": self.vault_id,
+                "memory_id": self.memory_id(thread),
+            }
+        }
 
     async def send(self, event: Event) -> dict[str, Any]:
         await self.ensure_memory(event.thread)
         message = event.to_message()
-        return await self.graph.ainvoke({"messages": [message], "turn": message},
-                                        self.config(event.thread), durability="sync")
+        return await self.graph.ainvoke(
+            {"messages": [message], "turn": message}, self.config(event.thread), durability="sync"
+        )
 
     async def state(self, thread: str) -> dict[str, Any]:
         return (await self.graph.aget_state(self.config(thread))).values
@@ -92,9 +105,9 @@ class CaptureRun(_Run):
             # a write may have reached the server before the kill: look before sending it again
             # (a read in flight is simply run again; the call log will show it twice)
             if tool_call["name"] in WRITE_TOOLS and await self.client.already_written(
-                    tool_call["name"], tool_call["args"]):
-                done = ToolMessage("enqueued", tool_call_id=tool_call["id"],
-                                   name=tool_call["name"])
+                tool_call["name"], tool_call["args"]
+            ):
+                done = ToolMessage("enqueued", tool_call_id=tool_call["id"], name=tool_call["name"])
                 await self.graph.aupdate_state(config, {"messages": [done]}, as_node="tools")
                 note += f": {tool_call['name']} was already in the store, not sent again"
         await self.graph.ainvoke(None, config, durability="sync")
@@ -109,8 +122,15 @@ class CaptureRun(_Run):
 class ReactRun(_Run):
     """The prebuilt ReAct agent, one agent (prompt with its ids) per thread."""
 
-    def __init__(self, client: MemoryClient, model, tools: list, run: str = "react",
-                 checkpointer=None, vault_id: str = VAULT) -> None:
+    def __init__(
+        self,
+        client: MemoryClient,
+        model,
+        tools: list,
+        run: str = "react",
+        checkpointer=None,
+        vault_id: str = VAULT,
+    ) -> None:
         super().__init__(client, run, vault_id)
         self.model, self.tools = model, tools
         self.checkpointer = checkpointer or InMemorySaver()
@@ -123,9 +143,11 @@ class ReactRun(_Run):
         memory_id = await self.ensure_memory(event.thread)
         if event.thread not in self.agents:
             self.agents[event.thread] = build_react_agent(
-                self.model, self.tools, self.vault_id, memory_id, self.checkpointer)
-        return await self.agents[event.thread].ainvoke({"messages": [event.to_message()]},
-                                                       self.config(event.thread))
+                self.model, self.tools, self.vault_id, memory_id, self.checkpointer
+            )
+        return await self.agents[event.thread].ainvoke(
+            {"messages": [event.to_message()]}, self.config(event.thread)
+        )
 
     async def state(self, thread: str) -> dict[str, Any]:
         return (await self.agents[thread].aget_state(self.config(thread))).values

@@ -41,8 +41,14 @@ class Faults:
         return bool(every) and msg_idx % every == at % every
 
 
-AS_REPORTED = Faults(double_bootstrap=True, duplicate_every=5, role_swap_every=4, answer_every=4,
-                     skip_periodic_flush=True, control_words_in_text=True)
+AS_REPORTED = Faults(
+    double_bootstrap=True,
+    duplicate_every=5,
+    role_swap_every=4,
+    answer_every=4,
+    skip_periodic_flush=True,
+    control_words_in_text=True,
+)
 
 
 def _is_turn(message: BaseMessage) -> bool:
@@ -62,12 +68,15 @@ class CapturePolicy:
         vault_id, memory_id = ids_from(messages)
         turn_at = max(i for i, m in enumerate(messages) if _is_turn(m))
         turn, history = messages[turn_at], messages[:turn_at]
-        made = [c for m in messages[turn_at + 1:] if isinstance(m, AIMessage) for c in m.tool_calls]
+        made = [
+            c for m in messages[turn_at + 1 :] if isinstance(m, AIMessage) for c in m.tool_calls
+        ]
         plan = self.plan(turn, history, vault_id, memory_id)
-        remaining = plan[len(made):]
+        remaining = plan[len(made) :]
         if remaining:
-            return AIMessage(content="", tool_calls=remaining[:1] if self.one_call_per_step
-                             else remaining)
+            return AIMessage(
+                content="", tool_calls=remaining[:1] if self.one_call_per_step else remaining
+            )
         return AIMessage(content=self.final_text(turn))
 
     def _role_and_idx(self, turn: BaseMessage, history: list[BaseMessage]) -> tuple[str, int]:
@@ -77,8 +86,9 @@ class CapturePolicy:
             idx = 1 + sum(isinstance(m, ChatMessage | HumanMessage) for m in history)
         return role, idx
 
-    def plan(self, turn: BaseMessage, history: list[BaseMessage], vault_id: str,
-             memory_id: str) -> list[dict[str, Any]]:
+    def plan(
+        self, turn: BaseMessage, history: list[BaseMessage], vault_id: str, memory_id: str
+    ) -> list[dict[str, Any]]:
         f = self.faults
         text = turn.content if isinstance(turn.content, str) else str(turn.content)
         control = isinstance(turn, SystemMessage) or (f.control_words_in_text and text in CONTROLS)
@@ -93,8 +103,9 @@ class CapturePolicy:
         previous = next((m for m in reversed(history) if isinstance(m, AIMessage)), None)
         if previous is not None and previous.content and not previous.tool_calls:
             # the agent's own answer is in its context now; it takes it for the assistant's turn
-            plan.append(calls.add_entry(vault_id, memory_id, "assistant", idx - 1,
-                                        str(previous.content)))
+            plan.append(
+                calls.add_entry(vault_id, memory_id, "assistant", idx - 1, str(previous.content))
+            )
         tagged = "user" if role == "assistant" and f.hits(f.role_swap_every, idx, 0) else role
         entry = calls.add_entry(vault_id, memory_id, tagged, idx, text)
         plan.append(entry)

@@ -55,14 +55,24 @@ class ServerProcess:
             return self
         if port_open(self.port):
             raise RuntimeError(f"port {self.port} on 127.0.0.1 is already in use")
-        args = [sys.executable, "-m", "agentstate.memory.server", "--db", str(self.db),
-                "--transport", "http", "--port", str(self.port)]
+        args = [
+            sys.executable,
+            "-m",
+            "agentstate.memory.server",
+            "--db",
+            str(self.db),
+            "--transport",
+            "http",
+            "--port",
+            str(self.port),
+        ]
         if self.write_delay:
             args += ["--write-delay", str(self.write_delay)]
         log = open(f"{self.db}.log", "ab")  # noqa: SIM115 - the child owns it
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                     env=env)
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while not port_open(self.port):

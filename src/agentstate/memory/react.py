@@ -17,5 +17,6 @@ from agentstate.memory.prompt import system_prompt
 
 def build_react_agent(model, tools: list, vault_id: str, memory_id: str, checkpointer=None):
     """One prebuilt agent per memory (its ids are in its prompt)."""
-    return create_agent(model, tools, system_prompt=system_prompt(vault_id, memory_id),
-                        checkpointer=checkpointer)
+    return create_agent(
+        model, tools, system_prompt=system_prompt(vault_id, memory_id), checkpointer=checkpointer
+    )

@@ -66,8 +66,12 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     store = MemoryStore(db_path)
     writer = Writer(store, delay=write_delay)
     mcp = FastMCP(
-        "agentstate-memory", host=HOST, port=port, log_level="WARNING",
-        stateless_http=True, json_response=True,
+        "agentstate-memory",
+        host=HOST,
+        port=port,
+        log_level="WARNING",
+        stateless_http=True,
+        json_response=True,
     )
 
     def tool(fn):
@@ -89,23 +93,34 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
 
     @tool
     async def add_entry(
-        vault_id: str, memory_id: str, raw_entry: str, summary: str,
+        vault_id: str,
+        memory_id: str,
+        raw_entry: str,
+        summary: str,
         tags: dict[str, Any] | None = None,
     ) -> str:
         """Queue one entry; raw_entry is kept byte for byte. Returns "enqueued"."""
         store.require_memory(vault_id, memory_id)
         entry_tags = _tags(tags)
         entry_id = new_entry_id()
-        payload = {"entry_id": entry_id, "vault_id": vault_id, "raw_entry": raw_entry,
-                   "summary": summary, "tags": entry_tags}
+        payload = {
+            "entry_id": entry_id,
+            "vault_id": vault_id,
+            "raw_entry": raw_entry,
+            "summary": summary,
+            "tags": entry_tags,
+        }
         with writer.submitting(memory_id):
             store.enqueue(memory_id, "entry", payload, {"entry_id": entry_id, "tags": entry_tags})
         return "enqueued"
 
     @tool
     async def list_entries(
-        vault_id: str, memory_id: str, limit: int = 25,
-        before: str | None = None, after: str | None = None,
+        vault_id: str,
+        memory_id: str,
+        limit: int = 25,
+        before: str | None = None,
+        after: str | None = None,
     ) -> str:
         """Entries oldest first as JSON; limit 1..50; at most one of before/after (RFC3339)."""
         store.require_memory(vault_id, memory_id)
@@ -134,8 +149,12 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         """Queue a new context snapshot (plain text; every write kept). Returns "enqueued"."""
         store.require_memory(vault_id, memory_id)
         with writer.submitting(memory_id):
-            store.enqueue(memory_id, "context", {"vault_id": vault_id, "content": content},
-                          {"chars": len(content)})
+            store.enqueue(
+                memory_id,
+                "context",
+                {"vault_id": vault_id, "content": content},
+                {"chars": len(content)},
+            )
         return "enqueued"
 
     @tool
@@ -160,8 +179,10 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         store.vault_of(memory_id)
         _int(top_ke, "top_ke", 0, 25)
         _int(top_kc, "top_kc", 1, 10)
-        found = {"entries": store.search(memory_id, query, top_ke),
-                 "contexts": store.contexts(memory_id, top_kc)}
+        found = {
+            "entries": store.search(memory_id, query, top_ke),
+            "contexts": store.contexts(memory_id, top_kc),
+        }
         store.log_op(memory_id, "search_memories", {"top_ke": top_ke, "top_kc": top_kc})
         return json.dumps(found, ensure_ascii=False)
 
@@ -175,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", required=True, help="SQLite file (created if missing)")
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (127.0.0.1 only)")
-    parser.add_argument("--write-delay", type=float, default=0.0,
-                        help="seconds the writer waits before each queued write (demos, tests)")
+    parser.add_argument(
+        "--write-delay",
+        type=float,
+        default=0.0,
+        help="seconds the writer waits before each queued write (demos, tests)",
+    )
     args = parser.parse_args(argv)
     db = Path(args.db)
     if not db.parent.exists():

@@ -124,10 +124,15 @@ class MemoryStore:
                     f"memory id {memory_id!r} already belongs to vault {rows[0]['vault_id']!r}"
                 )
             return False
-        self._transaction([(
-            "INSERT INTO memories (memory_id, vault_id, title, created_at) VALUES (?, ?, ?, ?)",
-            (memory_id, vault_id, title, now()),
-        )])
+        self._transaction(
+            [
+                (
+                    "INSERT INTO memories (memory_id, vault_id, title, created_at)"
+                    " VALUES (?, ?, ?, ?)",
+                    (memory_id, vault_id, title, now()),
+                )
+            ]
+        )
         return True
 
     def require_memory(self, vault_id: Any, memory_id: Any) -> None:
@@ -150,20 +155,34 @@ class MemoryStore:
         """Queue a write and log the call in one transaction; return the queue position."""
         stamp = now()
         payload = {**payload, "enqueued_at": stamp}
-        seq, _ = self._transaction([
-            ("INSERT INTO queue (memory_id, kind, payload, enqueued_at) VALUES (?, ?, ?, ?)",
-             (memory_id, kind, json.dumps(payload, ensure_ascii=False), stamp)),
-            ("INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",
-             (memory_id, "add_entry" if kind == "entry" else "put_context",
-              json.dumps(detail, ensure_ascii=False, sort_keys=True), stamp)),
-        ])
+        seq, _ = self._transaction(
+            [
+                (
+                    "INSERT INTO queue (memory_id, kind, payload, enqueued_at) VALUES (?, ?, ?, ?)",
+                    (memory_id, kind, json.dumps(payload, ensure_ascii=False), stamp),
+                ),
+                (
+                    "INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",
+                    (
+                        memory_id,
+                        "add_entry" if kind == "entry" else "put_context",
+                        json.dumps(detail, ensure_ascii=False, sort_keys=True),
+                        stamp,
+                    ),
+                ),
+            ]
+        )
         return seq
 
     def log_op(self, memory_id: str, tool: str, detail: dict[str, Any] | None = None) -> None:
-        self._transaction([(
-            "INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",
-            (memory_id, tool, json.dumps(detail or {}, sort_keys=True), now()),
-        )])
+        self._transaction(
+            [
+                (
+                    "INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",
+                    (memory_id, tool, json.dumps(detail or {}, sort_keys=True), now()),
+                )
+            ]
+        )
 
     def pending(self) -> list[dict[str, Any]]:
         """Queued writes not applied yet, oldest first."""
@@ -173,15 +192,23 @@ class MemoryStore:
         """Apply one queued write and mark it applied, atomically (idempotent by seq)."""
         payload = json.loads(item["payload"])
         stamp = payload["enqueued_at"]
-        mark = ("UPDATE queue SET applied_at = ? WHERE seq = ? AND applied_at IS NULL",
-                (now(), item["seq"]))
+        mark = (
+            "UPDATE queue SET applied_at = ? WHERE seq = ? AND applied_at IS NULL",
+            (now(), item["seq"]),
+        )
         if item["kind"] == "entry":
             write = (
                 "INSERT INTO entries (entry_id, vault_id, memory_id, raw_entry, summary, tags, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (payload["entry_id"], payload["vault_id"], item["memory_id"],
-                 payload["raw_entry"], payload["summary"],
-                 json.dumps(payload["tags"], ensure_ascii=False, sort_keys=True), stamp),
+                (
+                    payload["entry_id"],
+                    payload["vault_id"],
+                    item["memory_id"],
+                    payload["raw_entry"],
+                    payload["summary"],
+                    json.dumps(payload["tags"], ensure_ascii=False, sort_keys=True),
+                    stamp,
+                ),
             )
         else:
             write = (
@@ -190,22 +217,27 @@ class MemoryStore:
                 (payload["vault_id"], item["memory_id"], payload["content"], stamp),
             )
         with self._lock:
-            still = self._rows("SELECT 1 FROM queue WHERE seq = ? AND applied_at IS NULL",
-                               (item["seq"],))
+            still = self._rows(
+                "SELECT 1 FROM queue WHERE seq = ? AND applied_at IS NULL", (item["seq"],)
+            )
             if still:
                 self._transaction([write, mark])
 
     # reads ----------------------------------------------------------------
     def list_entries(
-        self, memory_id: str, limit: int = 25, before: str | None = None,
+        self,
+        memory_id: str,
+        limit: int = 25,
+        before: str | None = None,
         after: str | None = None,
     ) -> list[dict[str, Any]]:
         """Entries oldest first; ``before``/``after`` are exclusive RFC3339 cursors."""
         sql = "SELECT * FROM entries WHERE memory_id = ?"
         params: list[Any] = [memory_id]
         if after is not None:
-            rows = self._rows(sql + " AND created_at > ? ORDER BY seq ASC LIMIT ?",
-                              (memory_id, after, limit))
+            rows = self._rows(
+                sql + " AND created_at > ? ORDER BY seq ASC LIMIT ?", (memory_id, after, limit)
+            )
             return [self._entry(r) for r in rows]
         if before is not None:
             sql += " AND created_at < ?"
@@ -214,8 +246,9 @@ class MemoryStore:
         return [self._entry(r) for r in reversed(rows)]
 
     def get_entry(self, memory_id: str, entry_id: str) -> dict[str, Any]:
-        rows = self._rows("SELECT * FROM entries WHERE memory_id = ? AND entry_id = ?",
-                          (memory_id, entry_id))
+        rows = self._rows(
+            "SELECT * FROM entries WHERE memory_id = ? AND entry_id = ?", (memory_id, entry_id)
+        )
         if not rows:
             raise MemoryError_(f"no entry {entry_id!r} in memory {memory_id!r}")
         return self._entry(rows[0])

@@ -26,12 +26,22 @@ from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> int:
-    conversation = (synthetic(int(args.conversation.split(":")[1]))
-                    if args.conversation.startswith("synthetic:") else load(args.conversation))
-    async with AsyncSqliteSaver.from_conn_string(args.checkpoints) as saver, \
-            MemoryClient(args.url, retry_for=args.retry_for) as client:
-        capture = CaptureRun(client, policy_model(CapturePolicy(), "policy"),
-                             await client.tools(), run=args.run, checkpointer=saver)
+    conversation = (
+        synthetic(int(args.conversation.split(":")[1]))
+        if args.conversation.startswith("synthetic:")
+        else load(args.conversation)
+    )
+    async with (
+        AsyncSqliteSaver.from_conn_string(args.checkpoints) as saver,
+        MemoryClient(args.url, retry_for=args.retry_for) as client,
+    ):
+        capture = CaptureRun(
+            client,
+            policy_model(CapturePolicy(), "policy"),
+            await client.tools(),
+            run=args.run,
+            checkpointer=saver,
+        )
         handled = {}
         for thread in conversation.threads:
             note = await capture.resume(thread)
@@ -50,10 +60,13 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp")
+    parser.add_argument(
+        "--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp"
+    )
     parser.add_argument("--checkpoints", required=True, help="SQLite file for the checkpointer")
-    parser.add_argument("--conversation", default="solo_travel",
-                        help="a name in data/conversations, or synthetic:N")
+    parser.add_argument(
+        "--conversation", default="solo_travel", help="a name in data/conversations, or synthetic:N"
+    )
     parser.add_argument("--run", default="worker", help="memory ids are <run>.<thread>")
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between events")
     parser.add_argument("--retry-for", type=float, default=30.0)

@@ -71,8 +71,7 @@ def redact(requirements: dict[str, Any], secret_fields: Iterable[str]) -> dict[s
     """A copy where any secret field that is not a reference is masked."""
     secret = set(secret_fields)
     return {
-        k: (v if k not in secret or is_secret_ref(v) else REDACTED)
-        for k, v in requirements.items()
+        k: (v if k not in secret or is_secret_ref(v) else REDACTED) for k, v in requirements.items()
     }
 
 

@@ -16,9 +16,7 @@ from typing import Annotated, Any, NotRequired
 from deepagents import DeepAgentState
 
 
-def merge_requirements(
-    left: dict[str, Any] | None, right: dict[str, Any] | None
-) -> dict[str, Any]:
+def merge_requirements(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
     """Field-level merge: keys of ``right`` win, nothing else is lost; inputs are not mutated."""
     return {**(left or {}), **(right or {})}
 
