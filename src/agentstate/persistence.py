@@ -1,9 +1,14 @@
-"""Checkpointers on real databases, with files only their owner can read.
+"""Checkpointers on real databases: private SQLite files on one machine, Postgres for many.
 
 A checkpoint holds whatever state held (tool arguments, user text), so the
 SQLite files the package creates are made ``0600`` before SQLite opens them;
 SQLite gives its ``-wal`` and ``-shm`` files the same mode. Every stage that
 persists a thread uses these helpers: notebooks 02-06 and the CLIs.
+
+When several processes or machines serve the same threads, they share a
+Postgres database instead (:func:`postgres_checkpointer`,
+:func:`async_postgres_checkpointer`); README "From one machine to many" and
+``tests/test_postgres.py`` show the stage 02-05 graphs on a real server.
 """
 
 from __future__ import annotations
@@ -14,9 +19,15 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
+import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 PRIVATE_MODE = 0o600
 
@@ -73,3 +84,114 @@ def file_contains(path: str | Path, needle: bytes) -> bool:
     path = Path(path)
     files = [path, *(path.with_name(path.name + s) for s in ("-wal", "-journal"))]
     return any(f.exists() and needle in f.read_bytes() for f in files)
+
+
+# --- Postgres: one database for every process that serves the same threads ---
+
+# What PostgresSaver.from_conn_string sets on its connection; a pool needs the same.
+_PG_CONNECTION = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+START_HINT = "start one (a throwaway server: `python -m agentstate.postgres_server`)"
+
+
+class PostgresUnavailableError(ConnectionError):
+    """No Postgres server accepted a connection at the URL (the password is never shown)."""
+
+
+def postgres_target(url: str) -> str:
+    """``user@host:port/dbname`` of a Postgres URL, for messages: never the password.
+
+    Raises ``ValueError`` (without echoing the URL, which may hold a password)
+    when ``url`` is empty or not a connection string psycopg can parse.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("empty Postgres URL: expected postgresql://user:password@host:port/dbname")
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as error:
+        reason = str(error).replace(url, "<url>").strip()
+        raise ValueError(
+            f"not a Postgres URL ({reason}): expected postgresql://user:password@host:port/dbname"
+        ) from None
+    host = parts.get("host") or "localhost"
+    return f"{parts.get('user', '')}@{host}:{parts.get('port') or 5432}/{parts.get('dbname', '')}"
+
+
+def _unavailable(url: str, error: Exception) -> PostgresUnavailableError:
+    reason = " ".join(str(error).split()).replace(url, "<url>")
+    return PostgresUnavailableError(
+        f"no Postgres server accepted a connection at {postgres_target(url)} ({reason}); "
+        f"{START_HINT}"
+    )
+
+
+def _probe(url: str, timeout: float) -> None:
+    """Connect once, so a missing server fails now, clearly, instead of in a pool's retry loop."""
+    postgres_target(url)
+    try:
+        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
+    except psycopg.OperationalError as error:
+        raise _unavailable(url, error) from None
+
+
+async def _aprobe(url: str, timeout: float) -> None:
+    postgres_target(url)
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, round(timeout)))
+    except psycopg.OperationalError as error:
+        raise _unavailable(url, error) from None
+    await conn.close()
+
+
+@contextmanager
+def postgres_checkpointer(
+    url: str, *, max_connections: int = 4, timeout: float = 10.0
+) -> Iterator[PostgresSaver]:
+    """A ``PostgresSaver`` on a pool of connections to ``url``, tables created; closed on exit.
+
+    A pool rather than one connection because the saver outlives a server
+    restart this way: a connection the server dropped is checked and replaced
+    before use, so a long-running agent server keeps its threads. Raises
+    :class:`PostgresUnavailableError` when nothing answers at ``url`` and
+    ``ValueError`` for a malformed URL; neither message contains the password.
+    """
+    _probe(url, timeout)
+    pool = ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_connections,
+        kwargs=_PG_CONNECTION,
+        check=ConnectionPool.check_connection,
+        timeout=timeout,
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=timeout)
+        saver = PostgresSaver(pool)
+        saver.setup()
+        yield saver
+    finally:
+        pool.close()
+
+
+@asynccontextmanager
+async def async_postgres_checkpointer(
+    url: str, *, max_connections: int = 4, timeout: float = 10.0
+) -> AsyncIterator[AsyncPostgresSaver]:
+    """The async twin of :func:`postgres_checkpointer` (for ``ainvoke`` / ``astream``)."""
+    await _aprobe(url, timeout)
+    pool = AsyncConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_connections,
+        kwargs=_PG_CONNECTION,
+        check=AsyncConnectionPool.check_connection,
+        timeout=timeout,
+        open=False,
+    )
+    try:
+        await pool.open(wait=True, timeout=timeout)
+        saver = AsyncPostgresSaver(pool)
+        await saver.setup()
+        yield saver
+    finally:
+        await pool.close()
