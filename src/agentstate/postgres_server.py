@@ -325,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=None, help="TCP port (default: a free one)")
     args = parser.parse_args(argv)
+    if args.port is not None and not 1 <= args.port <= 65535:
+        print(f"error: --port must be 1..65535, got {args.port}", file=sys.stderr)
+        return 2
     try:
         with PostgresServer(port=args.port) as server:
             url_file = server.root / "url"
@@ -337,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: postgres stopped: {server.log_tail(200)}", file=sys.stderr)
             return 1
     except (PostgresNotInstalledError, PostgresStartError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 0

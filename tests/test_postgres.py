@@ -1,0 +1,397 @@
+"""Issue 8 item 6: the stage 02-05 graphs on a real PostgreSQL server, sync and async.
+
+One throwaway server (Debian's ``postgres``, started by
+:mod:`agentstate.postgres_server`) serves the whole module; every test gets its
+own database. Each turn opens a new checkpointer and builds a new agent
+object, and the server is restarted on the same data directory between
+turns, so what a later turn sees came back from Postgres. The plain master
+password is then searched for in every column of every row of every table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from agentstate.experts import EXPERTS, ExpertsConfig, build_experts_graph, load_manual
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.persistence import (
+    PostgresUnavailableError,
+    async_postgres_checkpointer,
+    postgres_checkpointer,
+    postgres_target,
+)
+from agentstate.postgres_server import PostgresServer, free_port
+from agentstate.rds import build_reducer_agent
+from agentstate.rds.scenarios import POSTGRES_FIELDS, file_fields, store_calls
+from agentstate.rds.subagents import build_shared_schema_agent, collector_model, delegate
+from agentstate.rds.turn_cache import build_turn_cache_agent
+
+PLAIN = "correct-horse-battery-staple-42"
+REF = "$secret:rds-master-password"
+WITH_PASSWORD = {**POSTGRES_FIELDS, "password": PLAIN}
+STORED = {**POSTGRES_FIELDS, "password": REF}
+READ = tool_call("get_collected_requirements")
+MANUAL = load_manual(sections=4)
+APIS = ["sync", "async"]
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """One real server for the module; afterwards none of its processes may be alive."""
+    srv = PostgresServer()
+    with srv:
+        yield srv
+    assert srv.leftover_processes() == [], "postgres processes outlived the server"
+    assert not srv.root.exists()
+
+
+@pytest.fixture
+def url(server):
+    """A fresh, empty database for one test."""
+    return server.create_database(f"t{next(_names)}")
+
+
+# --- running one turn: a new checkpointer and a new agent object every time ---
+
+
+def run_turn(api: str, how: str, url: str, build: Callable[[Any], Any], text: str, thread: str):
+    """One user turn through ``invoke``/``ainvoke`` (how="invoke") or ``stream``/``astream``."""
+    config = {"configurable": {"thread_id": thread}}
+    turn = {"messages": [HumanMessage(text)]}
+    if api == "sync":
+        with postgres_checkpointer(url) as saver:
+            agent = build(saver)
+            if how == "invoke":
+                return agent.invoke(turn, config)
+            return list(agent.stream(turn, config, stream_mode="values"))[-1]
+
+    async def go():
+        async with async_postgres_checkpointer(url) as saver:
+            agent = build(saver)
+            if how == "invoke":
+                return await agent.ainvoke(turn, config)
+            return [c async for c in agent.astream(turn, config, stream_mode="values")][-1]
+
+    return asyncio.run(go())
+
+
+def three_turns(server, api, url, builds, texts, thread="t") -> list[dict[str, Any]]:
+    """Turn 1 invokes, turn 2 streams (a new agent), the server restarts, turn 3 invokes."""
+    first = run_turn(api, "invoke", url, builds[0], texts[0], thread)
+    second = run_turn(api, "stream", url, builds[1], texts[1], thread)
+    server.restart()
+    third = run_turn(api, "invoke", url, builds[2], texts[2], thread)
+    return [first, second, third]
+
+
+def last_read(state) -> dict[str, Any]:
+    """What the turn's last ``get_collected_requirements`` call returned."""
+    reads = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == READ["name"]]
+    assert reads and reads[-1].status != "error", reads[-1:] or "no reader call in this turn"
+    return json.loads(reads[-1].content)
+
+
+def humans(state) -> list[str]:
+    return [m.content for m in state["messages"] if isinstance(m, HumanMessage)]
+
+
+# --- the row scan ---
+
+
+def tables(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = 'public' ORDER BY table_name"
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def columns_containing(url: str, needle: str) -> set[str]:
+    """``table.column`` of every value holding ``needle``: text, JSON, and the bytes of blobs."""
+    found = set()
+    with psycopg.connect(url) as conn:
+        for table in tables(url):
+            cursor = conn.execute(
+                psycopg.sql.SQL("SELECT * FROM {}").format(psycopg.sql.Identifier(table))
+            )
+            names = [c.name for c in cursor.description]
+            for row in cursor:
+                for name, value in zip(names, row, strict=True):
+                    if isinstance(value, bytes | memoryview):
+                        hit = needle.encode() in bytes(value)
+                    else:
+                        hit = needle in (
+                            value if isinstance(value, str) else json.dumps(value, default=str)
+                        )
+                    if hit:
+                        found.add(f"{table}.{name}")
+    return found
+
+
+CHECKPOINT_TABLES = [
+    "checkpoint_blobs",
+    "checkpoint_migrations",
+    "checkpoint_writes",
+    "checkpoints",
+]
+
+
+def assert_no_plain_password(url: str) -> None:
+    assert tables(url) == CHECKPOINT_TABLES
+    assert columns_containing(url, REF), "the scan found not even the reference: it reads nothing"
+    assert columns_containing(url, PLAIN) == set()
+
+
+# --- stages 02 and 03: the fixed RDS agents ---
+
+RDS_AGENTS = {
+    "02 reducer": lambda model, saver: build_reducer_agent(model, checkpointer=saver),
+    "03 turn cache": lambda model, saver: build_turn_cache_agent(model, checkpointer=saver),
+}
+# A reader in the writers' batch: stage 02 shows the state from before the
+# batch (nothing), stage 03's turn cache shows every write of the batch.
+SAME_BATCH_READ = {"02 reducer": {}, "03 turn cache": STORED}
+
+
+def scripted(turn: int, *steps: AIMessage) -> ScriptedChatModel:
+    return ScriptedChatModel(script=[*steps, reply(text="Done.")], model_name=f"turn-{turn}")
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("stage", list(RDS_AGENTS))
+def test_rds_threads_survive_a_new_agent_and_a_server_restart(server, url, stage, api):
+    build = RDS_AGENTS[stage]
+    models = [
+        scripted(1, reply(*store_calls(WITH_PASSWORD), READ)),
+        scripted(2, reply(READ)),
+        scripted(
+            3, reply(READ), reply(tool_call("store_requirement", field_name="port", value=5432))
+        ),
+    ]
+    builds = [lambda saver, m=m: build(m, saver) for m in models]
+    first, second, third = three_turns(server, api, url, builds, ["collect", "again", "and now"])
+
+    assert last_read(first) == SAME_BATCH_READ[stage]
+    assert first["requirements"] == STORED
+    assert last_read(second) == STORED  # a new agent object reads turn 1 back from Postgres
+    assert last_read(third) == STORED  # ...and again after the server restarted
+    assert third["requirements"] == {**STORED, "port": 5432}
+    assert file_fields(third) == {**STORED, "port": 5432}
+    assert humans(third) == ["collect", "again", "and now"]
+    assert_no_plain_password(url)
+
+
+# --- stage 04: the shared schema across the task boundary ---
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_subagent_writes_survive_a_new_agent_and_a_server_restart(server, url, api):
+    turns = itertools.count(1)
+
+    def build(*steps):
+        parent = scripted(next(turns), *steps)
+        return lambda saver: build_shared_schema_agent(
+            parent, collector_model(), checkpointer=saver
+        )
+
+    password = tool_call("store_requirement", field_name="password", value=PLAIN)
+    builds = [
+        build(reply(*delegate(POSTGRES_FIELDS).tool_calls, password), reply(READ)),
+        build(reply(READ)),
+        build(reply(READ)),
+    ]
+    first, second, third = three_turns(server, api, url, builds, ["collect", "again", "and now"])
+
+    assert last_read(first) == STORED  # the collector's five fields crossed the boundary
+    assert last_read(second) == STORED
+    assert last_read(third) == STORED
+    assert third["requirements"] == STORED and file_fields(third) == STORED
+    assert humans(third) == ["collect", "again", "and now"]
+    assert_no_plain_password(url)
+
+
+# --- stage 05: the experts threads ---
+
+
+def persona_echo(messages):
+    """A scripted expert reply naming the persona it was given (system message 2)."""
+    names = [n for n, p in EXPERTS.items() if p.system_text() == messages[1].content]
+    return AIMessage(f"{names[0] if names else 'synthesis'} answer")
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_experts_threads_survive_a_new_graph_and_a_server_restart(server, url, api):
+    models = [ScriptedChatModel(script=[persona_echo] * 5, model_name=f"e{i}") for i in range(3)]
+    builds = [
+        lambda saver, m=m: build_experts_graph(
+            ExpertsConfig(manual=MANUAL, mode="llm", expert_model=m, synthesis="combine"),
+            checkpointer=saver,
+        )
+        for m in models
+    ]
+    texts = [
+        "How do we restart a failed batch job?",
+        "Which sanctions lists do we screen?",
+        "And who approves skipping the batch?",
+    ]
+    states = three_turns(server, api, url, builds, texts, thread="desk-1")
+
+    assert [m.type for m in states[2]["messages"]] == ["human", "ai"] * 3
+    assert humans(states[2]) == texts
+    after_restart = models[2].seen[-1]  # the history reached the model from Postgres
+    assert [m.content for m in after_restart if m.type == "human"] == texts
+    assert states[2]["manual_sha256"] == MANUAL.sha256
+    assert columns_containing(url, MANUAL.sha256)  # the manual's hash is stored...
+    assert columns_containing(url, MANUAL.text[2000:2200]) == set()  # ...its text is not
+    assert columns_containing(url, texts[0])  # and the scan does read the thread
+
+
+# --- one checkpointer for the life of a server process ---
+
+
+def test_a_long_lived_checkpointer_survives_a_server_restart(server, url):
+    config = {"configurable": {"thread_id": "long"}}
+    with postgres_checkpointer(url) as saver:
+        agent = build_reducer_agent(
+            scripted(1, reply(*store_calls(POSTGRES_FIELDS))), checkpointer=saver
+        )
+        agent.invoke({"messages": [HumanMessage("collect")]}, config)
+        server.restart()  # the pool's connection is dead now; the pool replaces it
+        assert saver.get_tuple(config).checkpoint["channel_versions"]
+        assert agent.get_state(config).values["requirements"] == POSTGRES_FIELDS
+
+
+def test_a_long_lived_async_checkpointer_survives_a_server_restart(server, url):
+    config = {"configurable": {"thread_id": "long"}}
+
+    async def go():
+        async with async_postgres_checkpointer(url) as saver:
+            graph = build_experts_graph(ExpertsConfig(manual=MANUAL), checkpointer=saver)
+            await graph.ainvoke({"messages": [HumanMessage("Which sanctions lists?")]}, config)
+            server.restart()
+            state = await graph.aget_state(config)
+            second = await graph.ainvoke({"messages": [HumanMessage("And then?")]}, config)
+            return state, second
+
+    state, second = asyncio.run(go())
+    assert humans(state.values) == ["Which sanctions lists?"]
+    assert humans(second) == ["Which sanctions lists?", "And then?"]
+
+
+# --- the row scan itself, and the errors ---
+
+
+def test_the_row_scan_finds_a_password_that_did_reach_state(url):
+    # A user who types the password: the redaction only rewrites tool calls, so it is stored.
+    with postgres_checkpointer(url) as saver:
+        agent = build_reducer_agent(scripted(1), checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(f"my password is {PLAIN}")]},
+                     {"configurable": {"thread_id": "leak"}})  # fmt: skip
+    assert columns_containing(url, PLAIN) >= {"checkpoint_blobs.blob"}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_no_server_at_the_url_says_how_to_start_one_and_hides_the_password(api):
+    url = f"postgresql://agentstate:{PLAIN}@127.0.0.1:{free_port()}/postgres"
+
+    async def open_async():
+        async with async_postgres_checkpointer(url, timeout=2):
+            pass
+
+    with pytest.raises(PostgresUnavailableError) as caught:
+        if api == "sync":
+            with postgres_checkpointer(url, timeout=2):
+                pass
+        else:
+            asyncio.run(open_async())
+    message = str(caught.value)
+    assert "agentstate@127.0.0.1:" in message and "Connection refused" in message
+    assert "python -m agentstate.postgres_server" in message
+    assert PLAIN not in message
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        ("", "empty Postgres URL"),
+        (f"mysql://root:{PLAIN}@db/x", "not a Postgres URL"),
+        (f"postgresql://u:{PLAIN}@127.0.0.1/x?colour=blue", "invalid URI query parameter"),
+    ],
+)
+def test_a_malformed_url_is_refused_without_echoing_it(url, error):
+    with pytest.raises(ValueError, match=error) as caught:
+        with postgres_checkpointer(url):
+            pass
+    assert PLAIN not in str(caught.value)
+    assert postgres_target(f"postgresql://u:{PLAIN}@h:6000/db") == "u@h:6000/db"
+
+
+# --- the throwaway server and its command line ---
+
+
+def test_the_server_stops_without_leaving_a_process_or_its_data():
+    server = PostgresServer()
+    with server:
+        running = server.leftover_processes()
+        assert len(running) >= 2  # the postmaster and its background workers
+    assert server.leftover_processes() == []
+    assert all(not Path(f"/proc/{pid}").exists() for pid in running)
+    assert not server.root.exists()
+    with pytest.raises(PostgresUnavailableError):
+        with postgres_checkpointer(server.url, timeout=2):
+            pass
+
+
+def test_the_command_line_serves_until_interrupted():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentstate.postgres_server"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        url_file = Path(line.split("URL in ")[1].split(";")[0])
+        assert oct(os.stat(url_file).st_mode & 0o777) == "0o600"
+        url = url_file.read_text().strip()
+        assert url.split(":")[2].split("@")[0] not in line  # the password is in the file only
+        with postgres_checkpointer(url) as saver:
+            assert saver.get_tuple({"configurable": {"thread_id": "none"}}) is None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert not url_file.parent.exists()
+
+
+@pytest.mark.parametrize("port", ["99999", "taken"])
+def test_the_command_line_fails_in_one_line(port):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if port == "taken":
+            port = str(taken.getsockname()[1])
+        done = subprocess.run(
+            [sys.executable, "-m", "agentstate.postgres_server", "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stdout == ""
