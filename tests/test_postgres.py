@@ -223,6 +223,10 @@ def test_subagent_writes_survive_a_new_agent_and_a_server_restart(server, url, a
     assert last_read(third) == STORED
     assert third["requirements"] == STORED and file_fields(third) == STORED
     assert humans(third) == ["collect", "again", "and now"]
+    with psycopg.connect(url) as conn:
+        sql = "SELECT DISTINCT checkpoint_ns FROM checkpoint_writes"
+        spaces = {row[0] for row in conn.execute(sql)}
+    assert "" in spaces and any(s.startswith("tools:") for s in spaces)  # the collector's steps
     assert_no_plain_password(url)
 
 
