@@ -27,6 +27,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agentstate.experts import EXPERTS, ExpertsConfig, build_experts_graph, load_manual
+from agentstate.fixtures import POSTGRES_FIELDS, collector_model, delegate, file_fields, store_calls
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import (
     PostgresUnavailableError,
@@ -35,10 +36,7 @@ from agentstate.persistence import (
     postgres_target,
 )
 from agentstate.postgres_server import PostgresServer, free_port
-from agentstate.rds import build_reducer_agent
-from agentstate.rds.scenarios import POSTGRES_FIELDS, file_fields, store_calls
-from agentstate.rds.subagents import build_shared_schema_agent, collector_model, delegate
-from agentstate.rds.turn_cache import build_turn_cache_agent
+from agentstate.rds import build_reducer_agent, build_shared_schema_agent, build_turn_cache_agent
 
 PLAIN = "correct-horse-battery-staple-42"
 REF = "$secret:rds-master-password"
