@@ -35,7 +35,7 @@ from agentstate.persistence import (
     postgres_checkpointer,
     postgres_target,
 )
-from agentstate.postgres_server import PostgresServer, free_port
+from agentstate.postgres_server import PostgresServer, free_port, still_alive
 from agentstate.rds import build_reducer_agent, build_shared_schema_agent, build_turn_cache_agent
 
 PLAIN = "correct-horse-battery-staple-42"
@@ -358,6 +358,21 @@ def test_the_server_stops_without_leaving_a_process_or_its_data():
     with pytest.raises(PostgresUnavailableError):
         with postgres_checkpointer(server.url, timeout=2):
             pass
+
+
+def test_an_interpreter_that_never_calls_close_leaves_nothing_behind():
+    script = (
+        "import json; from agentstate.postgres_server import PostgresServer, process_tree\n"
+        "s = PostgresServer().start()\n"
+        "print(json.dumps([str(s.root), sorted(process_tree(s.process.pid))]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    root, tree = json.loads(done.stdout)
+    assert done.returncode == 0 and len(tree) >= 2, done.stderr
+    assert still_alive({(pid, start) for pid, start in tree}) == []
+    assert not Path(root).exists()
 
 
 def test_the_command_line_serves_until_interrupted():

@@ -18,6 +18,7 @@ its URL to a file only its owner can read.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import pwd
 import re
@@ -236,6 +237,8 @@ class PostgresServer:
                 start_new_session=True,  # Ctrl-C in a terminal reaches us, not the server
                 **self._run_kwargs(),
             )
+        atexit.unregister(self.close)
+        atexit.register(self.close)  # an interpreter that exits without close() cleans up too
         self._wait_ready()
         return self
 
@@ -304,6 +307,7 @@ class PostgresServer:
 
     def close(self) -> None:
         """Stop the server and delete its data directory."""
+        atexit.unregister(self.close)
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
