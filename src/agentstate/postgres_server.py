@@ -126,9 +126,12 @@ class PostgresServer:
     :meth:`create_database` makes a fresh one and returns its URL.
     """
 
-    def __init__(self, *, port: int | None = None, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self, *, port: int | None = None, fsync: bool = False, start_timeout: float = 60.0
+    ) -> None:
         self.bindir = postgres_bindir()
         self.port = port or free_port()
+        self.fsync = fsync  # off by default: a throwaway server need not survive a power cut
         self.start_timeout = start_timeout
         self.user = "agentstate"
         self.password = secrets.token_urlsafe(18)
@@ -172,28 +175,24 @@ class PostgresServer:
 
     def _initdb(self) -> None:
         pwfile = self.root / "pwfile"
-        pwfile.write_text(self.password + "\n")
-        os.chmod(pwfile, 0o600)
+        fd = os.open(pwfile, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(self.password + "\n")
         if self._runas is not None:
             os.chown(pwfile, self._runas.pw_uid, self._runas.pw_gid)
+        command = [
+            str(self.bindir / "initdb"),
+            f"--pgdata={self.data_dir}",
+            f"--username={self.user}",
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "--encoding=UTF8",
+            "--locale=C",
+            *([] if self.fsync else ["--no-sync"]),
+        ]
         try:
             done = subprocess.run(
-                [
-                    str(self.bindir / "initdb"),
-                    "--pgdata",
-                    str(self.data_dir),
-                    "--username",
-                    self.user,
-                    "--pwfile",
-                    str(pwfile),
-                    "--auth",
-                    "scram-sha-256",
-                    "--encoding",
-                    "UTF8",
-                    "--locale",
-                    "C",
-                    "--no-sync",
-                ],  # fmt: skip
+                command,
                 cwd=self.root,
                 capture_output=True,
                 text=True,
@@ -205,6 +204,22 @@ class PostgresServer:
         if done.returncode != 0:
             raise PostgresStartError(f"initdb failed: {done.stderr.strip()[-800:]}")
 
+    def _settings(self) -> dict[str, str]:
+        """Loopback TCP only (no Unix socket), small memory, fsync as asked."""
+        return {
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": "",
+            "fsync": "on" if self.fsync else "off",
+            "shared_buffers": "32MB",
+            "max_connections": "40",
+        }
+
+    def _command(self) -> list[str]:
+        command = [str(self.bindir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port)]
+        for key, value in self._settings().items():
+            command += ["-c", f"{key}={value}"]
+        return command
+
     def start(self) -> PostgresServer:
         """Start the server (running ``initdb`` first if the data directory is new)."""
         if self.running:
@@ -213,23 +228,7 @@ class PostgresServer:
             self._initdb()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [
-                    str(self.bindir / "postgres"),
-                    "-D",
-                    str(self.data_dir),
-                    "-p",
-                    str(self.port),
-                    "-c",
-                    "listen_addresses=127.0.0.1",
-                    "-c",
-                    "unix_socket_directories=",
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "shared_buffers=32MB",
-                    "-c",
-                    "max_connections=40",
-                ],  # fmt: skip
+                self._command(),
                 cwd=self.root,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
