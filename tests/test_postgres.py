@@ -360,6 +360,18 @@ def test_the_server_stops_without_leaving_a_process_or_its_data():
             pass
 
 
+def test_a_picked_port_taken_before_the_start_is_replaced_by_another():
+    server = PostgresServer()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", server.port))
+        taken.listen()
+        with server:
+            assert server.port != taken.getsockname()[1]
+            with postgres_checkpointer(server.url) as saver:
+                assert saver.get_tuple({"configurable": {"thread_id": "none"}}) is None
+    assert server.leftover_processes() == []
+
+
 def test_an_interpreter_that_never_calls_close_leaves_nothing_behind():
     script = (
         "import json; from agentstate.postgres_server import PostgresServer, process_tree\n"

@@ -131,6 +131,7 @@ class PostgresServer:
     ) -> None:
         self.bindir = postgres_bindir()
         self.port = port or free_port()
+        self._may_move = port is None  # a port we picked may be taken before we bind it
         self.fsync = fsync  # off by default: a throwaway server need not survive a power cut
         self.start_timeout = start_timeout
         self.user = "agentstate"
@@ -221,11 +222,28 @@ class PostgresServer:
         return command
 
     def start(self) -> PostgresServer:
-        """Start the server (running ``initdb`` first if the data directory is new)."""
+        """Start the server (running ``initdb`` first if the data directory is new).
+
+        If the free port picked at creation was taken in the meantime (another
+        program bound it first), the first start moves to another free port.
+        """
         if self.running:
             return self
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb()
+        for attempt in range(3):
+            self._launch()
+            try:
+                self._wait_ready()
+                break
+            except PostgresStartError:
+                if not (self._may_move and attempt < 2 and "could not bind" in self.log_tail()):
+                    raise
+                self.port = free_port()
+        self._may_move = False  # from now on clients hold URLs with this port
+        return self
+
+    def _launch(self) -> None:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 self._command(),
@@ -238,8 +256,6 @@ class PostgresServer:
             )
         atexit.unregister(self.close)
         atexit.register(self.close)  # an interpreter that exits without close() cleans up too
-        self._wait_ready()
-        return self
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
