@@ -88,6 +88,11 @@ def run_turn(api: str, how: str, url: str, build: Callable[[Any], Any], text: st
     return asyncio.run(go())
 
 
+async def _open_async(url: str, **kwargs: Any) -> None:
+    async with async_postgres_checkpointer(url, **kwargs):
+        pass
+
+
 def three_turns(server, api, url, builds, texts, thread="t") -> list[dict[str, Any]]:
     """Turn 1 invokes, turn 2 streams (a new agent), the server restarts, turn 3 invokes."""
     first = run_turn(api, "invoke", url, builds[0], texts[0], thread)
@@ -312,20 +317,43 @@ def test_the_row_scan_finds_a_password_that_did_reach_state(url):
 def test_no_server_at_the_url_says_how_to_start_one_and_hides_the_password(api):
     url = f"postgresql://agentstate:{PLAIN}@127.0.0.1:{free_port()}/postgres"
 
-    async def open_async():
-        async with async_postgres_checkpointer(url, timeout=2):
-            pass
-
     with pytest.raises(PostgresUnavailableError) as caught:
         if api == "sync":
             with postgres_checkpointer(url, timeout=2):
                 pass
         else:
-            asyncio.run(open_async())
+            asyncio.run(_open_async(url, timeout=2))
     message = str(caught.value)
     assert "agentstate@127.0.0.1:" in message and "Connection refused" in message
     assert "python -m agentstate.postgres_server" in message
     assert PLAIN not in message
+
+
+@pytest.mark.parametrize("wrong", ["password", "database"])
+def test_a_wrong_password_or_database_says_so_and_hides_the_password(server, wrong):
+    url = server.url_for("postgres" if wrong == "password" else "no_such_db")
+    if wrong == "password":
+        url = url.replace(server.password, PLAIN)
+    with pytest.raises(PostgresUnavailableError, match="check the user, password and database"):
+        with postgres_checkpointer(url, timeout=2):
+            pass
+    with pytest.raises(PostgresUnavailableError) as caught:
+        asyncio.run(_open_async(url))
+    assert ("authentication failed" if wrong == "password" else "does not exist") in str(
+        caught.value
+    )
+    assert PLAIN not in str(caught.value) and server.password not in str(caught.value)
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [({"max_connections": 0}, "max_connections"),
+                                                ({"timeout": 0}, "timeout")])  # fmt: skip
+def test_pool_settings_are_checked_before_connecting(kwargs, error):
+    url = f"postgresql://u:{PLAIN}@127.0.0.1:{free_port()}/x"  # nothing listens: not reached
+    with pytest.raises(ValueError, match=error):
+        with postgres_checkpointer(url, **kwargs):
+            pass
+    with pytest.raises(ValueError, match=error):
+        asyncio.run(_open_async(url, **kwargs))
 
 
 @pytest.mark.parametrize(

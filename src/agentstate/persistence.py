@@ -118,10 +118,18 @@ def postgres_target(url: str) -> str:
 
 def _unavailable(url: str, error: Exception) -> PostgresUnavailableError:
     reason = " ".join(str(error).split()).replace(url, "<url>")
+    refused = "authentication failed" in reason or "does not exist" in reason
+    hint = "check the user, password and database in the URL" if refused else START_HINT
     return PostgresUnavailableError(
-        f"no Postgres server accepted a connection at {postgres_target(url)} ({reason}); "
-        f"{START_HINT}"
+        f"no Postgres server accepted a connection at {postgres_target(url)} ({reason}); {hint}"
     )
+
+
+def _check_pool(max_connections: int, timeout: float) -> None:
+    if not isinstance(max_connections, int) or max_connections < 1:
+        raise ValueError(f"max_connections must be a whole number >= 1, got {max_connections!r}")
+    if not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
 
 
 def _probe(url: str, timeout: float) -> None:
@@ -154,6 +162,7 @@ def postgres_checkpointer(
     :class:`PostgresUnavailableError` when nothing answers at ``url`` and
     ``ValueError`` for a malformed URL; neither message contains the password.
     """
+    _check_pool(max_connections, timeout)
     _probe(url, timeout)
     pool = ConnectionPool(
         url,
@@ -178,6 +187,7 @@ async def async_postgres_checkpointer(
     url: str, *, max_connections: int = 4, timeout: float = 10.0
 ) -> AsyncIterator[AsyncPostgresSaver]:
     """The async twin of :func:`postgres_checkpointer` (for ``ainvoke`` / ``astream``)."""
+    _check_pool(max_connections, timeout)
     await _aprobe(url, timeout)
     pool = AsyncConnectionPool(
         url,
