@@ -5,6 +5,7 @@ import yaml
 
 from agentstate.datafiles import data_path
 from agentstate.rds import check_value, load_spec, validate_requirements
+from agentstate.rds.spec import parse_check
 
 from .helpers_rds import VALID
 
@@ -316,9 +317,39 @@ def test_a_rule_without_a_check_is_refused_at_load(tmp_path):
         (lambda raw: raw["fields"]["port"].update(max_len=3), "max_len does not apply"),
         (lambda raw: raw["fields"]["engine"].update(pattern="^a$|b"), "'$' only at the end"),
         (lambda raw: raw["fields"]["engine"].update(pattern="(["), "invalid pattern"),
+        (lambda raw: raw["fields"]["engine"].update(pattern=5), "a pattern must be a string"),
+        (lambda raw: raw["fields"]["engine"].update(required="yes"), "required must be true"),
     ],
 )
 def test_a_malformed_field_is_refused_at_load(tmp_path, edit, error):
     with pytest.raises(ValueError) as err:
         spec_copy(tmp_path, edit)
     assert error in str(err.value)
+
+
+LABELLED = {"engine": "postgres", "labels.team": "payments", "subnet_ids": ["a", "b"]}
+
+
+@pytest.mark.parametrize(
+    ("check", "holds"),
+    [
+        ({"present": "engine"}, True),
+        ({"present": "username"}, False),
+        ({"present": "labels"}, True),
+        ({"not": {"present": "labels"}}, False),
+        ({"min_items": {"field": "subnet_ids", "n": 2}}, True),
+        ({"min_items": {"field": "subnet_ids", "n": 3}}, False),
+        ({"equals": {"field": "engine", "value": "postgres"}}, True),
+        ({"equals": {"field": "engine", "value": "mysql"}}, False),
+        ({"all_of": [{"present": "engine"}, {"present": "username"}]}, False),
+        ({"any_of": [{"present": "engine"}, {"present": "username"}]}, True),
+    ],
+)
+def test_each_rule_form_evaluates_what_it_says(check, holds):
+    parsed = parse_check(check, load_spec().fields, "test rule")
+    assert parsed.holds(LABELLED) is holds
+
+
+def test_equals_does_not_confuse_true_with_one():
+    parsed = parse_check({"equals": {"field": "port", "value": 1}}, load_spec().fields, "t")
+    assert parsed.holds({"port": 1}) and not parsed.holds({"port": True})

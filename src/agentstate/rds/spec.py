@@ -50,6 +50,8 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     before a trailing newline, which let ``orders-db\\n`` through. A final
     ``$`` becomes ``\\Z``; a ``$`` anywhere else is refused.
     """
+    if not isinstance(pattern, str):
+        raise ValueError(f"a pattern must be a string, got {pattern!r}")
     body = pattern[:-1] if pattern.endswith("$") else pattern
     if "$" in body:
         raise ValueError(
@@ -320,6 +322,9 @@ def _field(name: str, raw: Any, section: str) -> FieldSpec:
         raise ValueError(f"{where}: unknown key {key!r}")
     if not isinstance(raw.get("key"), str):
         raise ValueError(f"{where}: needs key (its camelCase name in the manifest)")
+    for key in ("required", "secret"):
+        if not isinstance(raw.get(key, False), bool):
+            raise ValueError(f"{where}: {key} must be true or false, got {raw[key]!r}")
     for key in REQUIRED_LIMITS.get(kind, ()):
         if key not in raw:
             raise ValueError(f"{where} needs {key} (no string may be unbounded)")
@@ -336,7 +341,7 @@ def _field(name: str, raw: Any, section: str) -> FieldSpec:
         if key in raw:
             try:
                 compile_pattern(raw[key])
-            except (ValueError, TypeError) as err:
+            except ValueError as err:
                 raise ValueError(f"{where}: {key}: {err}") from None
     return FieldSpec(name=name, section=section, **raw)
 
