@@ -39,3 +39,18 @@ def test_invalid_requirements_are_refused_with_every_issue():
     message = str(err.value)
     assert "instance_class" in message and "pattern" in message
     assert "username: missing required field" in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "rule"),
+    [
+        ({"name": "orders-db\n"}, "name", "pattern"),
+        ({"labels.team": "pay\x00ments"}, "labels.team", "control_chars"),
+        ({"security_group_ids": []}, "security_group_ids", "min_items"),
+        ({"engine": "postgres "}, "engine", "whitespace"),
+    ],
+)
+def test_values_that_used_to_slip_through_never_reach_the_manifest(extra, field, rule):
+    with pytest.raises(ManifestError) as err:
+        render_manifest({**VALID, **extra})
+    assert f"{field}: " in str(err.value) and f"[{rule}]" in str(err.value)
