@@ -203,8 +203,21 @@ def test_rds_threads_survive_a_new_agent_and_a_server_restart(server, url, stage
 # --- stage 04: the shared schema across the task boundary ---
 
 
+# The password either stored by the parent itself, or delegated in the task
+# description with the other fields (then the parent's task call, the
+# collector's input and its own checkpoints must all hold the reference only).
+FIRST_REPLY = {
+    "parent stores it": reply(
+        *delegate(POSTGRES_FIELDS).tool_calls,
+        tool_call("store_requirement", field_name="password", value=PLAIN),
+    ),
+    "delegated": delegate(WITH_PASSWORD),
+}
+
+
 @pytest.mark.parametrize("api", APIS)
-def test_subagent_writes_survive_a_new_agent_and_a_server_restart(server, url, api):
+@pytest.mark.parametrize("password", list(FIRST_REPLY))
+def test_subagent_writes_survive_a_new_agent_and_a_server_restart(server, url, password, api):
     turns = itertools.count(1)
 
     def build(*steps):
@@ -213,12 +226,7 @@ def test_subagent_writes_survive_a_new_agent_and_a_server_restart(server, url, a
             parent, collector_model(), checkpointer=saver
         )
 
-    password = tool_call("store_requirement", field_name="password", value=PLAIN)
-    builds = [
-        build(reply(*delegate(POSTGRES_FIELDS).tool_calls, password), reply(READ)),
-        build(reply(READ)),
-        build(reply(READ)),
-    ]
+    builds = [build(FIRST_REPLY[password], reply(READ)), build(reply(READ)), build(reply(READ))]
     first, second, third = three_turns(server, api, url, builds, ["collect", "again", "and now"])
 
     assert last_read(first) == STORED  # the collector's five fields crossed the boundary
