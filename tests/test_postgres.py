@@ -30,6 +30,7 @@ from agentstate.experts import EXPERTS, ExpertsConfig, build_experts_graph, load
 from agentstate.fixtures import POSTGRES_FIELDS, collector_model, delegate, file_fields, store_calls
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import (
+    SETUP_LOCK,
     PostgresUnavailableError,
     async_postgres_checkpointer,
     postgres_checkpointer,
@@ -114,6 +115,10 @@ def humans(state) -> list[str]:
 
 
 # --- the row scan ---
+
+
+def server_password(url: str) -> str:
+    return psycopg.conninfo.conninfo_to_dict(url)["password"]
 
 
 def tables(url: str) -> list[str]:
@@ -307,6 +312,96 @@ def test_a_long_lived_async_checkpointer_survives_a_server_restart(server, url):
     state, second = asyncio.run(go())
     assert humans(state.values) == ["Which sanctions lists?"]
     assert humans(second) == ["Which sanctions lists?", "And then?"]
+
+
+# --- several processes on one database ---
+
+REPLICA = """
+import asyncio, sys
+from agentstate.persistence import async_postgres_checkpointer, postgres_checkpointer
+print("ready", flush=True)
+sys.stdin.readline()  # start together
+if sys.argv[2] == "sync":
+    with postgres_checkpointer(sys.argv[1]):
+        pass
+else:
+    async def main():
+        async with async_postgres_checkpointer(sys.argv[1]):
+            pass
+    asyncio.run(main())
+"""
+
+
+def test_replicas_starting_together_on_a_fresh_database_all_set_up(server):
+    # PostgresSaver.setup() alone races on checkpoint_migrations (UniqueViolation)
+    # when several processes create the tables at once.
+    for trial in range(2):
+        url = server.create_database(f"replicas_{trial}")
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", REPLICA, url, api],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for api in APIS * 2
+        ]
+        assert all(p.stdout.readline() == "ready\n" for p in procs)
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 4, [e.splitlines()[-1:] for e in errors]
+        assert tables(url) == CHECKPOINT_TABLES
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_setup_lock_held_too_long_is_a_clear_error_not_a_hang(url, api):
+    with psycopg.connect(url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK,))
+        with pytest.raises(PostgresUnavailableError, match="checkpoint-setup lock") as caught:
+            if api == "sync":
+                with postgres_checkpointer(url, timeout=0.3):
+                    pass
+            else:
+                asyncio.run(_open_async(url, timeout=0.3))
+    assert server_password(url) not in str(caught.value)
+    with postgres_checkpointer(url):  # released with the holder's connection
+        pass
+
+
+def test_a_thread_started_in_one_process_continues_in_another(url):
+    script = """
+import json, sys
+from langchain_core.messages import HumanMessage, ToolMessage
+from agentstate.fixtures import store_calls
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.persistence import postgres_checkpointer
+from agentstate.rds import build_reducer_agent
+READ = "get_collected_requirements"
+fields = json.loads(sys.argv[2])
+steps = [reply(*store_calls(fields))] if fields else [reply(tool_call(READ))]
+model = ScriptedChatModel(script=[*steps, reply(text="ok")])
+with postgres_checkpointer(sys.argv[1]) as saver:
+    agent = build_reducer_agent(model, checkpointer=saver)
+    turn = {"messages": [HumanMessage("turn")]}
+    state = agent.invoke(turn, {"configurable": {"thread_id": "handoff"}})
+reads = [m.content for m in state["messages"] if isinstance(m, ToolMessage) and m.name == READ]
+print(json.dumps({"requirements": state["requirements"], "read": reads[-1:]}))
+"""
+
+    def process(fields):
+        done = subprocess.run([sys.executable, "-c", script, url, json.dumps(fields)],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)
+
+    first = process(WITH_PASSWORD)
+    second = process({})
+    assert first["requirements"] == STORED and first["read"] == []
+    assert json.loads(second["read"][0]) == STORED  # read back in another process
+    assert_no_plain_password(url)
 
 
 # --- the row scan itself, and the errors ---

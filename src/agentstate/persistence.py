@@ -13,8 +13,10 @@ Postgres database instead (:func:`postgres_checkpointer`,
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -90,6 +92,8 @@ def file_contains(path: str | Path, needle: bytes) -> bool:
 
 # What PostgresSaver.from_conn_string sets on its connection; a pool needs the same.
 _PG_CONNECTION = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+# Any fixed number: the advisory lock that serialises setup() across processes.
+SETUP_LOCK = 0x6167_7374_6174_65  # "agstate"
 START_HINT = "start one (a throwaway server: `python -m agentstate.postgres_server`)"
 
 
@@ -132,22 +136,61 @@ def _check_pool(max_connections: int, timeout: float) -> None:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
 
 
-def _probe(url: str, timeout: float) -> None:
-    """Connect once, so a missing server fails now, clearly, instead of in a pool's retry loop."""
-    postgres_target(url)
-    try:
-        psycopg.connect(url, connect_timeout=max(1, round(timeout))).close()
-    except psycopg.OperationalError as error:
-        raise _unavailable(url, error) from None
+# Polled, not waited for: a session blocked in pg_advisory_lock() is an open
+# transaction, and the holder's setup runs CREATE INDEX CONCURRENTLY, which
+# waits for every open transaction: each would wait for the other forever.
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+SETUP_WAIT_FACTOR = 6  # setup waits up to 6 x timeout for another process's setup
 
 
-async def _aprobe(url: str, timeout: float) -> None:
+def _setup_stuck(url: str, timeout: float) -> PostgresUnavailableError:
+    return PostgresUnavailableError(
+        f"another process has held the checkpoint-setup lock at {postgres_target(url)} "
+        f"for more than {timeout * SETUP_WAIT_FACTOR:.0f} s; is a setup stuck there?"
+    )
+
+
+@contextmanager
+def _setup_lock(url: str, timeout: float) -> Iterator[None]:
+    """Hold a Postgres advisory lock while the tables are created or migrated.
+
+    ``PostgresSaver.setup()`` reads the migration version, then inserts: two
+    processes starting together on a fresh database both insert, and one dies
+    with ``UniqueViolation`` (tests/test_postgres.py starts four at once).
+    Connecting for the lock is also the first contact, so a missing server
+    fails here, clearly, instead of in a pool's retry loop.
+    """
     postgres_target(url)
     try:
-        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, round(timeout)))
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout)))
     except psycopg.OperationalError as error:
         raise _unavailable(url, error) from None
-    await conn.close()
+    with conn:
+        deadline = time.monotonic() + timeout * SETUP_WAIT_FACTOR
+        while not conn.execute(_TRY_LOCK, (SETUP_LOCK,)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise _setup_stuck(url, timeout)
+            time.sleep(0.05)
+        yield  # released when the connection closes
+
+
+@asynccontextmanager
+async def _async_setup_lock(url: str, timeout: float) -> AsyncIterator[None]:
+    """The async twin of :func:`_setup_lock`."""
+    postgres_target(url)
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=max(1, round(timeout))
+        )
+    except psycopg.OperationalError as error:
+        raise _unavailable(url, error) from None
+    async with conn:
+        deadline = time.monotonic() + timeout * SETUP_WAIT_FACTOR
+        while not (await (await conn.execute(_TRY_LOCK, (SETUP_LOCK,))).fetchone())[0]:
+            if time.monotonic() > deadline:
+                raise _setup_stuck(url, timeout)
+            await asyncio.sleep(0.05)
+        yield
 
 
 @contextmanager
@@ -158,25 +201,31 @@ def postgres_checkpointer(
 
     A pool rather than one connection because the saver outlives a server
     restart this way: a connection the server dropped is checked and replaced
-    before use, so a long-running agent server keeps its threads. Raises
+    before use, so a long-running agent server keeps its threads. Creating
+    the tables is serialised across processes (an advisory lock), so replicas
+    may start together on a fresh database. Raises
     :class:`PostgresUnavailableError` when nothing answers at ``url`` and
     ``ValueError`` for a malformed URL; neither message contains the password.
     """
     _check_pool(max_connections, timeout)
-    _probe(url, timeout)
-    pool = ConnectionPool(
-        url,
-        min_size=1,
-        max_size=max_connections,
-        kwargs=_PG_CONNECTION,
-        check=ConnectionPool.check_connection,
-        timeout=timeout,
-        open=False,
-    )
+    with _setup_lock(url, timeout):
+        pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs=_PG_CONNECTION,
+            check=ConnectionPool.check_connection,
+            timeout=timeout,
+            open=False,
+        )
+        try:
+            pool.open(wait=True, timeout=timeout)
+            saver = PostgresSaver(pool)
+            saver.setup()
+        except BaseException:
+            pool.close()
+            raise
     try:
-        pool.open(wait=True, timeout=timeout)
-        saver = PostgresSaver(pool)
-        saver.setup()
         yield saver
     finally:
         pool.close()
@@ -188,20 +237,24 @@ async def async_postgres_checkpointer(
 ) -> AsyncIterator[AsyncPostgresSaver]:
     """The async twin of :func:`postgres_checkpointer` (for ``ainvoke`` / ``astream``)."""
     _check_pool(max_connections, timeout)
-    await _aprobe(url, timeout)
-    pool = AsyncConnectionPool(
-        url,
-        min_size=1,
-        max_size=max_connections,
-        kwargs=_PG_CONNECTION,
-        check=AsyncConnectionPool.check_connection,
-        timeout=timeout,
-        open=False,
-    )
+    async with _async_setup_lock(url, timeout):
+        pool = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            kwargs=_PG_CONNECTION,
+            check=AsyncConnectionPool.check_connection,
+            timeout=timeout,
+            open=False,
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout)
+            saver = AsyncPostgresSaver(pool)
+            await saver.setup()
+        except BaseException:
+            await pool.close()
+            raise
     try:
-        await pool.open(wait=True, timeout=timeout)
-        saver = AsyncPostgresSaver(pool)
-        await saver.setup()
         yield saver
     finally:
         await pool.close()
