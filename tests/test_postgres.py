@@ -122,41 +122,39 @@ def server_password(url: str) -> str:
 
 
 def tables(url: str) -> list[str]:
+    """Every table outside Postgres's own schemas, as ``schema.table``."""
     with psycopg.connect(url) as conn:
         rows = conn.execute(
-            "SELECT table_name FROM information_schema.tables "
-            "WHERE table_schema = 'public' ORDER BY table_name"
+            "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema"
+            " NOT IN ('pg_catalog', 'information_schema') ORDER BY table_schema, table_name"
         ).fetchall()
-    return [r[0] for r in rows]
+    return [f"{schema}.{table}" for schema, table in rows]
 
 
 def columns_containing(url: str, needle: str) -> set[str]:
     """``table.column`` of every value holding ``needle``: text, JSON, and the bytes of blobs."""
     found = set()
     with psycopg.connect(url) as conn:
-        for table in tables(url):
-            cursor = conn.execute(
-                psycopg.sql.SQL("SELECT * FROM {}").format(psycopg.sql.Identifier(table))
-            )
-            names = [c.name for c in cursor.description]
+        for name in tables(url):
+            table = psycopg.sql.Identifier(*name.split("."))
+            cursor = conn.execute(psycopg.sql.SQL("SELECT * FROM {}").format(table))
+            columns = [c.name for c in cursor.description]
             for row in cursor:
-                for name, value in zip(names, row, strict=True):
+                for column, value in zip(columns, row, strict=True):
                     if isinstance(value, bytes | memoryview):
                         hit = needle.encode() in bytes(value)
+                    elif isinstance(value, str):
+                        hit = needle in value
                     else:
-                        hit = needle in (
-                            value if isinstance(value, str) else json.dumps(value, default=str)
-                        )
+                        hit = needle in json.dumps(value, default=str, ensure_ascii=False)
                     if hit:
-                        found.add(f"{table}.{name}")
+                        found.add(f"{name.split('.')[1]}.{column}")
     return found
 
 
 CHECKPOINT_TABLES = [
-    "checkpoint_blobs",
-    "checkpoint_migrations",
-    "checkpoint_writes",
-    "checkpoints",
+    f"public.{t}"
+    for t in ("checkpoint_blobs", "checkpoint_migrations", "checkpoint_writes", "checkpoints")
 ]
 
 
