@@ -291,8 +291,11 @@ def test_a_long_lived_checkpointer_survives_a_server_restart(server, url):
         )
         agent.invoke({"messages": [HumanMessage("collect")]}, config)
         server.restart()  # the pool's connection is dead now; the pool replaces it
-        assert saver.get_tuple(config).checkpoint["channel_versions"]
         assert agent.get_state(config).values["requirements"] == POSTGRES_FIELDS
+        reader = build_reducer_agent(scripted(2, reply(READ)), checkpointer=saver)
+        state = reader.invoke({"messages": [HumanMessage("again")]}, config)
+    assert last_read(state) == POSTGRES_FIELDS
+    assert humans(state) == ["collect", "again"]
 
 
 def test_a_long_lived_async_checkpointer_survives_a_server_restart(server, url):
