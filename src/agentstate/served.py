@@ -215,18 +215,20 @@ class _CaptureRuntime:
 
     def __init__(self, url: str, model: BaseChatModel) -> None:
         self.url, self.model = url, model
-        self._made: dict[int, tuple[MemoryClient, Any]] = {}
-        self._memories: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._made: tuple[MemoryClient, Any] | None = None
+        self._memories: set[tuple[str, str]] = set()
 
     async def get(self) -> tuple[MemoryClient, Any]:
-        key = id(asyncio.get_running_loop())
-        if key not in self._made:
+        loop = asyncio.get_running_loop()
+        if self._made is None or self._loop is not loop:
             client = MemoryClient(self.url, retry_for=5.0)
             tools = await client.tools()
             # checkpointer=True: the capture graph keeps its own state per thread, in the
             # server's checkpointer, across runs (what is persisted, bootstrapped...).
-            self._made[key] = (client, build_capture_graph(self.model, tools, checkpointer=True))
-        return self._made[key]
+            graph = build_capture_graph(self.model, tools, checkpointer=True)
+            self._loop, self._made, self._memories = loop, (client, graph), set()
+        return self._made
 
     async def ensure_memory(self, client: MemoryClient, vault_id: str, memory_id: str) -> None:
         if (vault_id, memory_id) not in self._memories:
