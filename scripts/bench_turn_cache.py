@@ -18,10 +18,9 @@ import argparse
 import statistics
 import time
 
+from agentstate.fixtures import label_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.rds import build_reducer_agent
-from agentstate.rds.scenarios import label_fields, store_calls, user_turn
-from agentstate.rds.turn_cache import build_turn_cache_agent
+from agentstate.rds import build_reducer_agent, build_turn_cache_agent
 from agentstate.simulation import ToolLatencyMiddleware
 
 READERS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")

@@ -1,36 +1,9 @@
-"""Shared builders for the RDS tests: a valid requirement set and one-batch scripts."""
+"""Shared values for the RDS tests, from the lesson fixtures (one source for both)."""
 
-from __future__ import annotations
+from agentstate.fixtures import POSTGRES_FIELDS as FIVE
+from agentstate.fixtures import VALID_REQUIREMENTS as VALID
+from agentstate.fixtures import one_reply_model as one_batch_model
+from agentstate.fixtures import store_calls
+from agentstate.fixtures import user_turn as user
 
-from typing import Any
-
-from agentstate.models import ScriptedChatModel, reply, tool_call
-
-VALID: dict[str, Any] = {
-    "name": "orders-db",
-    "engine": "postgres",
-    "engine_version": "15.5",
-    "instance_class": "db.t3.micro",
-    "allocated_storage_gb": 20,
-    "username": "dbadmin",
-    "password": "$secret:rds-master-password",
-    "subnet_ids": ["subnet-a", "subnet-b"],
-}
-
-FIVE = {
-    k: VALID[k]
-    for k in ("engine", "engine_version", "instance_class", "allocated_storage_gb", "username")
-}
-
-
-def store_calls(fields: dict[str, Any]) -> list[dict[str, Any]]:
-    return [tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items()]
-
-
-def one_batch_model(*calls: dict[str, Any], then: str = "done") -> ScriptedChatModel:
-    """A model that emits ``calls`` in one AIMessage, then a final text reply."""
-    return ScriptedChatModel(script=[reply(*calls), reply(text=then)], model_name="test")
-
-
-def user(text: str = "Give me a Postgres 15.5 manifest") -> dict[str, Any]:
-    return {"messages": [{"role": "user", "content": text}]}
+__all__ = ["FIVE", "VALID", "one_batch_model", "store_calls", "user"]

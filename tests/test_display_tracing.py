@@ -1,13 +1,13 @@
 """Deterministic displays and the tool timeline used by the notebooks."""
 
 from agentstate.display import Mermaid, Table, graph_mermaid
-from agentstate.rds import build_reducer_agent
-from agentstate.rds.scenarios import (
+from agentstate.fixtures import (
     POSTGRES_FIELDS,
     one_batch_model,
     timeline_rows,
     user_turn,
 )
+from agentstate.rds import build_reducer_agent
 from agentstate.tracing import ToolTimeline
 
 

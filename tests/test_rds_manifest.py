@@ -15,7 +15,7 @@ def test_manifest_structure_and_camel_case_keys():
     assert doc["metadata"] == {"name": "orders-db"}
     assert doc["spec"]["instanceClass"] == "db.t3.micro"
     assert doc["spec"]["allocatedStorageGb"] == 20
-    assert doc["spec"]["subnetIds"] == ["subnet-a", "subnet-b"]
+    assert doc["spec"]["subnetIds"] == VALID["subnet_ids"]
     assert doc["spec"]["multiAz"] is True
     assert "instance_class" not in doc["spec"]
 

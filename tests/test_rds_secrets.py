@@ -4,15 +4,12 @@ import sqlite3
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from agentstate.core import SecretStore, is_secret_ref, redact
+from agentstate.fixtures import VALID_REQUIREMENTS as VALID
+from agentstate.fixtures import store_calls
+from agentstate.fixtures import user_turn as user
 from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.rds import (
-    SecretStore,
-    build_reducer_agent,
-    is_secret_ref,
-    redact,
-)
-
-from .helpers_rds import VALID, store_calls, user
+from agentstate.rds import build_reducer_agent
 
 PLAIN = "correct-horse-battery-staple-42"
 

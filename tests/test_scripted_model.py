@@ -13,7 +13,7 @@ from agentstate.models import (
 )
 
 
-def test_replays_script_with_unique_deterministic_ids():
+def test_replays_script_with_unique_ids():
     model = ScriptedChatModel(
         script=[reply(tool_call("a", x=1), tool_call("b", y=2)), reply(tool_call("a", x=3))],
         model_name="m",
@@ -21,7 +21,9 @@ def test_replays_script_with_unique_deterministic_ids():
     first = model.invoke("hi")
     second = model.invoke("again")
     ids = [c["id"] for c in first.tool_calls + second.tool_calls]
-    assert ids == ["m-1-1", "m-1-2", "m-2-1"]
+    token = ids[0].split("-")[1]
+    assert ids == [f"m-{token}-1-1", f"m-{token}-1-2", f"m-{token}-2-1"]
+    assert [first.id, second.id] == [f"m-{token}-reply-1", f"m-{token}-reply-2"]
     assert first.tool_calls[1]["args"] == {"y": 2}
     assert model.remaining == 0
 
@@ -75,3 +77,27 @@ def test_factory_builds_an_openai_compatible_model_without_showing_the_key():
     model = get_chat_model(settings=settings)
     assert type(model).__name__ == "ChatOpenAI"
     assert model.model_name == "tiny"
+
+
+def test_two_models_never_share_reply_or_call_ids():
+    def play():
+        return ScriptedChatModel(script=[reply(tool_call("a"))]).invoke("hi")
+
+    one, two = play(), play()
+    assert one.id != two.id
+    assert one.tool_calls[0]["id"] != two.tool_calls[0]["id"]
+
+
+def test_a_new_scripted_model_on_a_reused_thread_appends_its_reply(tmp_path):
+    """Turn 2 played by a fresh model must not overwrite turn 1's AIMessage (same id)."""
+    from langchain.agents import create_agent
+
+    from agentstate.persistence import sqlite_checkpointer
+
+    config = {"configurable": {"thread_id": "reused"}}
+    with sqlite_checkpointer(tmp_path / "t.sqlite") as saver:
+        for text in ("first answer", "second answer"):
+            agent = create_agent(ScriptedChatModel(script=[reply(text=text)]), checkpointer=saver)
+            state = agent.invoke({"messages": [("user", "hello")]}, config)
+    answers = [m.content for m in state["messages"] if isinstance(m, AIMessage)]
+    assert answers == ["first answer", "second answer"]

@@ -10,13 +10,14 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
+from agentstate.core import merge_fields
+from agentstate.fixtures import finish_last_first
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import (
     REQUIREMENTS_PATH,
     build_file_storage_agent,
     build_plain_dict_agent,
     build_reducer_agent,
-    merge_requirements,
     read_json_file,
 )
 from agentstate.tracing import ToolTimeline
@@ -24,16 +25,11 @@ from agentstate.tracing import ToolTimeline
 from .helpers_rds import FIVE, one_batch_model, store_calls, user
 
 
-def reversed_finish(order):
-    """Delays that make the LAST call of the AIMessage finish FIRST."""
-    return lambda field: 0.02 * (len(order) - order.index(field))
-
-
 def test_file_storage_keeps_only_the_last_call_of_the_message():
     order = list(FIVE)
     timeline = ToolTimeline()
     agent = build_file_storage_agent(
-        one_batch_model(*store_calls(FIVE)), delay=reversed_finish(order), middleware=[timeline]
+        one_batch_model(*store_calls(FIVE)), delay=finish_last_first(order), middleware=[timeline]
     )
     state = agent.invoke(user())
     survivors = read_json_file(state["files"], REQUIREMENTS_PATH)
@@ -105,9 +101,9 @@ def test_requirements_persist_across_turns_on_one_thread():
     assert state["requirements"] == {"engine": "postgres", "username": "dbadmin"}
 
 
-def test_merge_requirements_is_pure():
+def test_merge_fields_is_pure():
     left, right = {"a": 1}, {"b": 2}
-    assert merge_requirements(left, right) == {"a": 1, "b": 2}
+    assert merge_fields(left, right) == {"a": 1, "b": 2}
     assert left == {"a": 1} and right == {"b": 2}
-    assert merge_requirements(None, None) == {}
-    assert merge_requirements({"a": 1}, {"a": 2}) == {"a": 2}
+    assert merge_fields(None, None) == {}
+    assert merge_fields({"a": 1}, {"a": 2}) == {"a": 2}

@@ -3,26 +3,28 @@
 import json
 
 import pytest
-from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
-from agentstate.rds.scenarios import POSTGRES_FIELDS, file_fields, user_turn
-from agentstate.rds.state import PlainRequirementsState
-from agentstate.rds.subagents import (
+from agentstate.core import append_unique, undeclared_keys
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
     AddNotesState,
     UniqueNotesState,
-    append_unique,
-    build_cache_fix_agent,
     build_notes_agent,
-    build_shared_schema_agent,
-    build_split_schema_agent,
     collector_model,
+    file_fields,
     parent_model,
+    user_turn,
     who_sees_what,
 )
-from agentstate.rds.turn_cache import cache_for
+from agentstate.rds import (
+    PlainRequirementsState,
+    build_cache_fix_agent,
+    build_shared_schema_agent,
+    build_split_schema_agent,
+)
 from agentstate.tracing import CommandRecorder
 
 # One field per task: inside each collector one write per step, so the only
@@ -74,23 +76,30 @@ def test_who_sees_what_schema_fix_versus_cache_fix(tmp_path):
     assert split == {"same turn": 0, "next turn": 0, "after restart": 0, "file after restart": 0}
 
 
-def test_the_subagents_tools_share_the_parents_turn_cache():
-    caches = []
-
-    class Spy(AgentMiddleware):
-        def wrap_tool_call(self, request, handler):
-            caches.append((request.tool_call["name"], cache_for(request.runtime)))
-            return handler(request)
-
+def test_the_cache_fix_shows_the_subagents_fields_in_the_same_turn_only():
     agent = build_cache_fix_agent(
-        parent_model(POSTGRES_FIELDS), collector_model(), middleware=[Spy()]
+        parent_model(POSTGRES_FIELDS), collector_model(), checkpointer=InMemorySaver()
     )
-    state = agent.invoke(user_turn())
-    names = [name for name, _ in caches]
-    assert names.count("store_requirement") == 5 and "validate_manifest" in names
-    assert len({id(cache) for _, cache in caches}) == 1 and caches[0][1] is not None
+    state = agent.invoke(user_turn(), {"configurable": {"thread_id": "t"}})
     assert not any(f"{f}: missing" in verdict(state) for f in POSTGRES_FIELDS)
     assert state.get("requirements", {}) == {}  # visible through the cache only, not in state
+
+
+def test_the_cache_fix_needs_a_thread_and_says_so():
+    agent = build_cache_fix_agent(parent_model(POSTGRES_FIELDS), collector_model())
+    with pytest.raises(ValueError, match="keys its turn cache by thread"):
+        agent.invoke(user_turn())
+
+
+def test_undeclared_keys_finds_the_key_the_split_schema_collector_lacks():
+    from deepagents import create_deep_agent
+
+    from agentstate.rds import RdsAgentState
+
+    plain = create_deep_agent(collector_model())
+    shared = create_deep_agent(collector_model(), state_schema=RdsAgentState)
+    assert undeclared_keys(plain, ["requirements"]) == ["requirements"]
+    assert undeclared_keys(shared, ["requirements"]) == []
 
 
 def test_a_subgraph_stream_shows_the_task_description_as_a_second_human_message():

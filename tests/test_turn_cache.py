@@ -1,28 +1,37 @@
-"""Stage 03: same-turn visibility, the broken caches, and the turn cache fix."""
+"""Stage 03: same-turn visibility, the broken caches, and the turn cache fix.
 
+The fixed agent is a plain compiled graph: every test invokes it directly,
+as a LangGraph server would, with no wrapper and nothing in the config.
+"""
+
+import asyncio
+import gc
 import json
 import threading
 import time
+import weakref
 
 import pytest
 from langchain_core.messages import ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.rds import build_reducer_agent
-from agentstate.rds.agents import build_naive_cache_agent, build_original_cache_agent
-from agentstate.rds.scenarios import (
+from agentstate.fixtures import (
     POSTGRES_FIELDS,
     VALID_REQUIREMENTS,
+    fields_seen_by_reader,
     file_fields,
     reader_batch_model,
     same_batch_reader_trials,
     store_calls,
     user_turn,
 )
-from agentstate.rds.storage import MANIFEST_PATH
-from agentstate.rds.turn_cache import (
-    CACHE_KEY,
-    TurnCache,
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.rds import (
+    MANIFEST_PATH,
+    NAIVE_KEY,
+    build_naive_cache_agent,
+    build_original_cache_agent,
+    build_reducer_agent,
     build_turn_cache_agent,
 )
 from agentstate.simulation import SlowToolMiddleware, ToolLatencyMiddleware
@@ -62,9 +71,7 @@ def test_naive_shared_cache_is_a_race():
         reader_batch_model(POSTGRES_FIELDS, trials),
         middleware=[ToolLatencyMiddleware(0.005, seed=3)],
     )
-    seen = same_batch_reader_trials(
-        agent, trials, lambda: {"configurable": {"requirements_cache": {}}}
-    )
+    seen = same_batch_reader_trials(agent, trials, lambda: {"configurable": {NAIVE_KEY: {}}})
     assert min(seen) < 5, "a reader never missed a write: the race did not show"
     assert max(seen) > 0, "the shared dict was never seen: it is not shared"
 
@@ -102,13 +109,6 @@ def test_rejected_writes_release_the_readers_and_are_not_cached():
     assert '"engine": "postgres"' in reader.content and "port" not in reader.content
 
 
-def test_reader_times_out_with_a_clear_error_instead_of_hanging():
-    cache = TurnCache()
-    assert cache.wait_for(["never-finishes"], timeout=0.05) == {"never-finishes"}
-    cache.finish("never-finishes")
-    assert cache.wait_for(["never-finishes"], timeout=0.05) == set()
-
-
 def test_timeout_reaches_the_model_as_an_error_message():
     model = ScriptedChatModel(
         script=[
@@ -121,99 +121,125 @@ def test_timeout_reaches_the_model_as_an_error_message():
     state = agent.invoke(user_turn())
     verdict = [m for m in state["messages"] if m.name == "validate_manifest"][0]
     assert verdict.status == "error" and "timed out after 0.05s" in verdict.content
-    assert "1 store_requirement call(s)" in verdict.content
+    assert "1 writer call(s)" in verdict.content
     assert state["requirements"] == {"engine": "postgres"}  # the slow store still landed
 
 
-def test_each_invoke_gets_a_fresh_cache_and_the_callers_config_is_untouched():
-    seen = []
+def run(agent, how, config=None):
+    """The final state of one turn, through each way a caller (or a server) runs a graph."""
+    inp = user_turn()
+    if how == "invoke":
+        return agent.invoke(inp, config)
+    if how == "stream":
+        return list(agent.stream(inp, config, stream_mode="values"))[-1]
 
-    class Spy(ToolLatencyMiddleware):
-        def wrap_tool_call(self, request, handler):
-            seen.append(request.runtime.config["configurable"][CACHE_KEY])
-            return handler(request)
+    async def go():
+        if how == "ainvoke":
+            return await agent.ainvoke(inp, config)
+        if how == "astream":
+            return [chunk async for chunk in agent.astream(inp, config, stream_mode="values")][-1]
+        ended = [
+            event["data"]["output"]
+            async for event in agent.astream_events(inp, config, version="v2")
+            if event["event"] == "on_chain_end" and event["name"] == "LangGraph"
+        ]
+        return ended[-1]
 
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke", "stream", "astream", "astream_events"])
+def test_the_compiled_graph_invoked_directly_has_the_turn_cache(how):
+    agent = build_turn_cache_agent(
+        reader_batch_model(POSTGRES_FIELDS, 1), middleware=[ToolLatencyMiddleware(0.005, seed=1)]
+    )
+    state = run(agent, how)
+    assert fields_seen_by_reader(state) == 5
+    assert state["requirements"] == POSTGRES_FIELDS
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+def test_nothing_is_left_in_memory_after_the_turn(how):
+    from agentstate.core import TurnCacheMiddleware
+
+    cache = TurnCacheMiddleware(
+        writers=["store_requirement"], readers=["get_collected_requirements"], key="requirements"
+    )
+    batches = []
+    original = cache._join
+
+    def spy(request):
+        joined = original(request)
+        batches.append(weakref.ref(joined[1]))
+        return joined
+
+    cache._join = spy
+    agent = build_reducer_agent(reader_batch_model(POSTGRES_FIELDS, 1), middleware=[cache])
+    state = run(agent, how, {"configurable": {"thread_id": "t"}})
+    assert fields_seen_by_reader(state) == 5
+    assert len(batches) == 6 and cache.open_batches == 0
+    gc.collect()
+    assert all(ref() is None for ref in batches), "a Batch outlived its turn"
+
+
+def test_batches_of_other_threads_and_invokes_do_not_leak_into_a_reader():
+    """Two threads run at once on one agent; each reader sees its own batch only."""
+    fields = {"a": {"labels.a": "1", "labels.b": "2"}, "b": {"labels.c": "3"}}
+
+    def model(f):
+        return reply(*store_calls(f), tool_call("get_collected_requirements"))
+
+    script = {name: [model(f), reply(text="done")] for name, f in fields.items()}
+
+    def step(messages):
+        # the first user message names the thread's script
+        name = next(m.content for m in messages if m.type == "human")
+        played = sum(1 for m in messages if m.type == "ai")
+        return script[name][played]
+
+    agent = build_turn_cache_agent(
+        ScriptedChatModel(script=[step] * 4), middleware=[ToolLatencyMiddleware(0.01, seed=2)]
+    )
+    results = {}
+
+    def go(name):
+        state = agent.invoke(
+            {"messages": [{"role": "user", "content": name}]},
+            {"configurable": {"thread_id": name}},
+        )
+        reader = [m for m in state["messages"] if m.name == "get_collected_requirements"][0]
+        results[name] = json.loads(reader.content)
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in fields]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == fields
+
+
+def test_a_second_turn_on_the_thread_reads_state_plus_its_own_batch_only():
     model = ScriptedChatModel(
         script=[
-            reply(*store_calls({"engine": "postgres"})),
+            reply(*store_calls({"engine": "postgres"}), tool_call("get_collected_requirements")),
             reply(text="a"),
-            reply(*store_calls({"username": "x"})),
+            reply(*store_calls({"username": "x"}), tool_call("get_collected_requirements")),
             reply(text="b"),
         ]
     )
-    agent = build_turn_cache_agent(model, middleware=[Spy()])
+    agent = build_turn_cache_agent(model, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
     agent.invoke(user_turn(), config)
-    agent.invoke(user_turn(), config)
-    assert seen[0] is not seen[1]
-    assert len(seen[1]) == 1  # the second turn's cache does not hold the first turn's field
-    assert config == {"configurable": {"thread_id": "t"}}
+    state = agent.invoke(user_turn(), config)
+    readers = [
+        json.loads(m.content) for m in state["messages"] if m.name == "get_collected_requirements"
+    ]
+    assert readers == [{"engine": "postgres"}, {"engine": "postgres", "username": "x"}]
 
 
-def test_turn_cache_is_thread_safe():
-    cache = TurnCache()
-
-    def writer(i):
-        cache.put(f"labels.k{i}", str(i))
-        cache.finish(f"call-{i}")
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(200)]
-    for t in threads:
-        t.start()
-    assert cache.wait_for([f"call-{i}" for i in range(200)], timeout=5) == set()
-    assert len(cache.snapshot()) == 200
-
-
-def _cache_spy(found):
-    from langchain.agents.middleware import AgentMiddleware
-
-    from agentstate.rds.turn_cache import cache_for
-
-    class Spy(AgentMiddleware):
-        def wrap_tool_call(self, request, handler):
-            found.append(cache_for(request.runtime))
-            return handler(request)
-
-        def after_agent(self, state, runtime):  # a hook's runtime has no config
-            found.append(cache_for(runtime))
-
-    return Spy()
-
-
-def test_the_cache_is_discarded_when_the_turn_ends():
-    import gc
-    import weakref
-
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    found = []
-    agent = build_turn_cache_agent(
-        reader_batch_model(POSTGRES_FIELDS, 1),
-        middleware=[_cache_spy(found)],
-        checkpointer=InMemorySaver(),
-    )
-    agent.invoke(user_turn(), {"configurable": {"thread_id": "t"}})
-    assert len(found) == 7 and len({id(c) for c in found}) == 1  # 6 tools + after_agent
-    ref = weakref.ref(found[0])
-    found.clear()
-    gc.collect()
-    assert ref() is None, "something (a checkpoint?) still holds the turn cache"
-
-
-def test_stream_gets_a_turn_cache_too():
-    found = []
-    agent = build_turn_cache_agent(
-        reader_batch_model(POSTGRES_FIELDS, 1), middleware=[_cache_spy(found)]
-    )
-    last = list(agent.stream(user_turn(), stream_mode="values"))[-1]
-    assert found[0] is not None and len({id(c) for c in found}) == 1
-    reader = [m for m in last["messages"] if m.name == "get_collected_requirements"][0]
-    assert json.loads(reader.content) == POSTGRES_FIELDS
-
-
-def test_without_the_wrapper_there_is_no_cache_and_readers_see_state_only():
-    agent = build_turn_cache_agent(reader_batch_model(POSTGRES_FIELDS, 1))
-    assert same_batch_reader_trials(agent.graph, 1) == [0]
+def test_without_the_turn_cache_the_same_graph_shape_reads_state_only():
+    agent = build_reducer_agent(reader_batch_model(POSTGRES_FIELDS, 1))
+    assert same_batch_reader_trials(agent, 1) == [0]
 
 
 def test_serialised_batch_with_the_reader_first_gets_the_timeout_error_not_a_hang():

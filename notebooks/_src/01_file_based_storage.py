@@ -55,14 +55,14 @@ print(inspect.getsource(FileStorage.write))
 # **first**, so we can tell "last in the message" from "last to finish".
 
 # %%
-from agentstate.rds import build_file_storage_agent
-from agentstate.rds.scenarios import (
+from agentstate.fixtures import (
     POSTGRES_FIELDS,
     file_fields,
     finish_last_first,
     one_batch_model,
     user_turn,
 )
+from agentstate.rds import build_file_storage_agent
 from agentstate.tracing import ToolTimeline
 
 order = list(POSTGRES_FIELDS)
@@ -98,7 +98,7 @@ replies
 # %%
 # NBVAL_IGNORE_OUTPUT
 from agentstate.display import Table
-from agentstate.rds.scenarios import timeline_rows
+from agentstate.fixtures import timeline_rows
 
 rows = timeline_rows(timeline.events)
 assert len({r["step"] for r in rows}) == 1  # one super-step
@@ -150,7 +150,7 @@ after_tools
 # %%
 from deepagents.middleware.filesystem import _file_data_delta_reducer
 
-from agentstate.rds.storage import REQUIREMENTS_PATH, json_file
+from agentstate.rds import REQUIREMENTS_PATH, json_file
 
 writes = [{REQUIREMENTS_PATH: json_file({f: POSTGRES_FIELDS[f]})} for f in order]
 merged = _file_data_delta_reducer({}, writes)
@@ -183,7 +183,7 @@ Table(shuffles)
 # claim for fixed values.)
 
 # %%
-from agentstate.rds.scenarios import label_fields
+from agentstate.fixtures import label_fields
 
 
 def survivors_for(n_calls: int) -> dict:
@@ -209,7 +209,7 @@ knob
 # the previous step, so every field is kept:
 
 # %%
-from agentstate.rds.scenarios import one_call_per_step_model
+from agentstate.fixtures import one_call_per_step_model
 
 serial_model = one_call_per_step_model(POSTGRES_FIELDS)
 serial = file_fields(build_file_storage_agent(serial_model).invoke(user_turn()))

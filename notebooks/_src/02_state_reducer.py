@@ -42,8 +42,8 @@ versions
 # %%
 from langgraph.errors import InvalidUpdateError
 
+from agentstate.fixtures import POSTGRES_FIELDS, one_batch_model, user_turn
 from agentstate.rds import build_plain_dict_agent
-from agentstate.rds.scenarios import POSTGRES_FIELDS, one_batch_model, user_turn
 from agentstate.tracing import ToolTimeline
 
 timeline = ToolTimeline()
@@ -70,7 +70,7 @@ assert len(timeline.events) == 5 and {e.step for e in timeline.events} == {3}
 # replaces the whole dict.
 
 # %%
-from agentstate.rds.scenarios import one_call_per_step_model
+from agentstate.fixtures import one_call_per_step_model
 
 two_steps = build_plain_dict_agent(
     one_call_per_step_model({"engine": "postgres", "username": "dbadmin"})
@@ -80,15 +80,16 @@ two_steps["requirements"]
 
 # %% [markdown]
 # ## The fix: a reducer on the key
-# `RdsAgentState` annotates `requirements` with `merge_requirements`, a pure
+# `RdsAgentState` annotates `requirements` with `merge_fields`, a pure
 # function that merges two dicts field by field:
 
 # %%
 import inspect
 
-from agentstate.rds import RdsAgentState, merge_requirements
+from agentstate.core import merge_fields
+from agentstate.rds import RdsAgentState
 
-print(inspect.getsource(merge_requirements))
+print(inspect.getsource(merge_fields))
 RdsAgentState.__annotations__["requirements"].__forward_arg__
 
 # %% [markdown]
@@ -99,8 +100,8 @@ RdsAgentState.__annotations__["requirements"].__forward_arg__
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.fixtures import file_fields
 from agentstate.rds import build_reducer_agent
-from agentstate.rds.scenarios import file_fields
 
 agent = build_reducer_agent(one_batch_model(POSTGRES_FIELDS), checkpointer=InMemorySaver())
 config = {"configurable": {"thread_id": "stage-02"}}
@@ -142,7 +143,7 @@ assert "after_agent" in rows[rows.index(file_written) - 1]["next"]
 # ## Why the reducer must be pure
 # LangGraph may call a reducer more than once per write: the edge after the
 # tools node reads state through throwaway copies first. Count the calls with
-# a wrapper around `merge_requirements`:
+# a wrapper around `merge_fields`:
 
 # %%
 from typing import Annotated, Any, NotRequired
@@ -156,7 +157,7 @@ reducer_calls = []
 
 def counting_merge(left, right):
     reducer_calls.append(right)
-    return merge_requirements(left, right)
+    return merge_fields(left, right)
 
 
 class CountingState(DeepAgentState):
@@ -198,8 +199,8 @@ answers
 # to the first. First in memory:
 
 # %%
+from agentstate.fixtures import store_calls
 from agentstate.models import ScriptedChatModel, reply
-from agentstate.rds.scenarios import store_calls
 
 
 def two_turn_model():
@@ -247,7 +248,7 @@ reloaded
 # labels, `labels.k000` ... `labels.k499`), one super-step:
 
 # %%
-from agentstate.rds.scenarios import label_fields
+from agentstate.fixtures import label_fields
 
 big = build_reducer_agent(one_batch_model(label_fields(500))).invoke(user_turn())
 scale = {"calls": 500, "in state": len(big["requirements"]), "in file": len(file_fields(big))}
@@ -286,9 +287,10 @@ knob
 # %%
 import secrets as py_secrets
 
+from agentstate.core import SecretStore
+from agentstate.fixtures import VALID_REQUIREMENTS
 from agentstate.models import tool_call
-from agentstate.rds import MANIFEST_PATH, SecretStore
-from agentstate.rds.scenarios import VALID_REQUIREMENTS
+from agentstate.rds import MANIFEST_PATH
 
 plain = py_secrets.token_urlsafe(18)
 store = SecretStore()
@@ -337,7 +339,7 @@ found
 # - A plain dict key takes one write per super-step: five parallel writes
 #   raise `InvalidUpdateError` (after the tools ran), and writes in later
 #   steps silently replace the dict.
-# - `requirements: Annotated[dict, merge_requirements]` merges field by field:
+# - `requirements: Annotated[dict, merge_fields]` merges field by field:
 #   5 of 5, and 500 of 500 fields in one step. The reducer may run several
 #   times per write, so it must be pure.
 # - State is the source of truth; `/requirements.json` is written for the

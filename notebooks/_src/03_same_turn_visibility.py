@@ -43,9 +43,9 @@ import json
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.fixtures import USER_REQUEST, VALID_REQUIREMENTS, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import build_reducer_agent
-from agentstate.rds.scenarios import USER_REQUEST, VALID_REQUIREMENTS, store_calls, user_turn
 from agentstate.tracing import ToolTimeline
 
 READERS = [tool_call(n) for n in ("get_collected_requirements", "validate_manifest",
@@ -93,7 +93,7 @@ assert state["requirements"] == VALID_REQUIREMENTS  # yet every store landed
 # %%
 # NBVAL_IGNORE_OUTPUT
 from agentstate.display import Table
-from agentstate.rds.scenarios import timeline_rows
+from agentstate.fixtures import timeline_rows
 
 rows = timeline_rows(timeline.events)
 assert len({r["step"] for r in rows}) == 1 and len(rows) == 11
@@ -137,7 +137,7 @@ assert reader_replies(sleepy)["get_collected_requirements"] == "0 fields"
 # reading the state from before it.
 
 # %%
-from agentstate.rds.scenarios import file_fields
+from agentstate.fixtures import file_fields
 from agentstate.tracing import state_by_step
 
 history = Table(
@@ -178,7 +178,7 @@ reader_replies(later)
 # `config`:
 
 # %%
-from agentstate.rds.agents import build_original_cache_agent
+from agentstate.rds import build_original_cache_agent
 
 try:
     build_original_cache_agent(one_reply_does_it_all()).invoke(user_turn())
@@ -198,8 +198,8 @@ original_error
 # 200 turns:
 
 # %%
-from agentstate.rds.agents import build_naive_cache_agent
-from agentstate.rds.scenarios import POSTGRES_FIELDS, reader_batch_model, same_batch_reader_trials
+from agentstate.fixtures import POSTGRES_FIELDS, reader_batch_model, same_batch_reader_trials
+from agentstate.rds import NAIVE_KEY, build_naive_cache_agent
 from agentstate.simulation import ToolLatencyMiddleware
 
 TRIALS = 200
@@ -207,7 +207,7 @@ naive = build_naive_cache_agent(
     reader_batch_model(POSTGRES_FIELDS, TRIALS), middleware=[ToolLatencyMiddleware(0.005, seed=3)]
 )
 naive_seen = same_batch_reader_trials(
-    naive, TRIALS, config=lambda: {"configurable": {"requirements_cache": {}}}
+    naive, TRIALS, config=lambda: {"configurable": {NAIVE_KEY: {}}}
 )
 len(naive_seen)
 
@@ -228,19 +228,20 @@ dict(sorted(counts.items()))
 
 # %% [markdown]
 # ## The fix: a turn cache, and readers that wait for their batch
-# `build_turn_cache_agent` adds three things to the stage 02 agent:
-# - `TurnCache`: thread-safe, created fresh for every invoke by the
-#   `TurnCachedAgent` wrapper and put in `config["configurable"]` for you,
-#   dropped when the invoke returns (so subagent tools see it too, stage 04);
-# - `CachedStateStorage`: writes go to the cache and to state, reads merge;
-# - `BatchBarrierMiddleware`: a reader looks up the `store_requirement` calls
-#   of its own AIMessage and waits until each has finished (stored or
-#   rejected), with a timeout.
+# `build_turn_cache_agent` is the stage 02 agent plus one middleware,
+# `agentstate.core.TurnCacheMiddleware`, told which tools write
+# (`store_requirement`), which read, and which state key they share:
+# - a writer's `Command` update to `requirements` is recorded for its batch;
+# - a reader looks up the writer calls of its own AIMessage and waits until
+#   each has finished (stored or rejected), with a timeout;
+# - the reader then runs on the state with its batch's writes merged in.
+# The batch's record lives in the middleware and is dropped when the batch
+# ends, so the compiled graph needs no wrapper and nothing in the config.
 #
 # Same latency, same 200 turns:
 
 # %%
-from agentstate.rds.turn_cache import build_turn_cache_agent
+from agentstate.rds import build_turn_cache_agent
 
 fixed = build_turn_cache_agent(
     reader_batch_model(POSTGRES_FIELDS, TRIALS), middleware=[ToolLatencyMiddleware(0.005, seed=3)]
@@ -282,7 +283,7 @@ timeout_reply
 # ## A knob: writers in the batch, with and without the cache
 
 # %%
-from agentstate.rds.scenarios import label_fields
+from agentstate.fixtures import label_fields
 
 
 def reader_sees(writers: int, turn_cache: bool) -> dict:
@@ -330,8 +331,8 @@ knob
 #    What does the turn-cached reader see, and why?
 # 2. Set `ToolLatencyMiddleware(0.0)` for the naive cache. Does the race go
 #    away? Try it on a loaded machine.
-# 3. Why does the `TurnCachedAgent` copy the caller's config instead of
-#    adding the cache to it?
+# 3. The middleware keys a batch by thread, namespace, AIMessage id and call
+#    ids. What could go wrong if it keyed it by thread alone?
 # 4. Invoke the turn-cached agent with `{"max_concurrency": 1}` and the reader
 #    placed first in the reply. What does the reader return, after how long,
 #    and why can it not be otherwise?

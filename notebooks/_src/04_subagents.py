@@ -48,12 +48,8 @@ import json
 
 from langchain_core.messages import ToolMessage
 
-from agentstate.rds.scenarios import POSTGRES_FIELDS, user_turn
-from agentstate.rds.subagents import (
-    build_split_schema_agent,
-    collector_model,
-    parent_model,
-)
+from agentstate.fixtures import POSTGRES_FIELDS, collector_model, parent_model, user_turn
+from agentstate.rds import build_split_schema_agent
 from agentstate.tracing import CommandRecorder
 
 
@@ -99,8 +95,8 @@ recorder.updates
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.rds.scenarios import file_fields
-from agentstate.rds.subagents import build_shared_schema_agent
+from agentstate.fixtures import file_fields
+from agentstate.rds import build_shared_schema_agent
 
 recorder = CommandRecorder(["task"])
 shared = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model(),
@@ -124,7 +120,8 @@ import tempfile
 from pathlib import Path
 
 from agentstate.display import Table
-from agentstate.rds.subagents import build_cache_fix_agent, who_sees_what
+from agentstate.fixtures import who_sees_what
+from agentstate.rds import build_cache_fix_agent
 
 workdir = Path(tempfile.mkdtemp())
 builds = {
@@ -165,7 +162,7 @@ cache_fix = who.rows[1]
 # %%
 from langgraph.errors import InvalidUpdateError
 
-from agentstate.rds.state import PlainRequirementsState
+from agentstate.rds import PlainRequirementsState
 
 NETWORK = {"engine": "postgres"}
 SIZING = {"instance_class": "db.t3.micro"}
@@ -190,7 +187,7 @@ assert "Can receive only one value per step" in no_reducer
 # returned list to its own: its existing items come back twice.
 
 # %%
-from agentstate.rds.subagents import AddNotesState, UniqueNotesState, build_notes_agent
+from agentstate.fixtures import AddNotesState, UniqueNotesState, build_notes_agent
 
 start = {"messages": [("user", "Note that the database is for orders.")], "notes": ["pre"]}
 notes = {
@@ -256,7 +253,7 @@ Table(streamed.values())
 # One field per task, as above, so only the `task` results run in parallel.
 
 # %%
-from agentstate.rds.scenarios import label_fields
+from agentstate.fixtures import label_fields
 
 
 def parallel_tasks(tasks: int, reducer: bool) -> dict:

@@ -7,6 +7,7 @@ a fixed design under identical timing. Used by notebook 03.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -25,11 +26,17 @@ class ToolLatencyMiddleware(AgentMiddleware):
         self._random = random.Random(seed)
         self._lock = threading.Lock()
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def _delay(self) -> float:
         with self._lock:
-            delay = self._random.uniform(0, self.max_delay)
-        time.sleep(delay)
+            return self._random.uniform(0, self.max_delay)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        time.sleep(self._delay())
         return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        await asyncio.sleep(self._delay())
+        return await handler(request)
 
 
 class SlowToolMiddleware(AgentMiddleware):
@@ -44,3 +51,8 @@ class SlowToolMiddleware(AgentMiddleware):
         if request.tool_call["name"] == self.tool_name:
             time.sleep(self.seconds)
         return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        if request.tool_call["name"] == self.tool_name:
+            await asyncio.sleep(self.seconds)
+        return await handler(request)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ class ToolEvent:
     def label(self) -> str:
         field = self.args.get("field_name")
         return f"{self.name}({field})" if field else self.name
+
+
+def tool_replies(state: Any, name: str | None = None) -> list[ToolMessage]:
+    """The ToolMessages of a state (or a message list), oldest first; only ``name``'s if given."""
+    messages = state.get("messages", []) if isinstance(state, dict) else state
+    return [m for m in messages if isinstance(m, ToolMessage) and (name is None or m.name == name)]
 
 
 def _position(state: Any, call_id: str) -> int:
@@ -75,26 +81,35 @@ class ToolTimeline(AgentMiddleware):
     def thread_count(self, step: int | None = None) -> int:
         return len({e.thread for e in self.events if step is None or e.step == step})
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def _record(self, request: Any, start: float, end: float) -> None:
         call = request.tool_call
         metadata = (getattr(request.runtime, "config", None) or {}).get("metadata", {})
+        event = ToolEvent(
+            step=int(metadata.get("langgraph_step", -1)),
+            position=_position(request.state, call["id"]),
+            call_id=call["id"],
+            name=call["name"],
+            args=dict(call.get("args", {})),
+            thread=threading.current_thread().name,
+            start=start - self._t0,
+            end=end - self._t0,
+        )
+        with self._lock:
+            self._events.append(event)
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         start = time.perf_counter()
         try:
             return handler(request)
         finally:
-            end = time.perf_counter()
-            event = ToolEvent(
-                step=int(metadata.get("langgraph_step", -1)),
-                position=_position(request.state, call["id"]),
-                call_id=call["id"],
-                name=call["name"],
-                args=dict(call.get("args", {})),
-                thread=threading.current_thread().name,
-                start=start - self._t0,
-                end=end - self._t0,
-            )
-            with self._lock:
-                self._events.append(event)
+            self._record(request, start, time.perf_counter())
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            return await handler(request)
+        finally:
+            self._record(request, start, time.perf_counter())
 
 
 class CommandRecorder(AgentMiddleware):
@@ -109,14 +124,19 @@ class CommandRecorder(AgentMiddleware):
         self.updates: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        result = handler(request)
+    def _record(self, request: Any, result: Any) -> Any:
         if request.tool_call["name"] in self.tool_names:
             update = getattr(result, "update", None)
             keys = sorted(update) if isinstance(update, dict) else ["(no Command)"]
             with self._lock:
                 self.updates.append({"tool": request.tool_call["name"], "update keys": keys})
         return result
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._record(request, handler(request))
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self._record(request, await handler(request))
 
 
 def plot_timeline(events: Iterable[ToolEvent], title: str = "tool calls", ax=None):

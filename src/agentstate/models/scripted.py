@@ -13,7 +13,8 @@ Used by every notebook; introduced in 01.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -21,8 +22,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
-
-ScriptStep = AIMessage | Callable[[list[BaseMessage]], AIMessage]
 
 
 class ScriptExhaustedError(RuntimeError):
@@ -32,8 +31,8 @@ class ScriptExhaustedError(RuntimeError):
 def tool_call(name: str, /, **args: Any) -> dict[str, Any]:
     """One tool call in one line: ``tool_call("store_requirement", field_name="engine", ...)``.
 
-    The id is filled in by the model when it emits the reply, so ids stay
-    unique and deterministic across the whole run.
+    The id is filled in by the model when it emits the reply:
+    ``<model>-<instance>-<reply>-<n>``, unique across model instances.
     """
     return {"name": name, "args": args, "id": None, "type": "tool_call"}
 
@@ -44,7 +43,12 @@ def reply(*calls: dict[str, Any], text: str = "") -> AIMessage:
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Replays ``script`` one step per model call; ``bind_tools`` returns the model itself."""
+    """Replays ``script`` one step per model call; ``bind_tools`` returns the model itself.
+
+    Reply and tool-call ids carry a random per-instance token, so a second
+    scripted model on a reused thread appends its replies instead of
+    replacing the first model's (``add_messages`` replaces by id).
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -55,6 +59,7 @@ class ScriptedChatModel(BaseChatModel):
     _position: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex[:8])
 
     @property
     def _llm_type(self) -> str:
@@ -98,12 +103,12 @@ class ScriptedChatModel(BaseChatModel):
             )
         calls = []
         for n, call in enumerate(message.tool_calls):
-            call_id = call.get("id") or f"{self.model_name}-{index + 1}-{n + 1}"
+            call_id = call.get("id") or f"{self.model_name}-{self._token}-{index + 1}-{n + 1}"
             calls.append({**call, "id": call_id})
         return AIMessage(
             content=message.content,
             tool_calls=calls,
-            id=message.id or f"{self.model_name}-reply-{index + 1}",
+            id=message.id or f"{self.model_name}-{self._token}-reply-{index + 1}",
             name=message.name,
         )
 

@@ -1,88 +1,98 @@
-"""The RDS manifest generator (notebooks 01-04): spec, validator, renderer, tools, agents."""
+"""The RDS manifest generator of notebooks 01-04: domain, tools, and every stage's agent.
+
+- stage 01: broken :func:`build_file_storage_agent`; no fix (the lesson ends
+  on the loss).
+- stage 02: broken :func:`build_plain_dict_agent`; fixed :func:`build_reducer_agent`.
+- stage 03: broken :func:`build_original_cache_agent` and
+  :func:`build_naive_cache_agent`; fixed :func:`build_turn_cache_agent`.
+- stage 04: broken :func:`build_split_schema_agent`, the write-up's
+  :func:`build_cache_fix_agent` (same turn only); fixed
+  :func:`build_shared_schema_agent`.
+
+Modules: ``spec``/``validator``/``manifest`` (the AwsRdsInstance domain),
+``tools`` (the six tools over a storage), ``storage`` (every storage, broken
+and fixed), ``state`` (the schemas), ``sync`` (the file mirror),
+``baselines`` (the write-up's caches) and ``agents`` (the one assembler and
+the builders above). The mechanisms themselves are generic and live in
+:mod:`agentstate.core`.
+"""
 
 from agentstate.rds.agents import (
+    COLLECTOR,
     RDS_SYSTEM_PROMPT,
-    assemble_fixed_agent,
+    assemble_rds_agent,
+    build_cache_fix_agent,
     build_file_storage_agent,
     build_naive_cache_agent,
     build_original_cache_agent,
     build_plain_dict_agent,
     build_reducer_agent,
-)
-from agentstate.rds.manifest import ManifestError, build_manifest, render_manifest
-from agentstate.rds.secrets import (
-    SecretRedactionMiddleware,
-    SecretStore,
-    is_secret_ref,
-    redact,
-    secret_ref,
-)
-from agentstate.rds.spec import FieldSpec, RdsSpec, load_spec
-from agentstate.rds.state import PlainRequirementsState, RdsAgentState, merge_requirements
-from agentstate.rds.storage import (
-    MANIFEST_PATH,
-    REQUIREMENTS_PATH,
-    FileStorage,
-    StateStorage,
-    read_json_file,
-)
-from agentstate.rds.subagents import (
-    append_unique,
-    build_cache_fix_agent,
     build_shared_schema_agent,
     build_split_schema_agent,
+    build_turn_cache_agent,
+    collector_spec,
+    fixed_middleware,
+    rds_redaction,
+    rds_turn_cache,
+)
+from agentstate.rds.manifest import ManifestError, build_manifest, render_manifest
+from agentstate.rds.spec import FieldSpec, RdsSpec, load_spec
+from agentstate.rds.state import PlainRequirementsState, RdsAgentState
+from agentstate.rds.storage import (
+    MANIFEST_PATH,
+    NAIVE_KEY,
+    REQUIREMENTS_PATH,
+    CacheFixStorage,
+    FileStorage,
+    NaiveSharedCacheStorage,
+    StateStorage,
+    json_file,
+    read_json_file,
 )
 from agentstate.rds.sync import RequirementsSyncMiddleware
-from agentstate.rds.tools import TOOL_NAMES, make_rds_tools
-from agentstate.rds.turn_cache import (
-    BatchBarrierMiddleware,
-    CachedStateStorage,
-    TurnCache,
-    TurnCachedAgent,
-    build_turn_cache_agent,
-)
+from agentstate.rds.tools import READER_TOOLS, TOOL_NAMES, WRITER_TOOLS, make_rds_tools
 from agentstate.rds.validator import ValidationIssue, check_value, validate_requirements
 
 __all__ = [
-    "BatchBarrierMiddleware",
-    "CachedStateStorage",
-    "TurnCache",
-    "TurnCachedAgent",
-    "append_unique",
-    "assemble_fixed_agent",
-    "build_cache_fix_agent",
-    "build_naive_cache_agent",
-    "build_original_cache_agent",
-    "build_shared_schema_agent",
-    "build_split_schema_agent",
-    "build_turn_cache_agent",
+    "COLLECTOR",
     "MANIFEST_PATH",
-    "REQUIREMENTS_PATH",
+    "NAIVE_KEY",
     "RDS_SYSTEM_PROMPT",
+    "READER_TOOLS",
+    "REQUIREMENTS_PATH",
     "TOOL_NAMES",
+    "WRITER_TOOLS",
+    "CacheFixStorage",
     "FieldSpec",
     "FileStorage",
     "ManifestError",
+    "NaiveSharedCacheStorage",
     "PlainRequirementsState",
     "RdsAgentState",
     "RdsSpec",
     "RequirementsSyncMiddleware",
-    "SecretRedactionMiddleware",
-    "SecretStore",
     "StateStorage",
     "ValidationIssue",
+    "assemble_rds_agent",
+    "build_cache_fix_agent",
     "build_file_storage_agent",
     "build_manifest",
+    "build_naive_cache_agent",
+    "build_original_cache_agent",
     "build_plain_dict_agent",
     "build_reducer_agent",
+    "build_shared_schema_agent",
+    "build_split_schema_agent",
+    "build_turn_cache_agent",
     "check_value",
-    "is_secret_ref",
+    "collector_spec",
+    "fixed_middleware",
+    "json_file",
     "load_spec",
     "make_rds_tools",
-    "merge_requirements",
+    "rds_redaction",
+    "rds_turn_cache",
     "read_json_file",
-    "redact",
     "render_manifest",
-    "secret_ref",
     "validate_requirements",
 ]

@@ -1,11 +1,10 @@
-"""Agent builders for each stage of the RDS manifest generator.
+"""Every RDS agent of stages 01-04, broken and fixed, from one assembler.
 
-Every builder returns a compiled deepagents graph with the six RDS tools over
-a different storage, so a notebook changes one thing at a time:
-
-- :func:`build_file_storage_agent`  notebook 01, broken read-modify-write file
-- :func:`build_plain_dict_agent`    notebook 02, plain ``requirements`` key (fails)
-- :func:`build_reducer_agent`       notebook 02, the reducer fix + file sync
+Each builder returns a compiled deepagents graph with the six RDS tools over
+a storage (``rds.storage``), so a lesson changes one thing at a time. The
+fixed agents of stages 02-04 share :func:`fixed_middleware` (secret redaction
+and the file sync) and use the generic pieces of :mod:`agentstate.core`.
+The table of builders is in the ``agentstate.rds`` package docstring.
 """
 
 from __future__ import annotations
@@ -17,12 +16,22 @@ from deepagents import create_deep_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from agentstate.rds.original_cache import NaiveSharedCacheStorage, OriginalCacheMiddleware
-from agentstate.rds.secrets import SecretRedactionMiddleware, SecretStore
+from agentstate.core.secrets import SecretRedactionMiddleware, SecretStore
+from agentstate.core.subagents import SharedStateMiddleware
+from agentstate.core.turn_cache import TurnCacheMiddleware
+from agentstate.rds.baselines import CacheFixMiddleware, OriginalCacheMiddleware
+from agentstate.rds.spec import load_spec
 from agentstate.rds.state import PlainRequirementsState, RdsAgentState
-from agentstate.rds.storage import FileStorage, StateStorage
+from agentstate.rds.storage import (
+    CacheFixStorage,
+    FileStorage,
+    NaiveSharedCacheStorage,
+    RequirementsStorage,
+    StateStorage,
+    TurnCaches,
+)
 from agentstate.rds.sync import RequirementsSyncMiddleware
-from agentstate.rds.tools import make_rds_tools
+from agentstate.rds.tools import READER_TOOLS, WRITER_TOOLS, make_rds_tools
 
 RDS_SYSTEM_PROMPT = (
     "You generate a Project Planton AwsRdsInstance manifest. Collect requirements with "
@@ -30,92 +39,95 @@ RDS_SYSTEM_PROMPT = (
     "them with validate_manifest, then write /manifest.yaml with generate_rds_manifest. "
     "Never repeat a password: store it as a secret reference."
 )
+COLLECTOR = "requirements-collector"
+COLLECTOR_PROMPT = (
+    "You collect RDS requirements. Store every field named in the task with "
+    "store_requirement, in parallel, then say which fields you stored."
+)
+
+Middleware = Sequence[AgentMiddleware]
 
 
-def _rds_agent(
+def rds_redaction(store: SecretStore | None = None) -> SecretRedactionMiddleware:
+    """Secret redaction configured for ``store_requirement`` and the spec's secret fields."""
+    return SecretRedactionMiddleware(
+        store if store is not None else SecretStore(),
+        tool_name=WRITER_TOOLS[0],
+        secret_fields=[n for n, f in load_spec().fields.items() if f.secret],
+        name_for=lambda field: f"rds-master-{field}",
+    )
+
+
+def fixed_middleware(secrets: SecretStore | None = None) -> list[AgentMiddleware]:
+    """The stage 02 fixes every later stage keeps: secret redaction, then the file sync."""
+    return [rds_redaction(secrets), RequirementsSyncMiddleware()]
+
+
+def assemble_rds_agent(
     model: BaseChatModel,
-    storage: Any,
-    middleware: Sequence[AgentMiddleware],
-    checkpointer: Any,
+    storage: RequirementsStorage,
+    *,
+    middleware: Middleware = (),
     state_schema: type | None = None,
+    subagents: Sequence[Any] | None = None,
+    checkpointer: Any = None,
 ):
-    """The one place a stage's agent is assembled: same prompt and tools, another storage."""
+    """The one place an RDS agent is put together: same prompt and tools, another storage."""
     return create_deep_agent(
         model,
         tools=make_rds_tools(storage),
         system_prompt=RDS_SYSTEM_PROMPT,
         middleware=list(middleware),
+        subagents=subagents,
         state_schema=state_schema,
         checkpointer=checkpointer,
     )
+
+
+def collector_spec(
+    model: BaseChatModel, storage: RequirementsStorage, middleware: Middleware = ()
+) -> dict[str, Any]:
+    """The declarative ``requirements-collector`` subagent of stage 04."""
+    spec: dict[str, Any] = {
+        "name": COLLECTOR,
+        "description": "Collects RDS requirements and stores them with store_requirement.",
+        "system_prompt": COLLECTOR_PROMPT,
+        "tools": make_rds_tools(storage),
+        "model": model,
+    }
+    if middleware:
+        spec["middleware"] = list(middleware)
+    return spec
+
+
+# --- stage 01 ---
 
 
 def build_file_storage_agent(
     model: BaseChatModel,
     *,
     delay: Callable[[str], float] | None = None,
-    middleware: Sequence[AgentMiddleware] = (),
+    middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 01: tools keep requirements in ``/requirements.json`` (loses parallel writes)."""
-    return _rds_agent(model, FileStorage(delay=delay), middleware, checkpointer)
+    """Stage 01, broken: tools keep requirements in ``/requirements.json`` (loses writes)."""
+    return assemble_rds_agent(
+        model, FileStorage(delay=delay), middleware=middleware, checkpointer=checkpointer
+    )
+
+
+# --- stage 02 ---
 
 
 def build_plain_dict_agent(
-    model: BaseChatModel,
-    *,
-    middleware: Sequence[AgentMiddleware] = (),
-    checkpointer: Any = None,
+    model: BaseChatModel, *, middleware: Middleware = (), checkpointer: Any = None
 ):
     """Stage 02, broken: a ``requirements`` key without a reducer."""
-    return _rds_agent(model, StateStorage(), middleware, checkpointer, PlainRequirementsState)
-
-
-def build_original_cache_agent(model: BaseChatModel, *, checkpointer: Any = None):
-    """Stage 03, broken: the original before_agent cache in ``runtime.config`` (raises)."""
-    return assemble_fixed_agent(
-        model, StateStorage(), middleware=[OriginalCacheMiddleware()], checkpointer=checkpointer
-    )
-
-
-def build_naive_cache_agent(
-    model: BaseChatModel,
-    *,
-    middleware: Sequence[AgentMiddleware] = (),
-    checkpointer: Any = None,
-):
-    """Stage 03, broken: a truly shared but unsynchronised cache (invoke with a dict in config)."""
-    return assemble_fixed_agent(
-        model, NaiveSharedCacheStorage(), middleware=middleware, checkpointer=checkpointer
-    )
-
-
-def assemble_fixed_agent(
-    model: BaseChatModel,
-    storage: Any,
-    *,
-    secrets: SecretStore | None = None,
-    middleware: Sequence[AgentMiddleware] = (),
-    checkpointer: Any = None,
-    subagents: Sequence[Any] | None = None,
-    state_schema: type = RdsAgentState,
-):
-    """The stage 02 fix over any storage: reducer schema, secret redaction, file sync.
-
-    Later stages reuse it with their own storage (03: the turn cache) or
-    subagents (04).
-    """
-    fixes = [
-        SecretRedactionMiddleware(secrets if secrets is not None else SecretStore()),
-        RequirementsSyncMiddleware(),
-    ]
-    return create_deep_agent(
+    return assemble_rds_agent(
         model,
-        tools=make_rds_tools(storage),
-        system_prompt=RDS_SYSTEM_PROMPT,
-        middleware=[*fixes, *middleware],
-        subagents=subagents,
-        state_schema=state_schema,
+        StateStorage(),
+        middleware=middleware,
+        state_schema=PlainRequirementsState,
         checkpointer=checkpointer,
     )
 
@@ -124,10 +136,147 @@ def build_reducer_agent(
     model: BaseChatModel,
     *,
     secrets: SecretStore | None = None,
-    middleware: Sequence[AgentMiddleware] = (),
+    middleware: Middleware = (),
     checkpointer: Any = None,
 ):
     """Stage 02, fixed: field-merge reducer, file synced after the turn, passwords redacted."""
-    return assemble_fixed_agent(
-        model, StateStorage(), secrets=secrets, middleware=middleware, checkpointer=checkpointer
+    return assemble_rds_agent(
+        model,
+        StateStorage(),
+        middleware=[*fixed_middleware(secrets), *middleware],
+        state_schema=RdsAgentState,
+        checkpointer=checkpointer,
+    )
+
+
+# --- stage 03 ---
+
+
+def build_original_cache_agent(model: BaseChatModel, *, checkpointer: Any = None):
+    """Stage 03, broken: the original ``before_agent`` cache in ``runtime.config`` (raises)."""
+    return assemble_rds_agent(
+        model,
+        StateStorage(),
+        middleware=[*fixed_middleware(), OriginalCacheMiddleware()],
+        state_schema=RdsAgentState,
+        checkpointer=checkpointer,
+    )
+
+
+def build_naive_cache_agent(
+    model: BaseChatModel, *, middleware: Middleware = (), checkpointer: Any = None
+):
+    """Stage 03, broken: a truly shared but unsynchronised cache (invoke with a dict in config)."""
+    return assemble_rds_agent(
+        model,
+        NaiveSharedCacheStorage(),
+        middleware=[*fixed_middleware(), *middleware],
+        state_schema=RdsAgentState,
+        checkpointer=checkpointer,
+    )
+
+
+def rds_turn_cache(timeout: float = 10.0) -> TurnCacheMiddleware:
+    """The generic turn cache configured for the RDS tools and the ``requirements`` key."""
+    return TurnCacheMiddleware(
+        writers=WRITER_TOOLS, readers=READER_TOOLS, key="requirements", timeout=timeout
+    )
+
+
+def build_turn_cache_agent(
+    model: BaseChatModel,
+    *,
+    timeout: float = 10.0,
+    secrets: SecretStore | None = None,
+    middleware: Middleware = (),
+    checkpointer: Any = None,
+):
+    """Stage 03, fixed: the stage 02 agent plus the turn cache (readers see their batch)."""
+    return assemble_rds_agent(
+        model,
+        StateStorage(),
+        middleware=[*fixed_middleware(secrets), rds_turn_cache(timeout), *middleware],
+        state_schema=RdsAgentState,
+        checkpointer=checkpointer,
+    )
+
+
+# --- stage 04 ---
+
+
+def build_split_schema_agent(
+    model: BaseChatModel,
+    collector: BaseChatModel,
+    *,
+    middleware: Middleware = (),
+    checkpointer: Any = None,
+):
+    """Stage 04, broken (the original failure): only the parent declares ``requirements``."""
+    return assemble_rds_agent(
+        model,
+        StateStorage(),
+        middleware=[
+            SharedStateMiddleware(RdsAgentState),
+            RequirementsSyncMiddleware(),
+            *middleware,
+        ],
+        subagents=[collector_spec(collector, StateStorage())],
+        checkpointer=checkpointer,
+    )
+
+
+def build_cache_fix_agent(
+    model: BaseChatModel,
+    collector: BaseChatModel,
+    *,
+    middleware: Middleware = (),
+    checkpointer: Any = None,
+):
+    """Stage 04, the original write-up's fix: split schema plus a per-turn cache.
+
+    The collector's tools write into the thread's turn cache, which the
+    parent reads during the same turn; ``/requirements.json`` mirrors state
+    merged with the cache, as in the write-up. Needs a ``thread_id``.
+    ``middleware`` is added to the parent and to the collector.
+    """
+    caches = TurnCaches()
+    storage = CacheFixStorage(caches)
+    return assemble_rds_agent(
+        model,
+        storage,
+        middleware=[
+            SharedStateMiddleware(RdsAgentState),
+            CacheFixMiddleware(caches),
+            RequirementsSyncMiddleware(read=storage.read),
+            *middleware,
+        ],
+        subagents=[collector_spec(collector, storage, middleware)],
+        checkpointer=checkpointer,
+    )
+
+
+def build_shared_schema_agent(
+    model: BaseChatModel,
+    collector: BaseChatModel,
+    *,
+    secrets: SecretStore | None = None,
+    middleware: Middleware = (),
+    checkpointer: Any = None,
+    state_schema: type = RdsAgentState,
+):
+    """Stage 04, fixed: one state schema (and reducer) for parent and subagent.
+
+    ``state_schema`` is forwarded by deepagents to the declarative collector.
+    ``state_schema=PlainRequirementsState`` shares the key without a reducer,
+    which parallel subagents turn into ``InvalidUpdateError``. The collector
+    redacts secrets into the same store as the parent.
+    """
+    secrets = secrets if secrets is not None else SecretStore()
+    return assemble_rds_agent(
+        model,
+        StateStorage(),
+        middleware=[*fixed_middleware(secrets), *middleware],
+        state_schema=state_schema,
+        subagents=[collector_spec(collector, StateStorage(), [rds_redaction(secrets)])],
+        checkpointer=checkpointer,
     )

@@ -3,10 +3,10 @@
 - :class:`PlainRequirementsState`: ``requirements`` is a plain dict, so two
   writes in one super-step raise ``InvalidUpdateError`` and writes in later
   steps replace the whole dict (notebook 02 shows both).
-- :class:`RdsAgentState`: ``requirements`` merges field by field through
-  :func:`merge_requirements`, a pure reducer (LangGraph may call it more than
-  once per write, on throwaway copies).
+- :class:`RdsAgentState`: ``requirements`` merges field by field through the
+  generic :func:`agentstate.core.merge_fields` reducer.
 Both extend deepagents' ``DeepAgentState`` so ``files`` keeps its own reducer.
+Taught in notebooks 02 and 04.
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ from typing import Annotated, Any, NotRequired
 
 from deepagents import DeepAgentState
 
-
-def merge_requirements(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Field-level merge: keys of ``right`` win, nothing else is lost; inputs are not mutated."""
-    return {**(left or {}), **(right or {})}
+from agentstate.core.reducers import merge_fields
 
 
 class PlainRequirementsState(DeepAgentState):
@@ -30,4 +27,4 @@ class PlainRequirementsState(DeepAgentState):
 class RdsAgentState(DeepAgentState):
     """The fixed schema: parallel writes to ``requirements`` merge field by field."""
 
-    requirements: Annotated[NotRequired[dict[str, Any]], merge_requirements]
+    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]

@@ -1,41 +1,66 @@
-"""Where the RDS tools keep requirements: the broken file, and state with a reducer.
+"""Every way the RDS tools keep requirements, broken and fixed, in one place.
 
-The six tools are written once (``rds.tools``) over a storage strategy, so
-each stage swaps only the storage:
+The six tools are written once (``rds.tools``) over a storage, so each stage
+swaps only the storage:
 
 - :class:`FileStorage` (notebook 01, broken on purpose): read
   ``/requirements.json`` from deepagents' ``files`` state, add one field,
   write the whole file back. Parallel calls each read the same old file and
   the file reducer keeps only one of their writes.
 - :class:`StateStorage` (notebook 02, the fix): write ``{field: value}`` to the
-  ``requirements`` key, whose reducer merges fields.
+  ``requirements`` key, whose reducer merges fields. Stage 03's turn cache
+  needs nothing more: its middleware merges the batch's writes into the state
+  a reader sees.
+- :class:`NaiveSharedCacheStorage` (notebook 03, broken): a dict the caller
+  shares through the invoke config, written and read with no coordination.
+- :class:`CacheFixStorage` (notebook 04, the original write-up's fix): dual
+  write to a per-turn cache that the subagent's tools share, merged read.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from deepagents.backends.utils import create_file_data, file_data_to_string
+from langgraph.config import get_config
 
 REQUIREMENTS_PATH = "/requirements.json"
 MANIFEST_PATH = "/manifest.yaml"
+NAIVE_KEY = "requirements_cache"
+
+
+def file_text(files: dict[str, Any] | None, path: str) -> str | None:
+    """The text of ``path`` in deepagents' files state, or ``None`` when absent."""
+    data = (files or {}).get(path)
+    return file_data_to_string(data) if data else None
 
 
 def read_json_file(files: dict[str, Any] | None, path: str) -> dict[str, Any]:
-    """Parse a JSON file from deepagents' files state; a missing file is ``{}``."""
-    data = (files or {}).get(path)
-    if not data:
+    """Parse a JSON object from deepagents' files state; missing or unreadable is ``{}``.
+
+    The model can write any text to a file (``write_file``), so a file is
+    never trusted to be a JSON object.
+    """
+    text = file_text(files, path)
+    try:
+        value = json.loads(text) if text and text.strip() else {}
+    except json.JSONDecodeError:
         return {}
-    text = file_data_to_string(data)
-    return json.loads(text) if text.strip() else {}
+    return value if isinstance(value, dict) else {}
+
+
+def json_text(payload: dict[str, Any]) -> str:
+    """A JSON document with sorted keys, so the bytes are deterministic."""
+    return json.dumps(payload, indent=2, sort_keys=True)
 
 
 def json_file(payload: dict[str, Any]) -> dict[str, Any]:
-    """FileData for a JSON document, keys sorted so the bytes are deterministic."""
-    return create_file_data(json.dumps(payload, indent=2, sort_keys=True))
+    """FileData for :func:`json_text` of ``payload``."""
+    return create_file_data(json_text(payload))
 
 
 class RequirementsStorage(Protocol):
@@ -77,4 +102,83 @@ class StateStorage:
         return dict(state.get("requirements") or {})
 
     def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        return {"requirements": {field: value}}
+
+
+class NaiveSharedCacheStorage:
+    """Dual write and merged read through an unguarded shared dict; readers do not wait."""
+
+    def _cache(self, runtime: Any) -> dict[str, Any]:
+        configurable = (getattr(runtime, "config", None) or {}).get("configurable") or {}
+        if NAIVE_KEY not in configurable:
+            raise KeyError(f"put a dict under config['configurable'][{NAIVE_KEY!r}] to invoke")
+        return configurable[NAIVE_KEY]
+
+    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        return {**(state.get("requirements") or {}), **self._cache(runtime)}
+
+    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        self._cache(runtime)[field] = value
+        return {"requirements": {field: value}}
+
+
+class TurnCaches:
+    """Per-thread dicts that live for one turn: the original write-up's cache, made to work.
+
+    The parent's ``before_agent`` opens the thread's cache and its
+    ``after_agent`` drops it; the subagent's tools run on the same thread, so
+    they write into the same dict. Keyed by ``thread_id``, so a thread is
+    required.
+    """
+
+    def __init__(self) -> None:
+        self._caches: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def thread_of(config: dict[str, Any] | None) -> str:
+        thread = ((config or {}).get("configurable") or {}).get("thread_id")
+        if thread is None:
+            raise ValueError(
+                "the cache-fix agent keys its turn cache by thread: invoke it with "
+                "config={'configurable': {'thread_id': ...}}"
+            )
+        return str(thread)
+
+    def open(self, thread: str) -> None:
+        with self._lock:
+            self._caches[thread] = {}
+
+    def close(self, thread: str) -> None:
+        with self._lock:
+            self._caches.pop(thread, None)
+
+    def put(self, thread: str, field: str, value: Any) -> None:
+        with self._lock:
+            self._caches.setdefault(thread, {})[field] = value
+
+    def snapshot(self, thread: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._caches.get(thread, {}))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._caches)
+
+
+class CacheFixStorage:
+    """Dual write to the thread's turn cache and to state; merged read (state, then cache)."""
+
+    def __init__(self, caches: TurnCaches) -> None:
+        self.caches = caches
+
+    def _thread(self, runtime: Any) -> str:
+        config = getattr(runtime, "config", None)
+        return TurnCaches.thread_of(config if config is not None else get_config())
+
+    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        return {**(state.get("requirements") or {}), **self.caches.snapshot(self._thread(runtime))}
+
+    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        self.caches.put(self._thread(runtime), field, value)
         return {"requirements": {field: value}}

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agentstate.rds.secrets import is_secret_ref
+from agentstate.core.secrets import is_secret_ref
 from agentstate.rds.spec import FieldSpec, RdsSpec, load_spec
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

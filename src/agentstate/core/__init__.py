@@ -1,0 +1,46 @@
+"""The generic core: the fixes of notebooks 02-04, for any LangGraph agent.
+
+Nothing here knows the RDS domain; the RDS agents are thin users of it.
+
+- :func:`merge_fields`: parallel writes to one dict key no longer raise
+  ``InvalidUpdateError`` or lose fields (notebook 02).
+- :class:`SecretRedactionMiddleware` and :class:`SecretStore`: plain secrets in
+  tool calls never reach state or a checkpoint (notebook 02).
+- :class:`TurnCacheMiddleware`: a reader in the writers' batch sees their
+  writes (notebook 03).
+- :class:`SharedStateMiddleware`, :func:`share_state`, :func:`undeclared_keys`:
+  a subagent's writes are no longer dropped at the ``task`` boundary (notebook 04).
+- :func:`append_unique`: lists are not doubled when a subagent returns (notebook 04).
+- :func:`merge_or_reset`: per-run dicts written by fan-out nodes, emptied for
+  the next turn (notebook 05).
+
+Every middleware implements the sync and the async hooks.
+"""
+
+from agentstate.core.reducers import append_unique, merge_fields, merge_or_reset
+from agentstate.core.secrets import (
+    REDACTED,
+    SecretRedactionMiddleware,
+    SecretStore,
+    is_secret_ref,
+    redact,
+    secret_ref,
+)
+from agentstate.core.subagents import SharedStateMiddleware, share_state, undeclared_keys
+from agentstate.core.turn_cache import TurnCacheMiddleware
+
+__all__ = [
+    "REDACTED",
+    "SecretRedactionMiddleware",
+    "SecretStore",
+    "SharedStateMiddleware",
+    "TurnCacheMiddleware",
+    "append_unique",
+    "is_secret_ref",
+    "merge_fields",
+    "merge_or_reset",
+    "redact",
+    "secret_ref",
+    "share_state",
+    "undeclared_keys",
+]

@@ -1,0 +1,273 @@
+"""Lesson fixtures: the scenarios, scripted lesson models and readouts of notebooks 01-04.
+
+Notebooks and tests share these so a lesson's numbers come from one place,
+not from code pasted into cells. Library modules never import this module:
+it is for lessons, tests and readers' experiments.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, NotRequired
+
+from deepagents import create_deep_agent
+from langchain.tools import ToolRuntime
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
+
+from agentstate.core.reducers import append_unique
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.persistence import sqlite_checkpointer
+from agentstate.rds.agents import COLLECTOR
+from agentstate.rds.state import RdsAgentState
+from agentstate.rds.storage import REQUIREMENTS_PATH, read_json_file
+from agentstate.tracing import ToolEvent, tool_replies
+
+USER_REQUEST = "Give me a Postgres 15.5 manifest with sensible defaults"
+
+# What a model collects from that request in one reply.
+POSTGRES_FIELDS: dict[str, Any] = {
+    "engine": "postgres",
+    "engine_version": "15.5",
+    "instance_class": "db.t3.micro",
+    "allocated_storage_gb": 20,
+    "username": "dbadmin",
+}
+
+# The rest of a valid manifest (the password only as a secret reference).
+VALID_REQUIREMENTS: dict[str, Any] = {
+    "name": "orders-db",
+    **POSTGRES_FIELDS,
+    "password": "$secret:rds-master-password",
+    "subnet_ids": ["subnet-0a1b2c3d", "subnet-4e5f6a7b"],
+}
+
+
+def store_calls(fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One ``store_requirement`` call per field, in the mapping's order."""
+    return [tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items()]
+
+
+def label_fields(n: int) -> dict[str, str]:
+    """``n`` distinct valid fields (metadata labels) for scale runs."""
+    return {f"labels.k{i:03d}": str(i) for i in range(n)}
+
+
+def one_reply_model(
+    *calls: dict[str, Any], then: str = "Done.", name: str = "scripted"
+) -> ScriptedChatModel:
+    """A model whose first reply makes ``calls`` in parallel, then answers ``then``."""
+    return ScriptedChatModel(script=[reply(*calls), reply(text=then)], model_name=name)
+
+
+def one_batch_model(
+    fields: Mapping[str, Any], *, extra: Sequence[dict[str, Any]] = (), name: str = "scripted"
+) -> ScriptedChatModel:
+    """A model whose first reply stores ``fields`` in parallel (plus ``extra`` calls)."""
+    return one_reply_model(*store_calls(fields), *extra, name=name)
+
+
+def one_call_per_step_model(fields: Mapping[str, Any]) -> ScriptedChatModel:
+    """The serial workaround: one store call per model reply."""
+    return ScriptedChatModel(script=[reply(c) for c in store_calls(fields)] + [reply(text="Done.")])
+
+
+def user_turn(text: str = USER_REQUEST) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def finish_last_first(order: list[str], unit: float = 0.02) -> Callable[[str], float]:
+    """Tool delays under which the last call of the AIMessage finishes first."""
+    return lambda field: unit * (len(order) - order.index(field))
+
+
+def file_fields(state: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``/requirements.json`` holds in a state."""
+    return read_json_file(state.get("files"), REQUIREMENTS_PATH)
+
+
+def timeline_rows(events: list[ToolEvent]) -> list[dict[str, Any]]:
+    """Events as table rows; threads renamed T1, T2... in order of first start."""
+    by_start = sorted(events, key=lambda e: e.start)
+    names = {t: f"T{i + 1}" for i, t in enumerate(dict.fromkeys(e.thread for e in by_start))}
+    t0 = by_start[0].start if by_start else 0.0
+    finish_rank = {e.call_id: i + 1 for i, e in enumerate(sorted(events, key=lambda e: e.end))}
+    return [
+        {
+            "step": e.step,
+            "call #": e.position + 1,
+            "field": e.args.get("field_name", e.name),
+            "thread": names[e.thread],
+            "start ms": round((e.start - t0) * 1000),
+            "end ms": round((e.end - t0) * 1000),
+            "finished": finish_rank[e.call_id],
+        }
+        for e in events
+    ]
+
+
+def reader_batch_model(
+    fields: Mapping[str, Any], trials: int, reader: str = "get_collected_requirements"
+) -> ScriptedChatModel:
+    """``trials`` turns, each one reply with the store calls AND a reader, then a final reply."""
+    turn = [reply(*store_calls(fields), tool_call(reader)), reply(text="Done.")]
+    return ScriptedChatModel(script=turn * trials, model_name="reader-batch")
+
+
+def reader_replies(state: Mapping[str, Any]) -> dict[str, str]:
+    """The last reply of each tool in a state, by tool name."""
+    return {m.name: m.content for m in tool_replies(state)}
+
+
+def fields_seen_by_reader(state: Mapping[str, Any]) -> int:
+    """How many fields the last ``get_collected_requirements`` reply listed (-1 if it failed)."""
+    replies = tool_replies(state, "get_collected_requirements")
+    if not replies:
+        raise ValueError("no get_collected_requirements reply in this state")
+    last = replies[-1]
+    return -1 if last.status == "error" else len(json.loads(last.content))
+
+
+def same_batch_reader_trials(
+    agent: Any,
+    trials: int,
+    config: Callable[[], dict[str, Any]] = dict,
+    progress: bool = False,
+) -> list[int]:
+    """Invoke ``agent`` ``trials`` times (its model scripted by :func:`reader_batch_model`)
+    and return how many of the batch's writes the same-batch reader saw each time."""
+    from tqdm.auto import trange
+
+    return [
+        fields_seen_by_reader(agent.invoke(user_turn(), config()))
+        for _ in trange(trials, disable=not progress, leave=False)
+    ]
+
+
+# --- stage 04: the collector subagent and the parent that delegates to it ---
+
+
+def collector_model(tasks: int = 1) -> ScriptedChatModel:
+    """The offline collector: for each task, store the JSON fields, then report.
+
+    Steps are functions of the incoming messages, so parallel tasks sharing
+    the model each get the right reply whatever order they run in. The
+    report counts only the stores that succeeded.
+    """
+
+    def step(messages: list[BaseMessage]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            return reply(*store_calls(json.loads(last.content)))
+        stored = [
+            m
+            for m in messages
+            if isinstance(m, ToolMessage) and m.name == "store_requirement" and m.status != "error"
+        ]
+        return reply(text=f"Stored {len(stored)} field(s).")
+
+    return ScriptedChatModel(script=[step] * (2 * tasks), model_name=COLLECTOR)
+
+
+def delegate(*field_sets: Mapping[str, Any]) -> AIMessage:
+    """A parent reply with one ``task`` call per field set (parallel when several)."""
+    return reply(
+        *(
+            tool_call("task", description=json.dumps(dict(f)), subagent_type=COLLECTOR)
+            for f in field_sets
+        )
+    )
+
+
+def parent_model(
+    *field_sets: Mapping[str, Any], then: Sequence[AIMessage] = ()
+) -> ScriptedChatModel:
+    """Delegate the field sets, then check with ``validate_manifest``, then answer."""
+    script = [delegate(*field_sets), reply(tool_call("validate_manifest")), *then]
+    return ScriptedChatModel(script=[*script, reply(text="Done.")], model_name="main-agent")
+
+
+# --- stage 04: the list hazard, ``operator.add`` and a subagent that returns the whole list ---
+
+
+class AddNotesState(RdsAgentState):
+    """``notes`` with ``operator.add``: a returning subagent duplicates the parent's items."""
+
+    notes: Annotated[NotRequired[list[str]], operator.add]
+
+
+class UniqueNotesState(RdsAgentState):
+    """``notes`` with :func:`append_unique`: the same run keeps one copy of each item."""
+
+    notes: Annotated[NotRequired[list[str]], append_unique]
+
+
+@tool
+def add_note(text: str, runtime: ToolRuntime) -> Command:
+    """Append a note about the requirements."""
+    return Command(
+        update={
+            "notes": [text],
+            "messages": [ToolMessage("Noted.", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+def build_notes_agent(state_schema: type) -> Any:
+    """A parent that delegates one ``add_note`` to a subagent sharing ``state_schema``."""
+    note_taker = ScriptedChatModel(
+        script=[reply(tool_call("add_note", text="new")), reply(text="Noted.")], model_name="notes"
+    )
+    parent = ScriptedChatModel(
+        script=[
+            reply(tool_call("task", description="Add the note 'new'.", subagent_type="note-taker")),
+            reply(text="Done."),
+        ],
+        model_name="main-agent",
+    )
+    return create_deep_agent(
+        parent,
+        tools=[add_note],
+        state_schema=state_schema,
+        subagents=[
+            {
+                "name": "note-taker",
+                "description": "Adds notes.",
+                "system_prompt": "Add the note you are given.",
+                "tools": [add_note],
+                "model": note_taker,
+            }
+        ],
+    )
+
+
+# --- stage 04: who sees the subagent's fields, and when ---
+
+
+def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict[str, int]:
+    """Fields visible to the parent: in the same turn, the next turn, after a restart.
+
+    Turn 1 delegates ``fields`` to the collector, then reads them back; turn 2
+    reads again; then a brand-new agent over the same SQLite file reads again.
+    The last column is what the user sees then: the fields in ``/requirements.json``.
+    """
+    read = reply(tool_call("get_collected_requirements"))
+    config = {"configurable": {"thread_id": "who-sees-what"}}
+    row: dict[str, int] = {}
+    with sqlite_checkpointer(db_path) as saver:
+        parent = ScriptedChatModel(
+            script=[delegate(fields), read, reply(text="ok"), read, reply(text="ok")]
+        )
+        agent = builder(parent, collector_model(), checkpointer=saver)
+        row["same turn"] = fields_seen_by_reader(agent.invoke(user_turn("collect"), config))
+        row["next turn"] = fields_seen_by_reader(agent.invoke(user_turn("again"), config))
+    with sqlite_checkpointer(db_path) as saver:
+        parent = ScriptedChatModel(script=[read, reply(text="ok")])
+        agent = builder(parent, collector_model(), checkpointer=saver)
+        state = agent.invoke(user_turn("and now"), config)
+        row["after restart"] = fields_seen_by_reader(state)
+        row["file after restart"] = len(file_fields(state))
+    return row
