@@ -22,6 +22,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.experts.llm import chat_model
 from agentstate.experts.manual import load_manual
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
+    collector_model,
+    file_fields,
+    one_batch_model,
+    parent_model,
+    reader_batch_model,
+    store_calls,
+)
+from agentstate.fixtures import user_turn as rds_turn
 from agentstate.memory.auditor import audit, read_memory
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.conversations import load
@@ -31,19 +41,12 @@ from agentstate.memory.process import ServerProcess, port_open
 from agentstate.models import ModelSettings, ScriptedChatModel, reply, tool_call
 from agentstate.models.openai_replay import ReplayServer
 from agentstate.models.policy import PolicyChatModel
-from agentstate.rds import build_reducer_agent, build_shared_schema_agent, build_turn_cache_agent
-from agentstate.rds.agents import build_file_storage_agent
-from agentstate.rds.scenarios import (
-    POSTGRES_FIELDS,
-    file_fields,
-    one_batch_model,
-    reader_batch_model,
-    store_calls,
+from agentstate.rds import (
+    build_file_storage_agent,
+    build_reducer_agent,
+    build_shared_schema_agent,
+    build_turn_cache_agent,
 )
-from agentstate.rds.scenarios import (
-    user_turn as rds_turn,
-)
-from agentstate.rds.subagents import collector_model, parent_model
 
 PASSWORD = "hunter2-plain"
 SECRET_REF = "$secret:rds-master-password"

@@ -24,11 +24,11 @@ import httpx
 import pytest
 from langgraph_sdk import get_client, get_sync_client
 
+from agentstate.fixtures import POSTGRES_FIELDS
 from agentstate.memory.auditor import audit, read_memory
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.conversations import parse
 from agentstate.memory.process import ServerProcess, free_port, port_open
-from agentstate.rds.scenarios import POSTGRES_FIELDS
 from agentstate.served import MEMORY_URL_VAR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,8 +192,15 @@ def test_stage02_keeps_every_field_of_a_parallel_batch_and_redacts_the_password(
     assert json.loads(synced if isinstance(synced, str) else "\n".join(synced))["engine"] == (
         "postgres"
     )
-    history = json.dumps(client.threads.get_history(thread, limit=100))
-    assert PASSWORD not in history
+    # the user typed it; after that, no checkpoint holds it (the model's call was rewritten)
+    history = client.threads.get_history(thread, limit=100)
+    assert len(history) > 3
+    for snapshot in history:
+        kept = {k: v for k, v in snapshot["values"].items() if k != "messages"}
+        kept["messages"] = [
+            m for m in snapshot["values"].get("messages", []) if m["type"] != "human"
+        ]
+        assert PASSWORD not in json.dumps(kept)
 
 
 def test_stage03_reader_in_the_batch_sees_every_field_and_nothing_leaks(client):

@@ -42,15 +42,19 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict  # the Agent Server derives schemas only from this one
 
+from agentstate.fixtures import POSTGRES_FIELDS, delegate, store_calls
 from agentstate.memory.capture import build_capture_graph
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.observer import VAULT
 from agentstate.memory.policy import CapturePolicy
 from agentstate.models import get_chat_model, model_settings, reply, tool_call
 from agentstate.models.policy import PolicyChatModel
-from agentstate.rds import build_reducer_agent, build_shared_schema_agent, build_turn_cache_agent
-from agentstate.rds.scenarios import POSTGRES_FIELDS, store_calls
-from agentstate.rds.subagents import COLLECTOR, delegate
+from agentstate.rds import (
+    COLLECTOR,
+    build_reducer_agent,
+    build_shared_schema_agent,
+    build_turn_cache_agent,
+)
 
 READER = "get_collected_requirements"
 
@@ -139,10 +143,7 @@ def build_served_reducer(environ: Mapping[str, str] | None = None):
 
 def build_served_turn_cache(environ: Mapping[str, str] | None = None):
     """Stage 03's fixed agent: its turn cache works when the server invokes the graph."""
-    agent = build_turn_cache_agent(served_model(rds_policy, "turn-cache", environ))
-    # TEMPORARY until build_turn_cache_agent returns the compiled graph itself (issue 8 item 2):
-    # the wrapper's graph serves, but without the cache, so tests/test_served.py fails on it.
-    return getattr(agent, "graph", agent)
+    return build_turn_cache_agent(served_model(rds_policy, "turn-cache", environ))
 
 
 def build_served_subagents(environ: Mapping[str, str] | None = None):
