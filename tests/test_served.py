@@ -22,14 +22,29 @@ from pathlib import Path
 
 import httpx
 import pytest
+from langchain_core.messages import ChatMessage, SystemMessage
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_sdk import get_client, get_sync_client
 
 from agentstate.fixtures import POSTGRES_FIELDS
 from agentstate.memory.auditor import audit, read_memory
-from agentstate.memory.client import MemoryClient
+from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
 from agentstate.memory.conversations import parse
 from agentstate.memory.process import ServerProcess, free_port, port_open
-from agentstate.served import MEMORY_URL_VAR
+from agentstate.models import reply, tool_call
+from agentstate.models.policy import PolicyChatModel
+from agentstate.served import (
+    MEMORY_URL_VAR,
+    build_served_capture,
+    build_served_reducer,
+    build_served_subagents,
+    build_served_turn_cache,
+    event_message,
+    rds_policy,
+    requested_fields,
+    served_model,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
@@ -167,6 +182,109 @@ def last_text(values: dict) -> str:
 
 def tool_replies(values: dict, name: str) -> list[dict]:
     return [m for m in values["messages"] if m["type"] == "tool" and m.get("name") == name]
+
+
+# --- in process: the served graphs and their policy models, sync and async ---
+
+
+def test_policy_model_never_runs_out_and_ids_are_unique_per_instance():
+    def echo(messages):
+        return reply(tool_call("store_requirement", field_name="engine", value="x"), text="ok")
+
+    a, b = PolicyChatModel(policy=echo), PolicyChatModel(policy=echo)
+    replies = [a.invoke("hi") for _ in range(50)] + [b.invoke("hi"), asyncio.run(b.ainvoke("hi"))]
+    ids = [r.id for r in replies]
+    call_ids = [r.tool_calls[0]["id"] for r in replies]
+    assert len(set(ids)) == len(set(call_ids)) == 52
+    assert a.bind_tools([]) is a
+
+
+def test_policy_model_rejects_what_is_not_a_policy():
+    with pytest.raises(TypeError, match="policy must be a callable"):
+        PolicyChatModel(policy="not callable")
+    with pytest.raises(TypeError, match="the policy returned str, expected AIMessage"):
+        PolicyChatModel(policy=lambda messages: "text").invoke("hi")
+
+
+def test_requested_fields_reads_a_json_object_or_stands_for_the_lesson():
+    assert requested_fields('{"engine": "mysql"}') == {"engine": "mysql"}
+    assert requested_fields("Give me a Postgres manifest") == POSTGRES_FIELDS
+    assert requested_fields("[1, 2]") == POSTGRES_FIELDS
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_served_turn_cache_graph_answers_run_after_run_in_process(mode):
+    graph = build_served_turn_cache(environ={}, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    for n in range(1, 4):  # a policy never runs out: any number of runs on one thread
+        payload = user(json.dumps({f"labels.k{n}": str(n)}))
+        state = (
+            graph.invoke(payload, config)
+            if mode == "invoke"
+            else asyncio.run(graph.ainvoke(payload, config))
+        )
+        assert state["messages"][-1].content == (
+            f"Stored 1 field(s); the reader in the same batch saw {n}."
+        )
+    assert len({m.id for m in state["messages"]}) == len(state["messages"])
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize(
+    ("build", "final"),
+    [
+        (build_served_reducer, "Stored 5 field(s); the reader in the same batch saw 0."),
+        (build_served_subagents, "The collector's fields reached me: I see 5."),
+    ],
+)
+def test_served_rds_graphs_play_the_lesson_sync_and_async(build, final, mode):
+    graph, payload = build(environ={}), user("Give me a Postgres manifest")
+    state = graph.invoke(payload) if mode == "invoke" else asyncio.run(graph.ainvoke(payload))
+    assert state["requirements"] == POSTGRES_FIELDS
+    assert state["messages"][-1].content == final
+
+
+def test_served_graphs_use_a_real_endpoint_only_when_asked():
+    assert isinstance(served_model(rds_policy, "x", environ={}), PolicyChatModel)
+    real = served_model(
+        rds_policy, "x", environ={"AGENTSTATE_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+    )
+    assert isinstance(real, ChatOpenAI) and real.openai_api_base == "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        ({"role": "robot", "content": "beep"}, "needs role 'user' or 'assistant'"),
+        ({"role": "user"}, "a string content"),
+        ({"control": "REBOOT"}, "unknown control 'REBOOT'"),
+        ({"control": "SESSION_END", "role": "user", "content": "x"}, "not both"),
+        ({"role": "user", "content": "x", "msg_idx": 0}, "msg_idx must be a positive integer"),
+    ],
+)
+def test_a_bad_capture_event_is_named(event, error):
+    with pytest.raises(ValueError, match=error):
+        event_message(event, 0)
+
+
+def test_capture_events_become_the_typed_messages_the_capture_graph_expects():
+    message = event_message({"role": "assistant", "content": "Sure."}, 4)
+    assert isinstance(message, ChatMessage) and message.role == "assistant"
+    assert message.additional_kwargs == {"msg_idx": 5} and message.id == "m5"
+    control = event_message({"control": "SESSION_START"}, 4)
+    assert isinstance(control, SystemMessage) and control.content == "SESSION_START"
+
+
+def test_served_capture_without_a_memory_server_says_how_to_start_one():
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    graph = build_served_capture(environ={MEMORY_URL_VAR: url})
+    with pytest.raises(MemoryServerUnavailable, match="agentstate memory serve"):
+        asyncio.run(
+            graph.ainvoke({"control": "SESSION_START"}, {"configurable": {"thread_id": "t"}})
+        )
+
+
+# --- through the real server ---
 
 
 def test_every_graph_is_served_with_non_null_schemas(client):

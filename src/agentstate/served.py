@@ -136,21 +136,26 @@ def served_model(policy: Any, name: str, environ: Mapping[str, str] | None = Non
     return PolicyChatModel(policy=policy, model_name=name)
 
 
-def build_served_reducer(environ: Mapping[str, str] | None = None):
-    """Stage 02's fixed agent, compiled without a checkpointer (the server brings one)."""
-    return build_reducer_agent(served_model(rds_policy, "reducer", environ))
+def build_served_reducer(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
+    """Stage 02's fixed agent; served without a checkpointer (the server brings one)."""
+    return build_reducer_agent(
+        served_model(rds_policy, "reducer", environ), checkpointer=checkpointer
+    )
 
 
-def build_served_turn_cache(environ: Mapping[str, str] | None = None):
+def build_served_turn_cache(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
     """Stage 03's fixed agent: its turn cache works when the server invokes the graph."""
-    return build_turn_cache_agent(served_model(rds_policy, "turn-cache", environ))
+    return build_turn_cache_agent(
+        served_model(rds_policy, "turn-cache", environ), checkpointer=checkpointer
+    )
 
 
-def build_served_subagents(environ: Mapping[str, str] | None = None):
+def build_served_subagents(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
     """Stage 04's fixed agent: parent and collector share one state schema."""
     return build_shared_schema_agent(
         served_model(parent_policy, "main-agent", environ),
         served_model(collector_policy, COLLECTOR, environ),
+        checkpointer=checkpointer,
     )
 
 
