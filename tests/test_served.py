@@ -176,6 +176,16 @@ def run(client, graph: str, payload: dict, thread_id: str | None = None) -> dict
     return client.runs.wait(thread_id, graph, input=payload)
 
 
+def settle(url: str, memory_id: str) -> None:
+    """Wait until the memory server applied every queued write of ``memory_id``."""
+
+    async def consistent() -> str:
+        async with MemoryClient(url) as client:
+            return await client.call("await_consistency", memory_id=memory_id)
+
+    assert asyncio.run(consistent()) == "consistent"
+
+
 def last_text(values: dict) -> str:
     return values["messages"][-1]["content"]
 
@@ -282,6 +292,27 @@ def test_served_capture_without_a_memory_server_says_how_to_start_one():
         asyncio.run(
             graph.ainvoke({"control": "SESSION_START"}, {"configurable": {"thread_id": "t"}})
         )
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_served_capture_graph_in_process_sync_and_async(memory, mode):
+    graph = build_served_capture(environ={MEMORY_URL_VAR: memory.url}, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": f"in-process-{mode}"}}
+    events = [{"control": "SESSION_START"}, CHAT[0], CHAT[1], {**CHAT[0], "msg_idx": 1}]
+    results = [
+        graph.invoke(e, config) if mode == "invoke" else asyncio.run(graph.ainvoke(e, config))
+        for e in events
+    ]
+    assert [r["tool_calls"] for r in results] == [
+        ["get_context", "list_entries"],
+        ["add_entry"],
+        ["add_entry"],
+        [],  # message 1 resent: not stored twice
+    ]
+    assert [r["event"] for r in results] == ["SESSION_START", "msg 1", "msg 2", "msg 1"]
+    settle(memory.url, f"in-process-{mode}")
+    stored = read_memory(memory.db, f"in-process-{mode}")
+    assert [e["raw_entry"] for e in stored["entries"]] == [CHAT[0]["content"], CHAT[1]["content"]]
 
 
 # --- through the real server ---
@@ -404,12 +435,7 @@ def test_memory_capture_stores_exactly_one_entry_per_message(client, memory):
     again = run(client, "memory_capture", {**CHAT[2], "msg_idx": 3}, thread)
     assert again["tool_calls"] == []
     assert "msg 3: already persisted, add_entry skipped" in again["corrections"]
-
-    async def consistent() -> None:
-        async with MemoryClient(memory.url) as mc:
-            await mc.call("await_consistency", memory_id=thread)
-
-    asyncio.run(consistent())
+    settle(memory.url, thread)
     conversation = parse(
         {
             "events": [

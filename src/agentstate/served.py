@@ -23,6 +23,7 @@ RDS graphs use that OpenAI-compatible endpoint instead.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import uuid
@@ -38,7 +39,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict  # the Agent Server derives schemas only from this one
 
@@ -242,13 +243,14 @@ class _CaptureRuntime:
             self._memories.add((vault_id, memory_id))
 
 
-def build_served_capture(environ: Mapping[str, str] | None = None):
+def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
     """Stage 06's tool-only capture graph behind a JSON input of one event per run.
 
     The memory server is ``AGENTSTATE_MEMORY_URL`` (default ``http://127.0.0.1:8765/mcp``,
     ``agentstate memory serve --db memory.sqlite --transport http --port 8765``). The
     memory is ``configurable.memory_id`` (default: the thread id) in vault
-    ``configurable.vault_id`` (default ``agentstate``).
+    ``configurable.vault_id`` (default ``agentstate``). The MCP tools are async; a sync
+    ``invoke`` runs the same code on its own event loop in a worker thread.
     """
     env = os.environ if environ is None else environ
     url = env.get(MEMORY_URL_VAR) or DEFAULT_MEMORY_URL
@@ -277,11 +279,15 @@ def build_served_capture(environ: Mapping[str, str] | None = None):
             "last_msg_idx": max(idx or 0, state.get("last_msg_idx") or 0),
         }
 
+    def capture_sync(state: ServedCaptureState, config: RunnableConfig) -> dict[str, Any]:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the caller may own a loop
+            return pool.submit(asyncio.run, capture(state, config)).result()
+
     builder = StateGraph(ServedCaptureState, input_schema=CaptureEvent, output_schema=CaptureResult)
-    builder.add_node("capture", capture)
+    builder.add_node("capture", RunnableLambda(capture_sync, afunc=capture, name="capture"))
     builder.add_edge(START, "capture")
     builder.add_edge("capture", END)
-    graph = builder.compile()
+    graph = builder.compile(checkpointer=checkpointer)
     graph.name = "memory_capture"
     return graph
 
