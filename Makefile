@@ -34,13 +34,13 @@ test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval
 	$(BIN)/ruff check src tests scripts notebooks/_src
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
-	$(BIN)/pytest tests notebooks/*.ipynb $(NBVAL)
+	$(BIN)/pytest tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 unit: $(STAMP)  ## unit tests only
 	$(BIN)/pytest tests
 
 nbval: $(STAMP)  ## the notebooks only
-	$(BIN)/pytest notebooks/*.ipynb $(NBVAL)
+	$(BIN)/pytest notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)

@@ -10,6 +10,9 @@ deterministic cell ids and no volatile metadata. The scripted model is forced
     python scripts/build_notebooks.py            # every notebook
     python scripts/build_notebooks.py 01 02      # by number prefix
     python scripts/build_notebooks.py --check    # sources and notebooks agree (no execution)
+
+Exercise solutions live beside them: ``notebooks/_src/solutions/NN_name.py``
+builds ``notebooks/solutions/NN_name.ipynb`` (selected by the same prefixes).
 """
 
 from __future__ import annotations
@@ -26,12 +29,16 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "_src"
+SOLUTION_SOURCES = SOURCES / "solutions"
+SOLUTIONS = NOTEBOOKS / "solutions"
 MODEL_VARS = ("AGENTSTATE_LLM_BASE_URL", "AGENTSTATE_LLM_MODEL", "AGENTSTATE_LLM_API_KEY")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def sources(selection: list[str]) -> list[Path]:
-    found = sorted(SOURCES.glob("[0-9][0-9]_*.py"))
+    found = sorted(SOURCES.glob("[0-9][0-9]_*.py")) + sorted(
+        SOLUTION_SOURCES.glob("[0-9][0-9]_*.py")
+    )
     if selection:
         found = [p for p in found if any(p.name.startswith(s) for s in selection)]
     if not found:
@@ -67,10 +74,16 @@ def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int) -> No
         os.environ.update(env_backup)
 
 
+def target_of(src: Path) -> Path:
+    """Where the notebook built from ``src`` is written (lessons or solutions)."""
+    folder = SOLUTIONS if src.parent == SOLUTION_SOURCES else NOTEBOOKS
+    return folder / f"{src.stem}.ipynb"
+
+
 def check(paths: list[Path]) -> int:
     bad = 0
     for src in paths:
-        target = NOTEBOOKS / f"{src.stem}.ipynb"
+        target = target_of(src)
         if not target.exists():
             print(f"{target.name}: missing; run make notebooks")
             bad += 1
@@ -94,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return 1 if check(paths) else 0
     for src in paths:
-        target = NOTEBOOKS / f"{src.stem}.ipynb"
+        target = target_of(src)
+        target.parent.mkdir(exist_ok=True)
         print(f"building {target.relative_to(ROOT)}", flush=True)
         nb = from_source(src)
         execute(nb, args.keep_model_env, args.timeout)

@@ -1,5 +1,7 @@
 """Deterministic displays and the tool timeline used by the notebooks."""
 
+import pytest
+
 from agentstate.display import Mermaid, Table, graph_mermaid
 from agentstate.fixtures import (
     POSTGRES_FIELDS,
@@ -57,3 +59,17 @@ def test_state_by_step_names_the_keys_each_step_changed():
     assert len(wrote_requirements) == 1 and wrote_requirements[0]["n"] == 5
     assert "files" in rows[-2]["changed"] or "files" in rows[-1]["changed"]
     assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)
+
+
+def test_show_source_displays_the_packages_own_code_and_selects_a_part():
+    from agentstate.core import merge_fields
+    from agentstate.core.turn_cache import TurnCacheMiddleware
+    from agentstate.display import show_source
+
+    whole = show_source(merge_fields)
+    assert whole.text.startswith("def merge_fields(") and "return {**(left or {})" in whole
+    assert whole._repr_markdown_().startswith("`agentstate.core.reducers.merge_fields`")
+    part = show_source(TurnCacheMiddleware, start="    def wrap_tool_call", stop="    async def")
+    assert part.text.startswith("def wrap_tool_call") and "async def" not in part.text
+    with pytest.raises(ValueError, match="is not in the source"):
+        show_source(merge_fields, start="no such line")

@@ -3,9 +3,8 @@
 import pytest
 import yaml
 
+from agentstate.fixtures import VALID_REQUIREMENTS as VALID
 from agentstate.rds import ManifestError, render_manifest
-
-from .helpers_rds import VALID
 
 
 def test_manifest_structure_and_camel_case_keys():
@@ -39,3 +38,18 @@ def test_invalid_requirements_are_refused_with_every_issue():
     message = str(err.value)
     assert "instance_class" in message and "pattern" in message
     assert "username: missing required field" in message
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "rule"),
+    [
+        ({"name": "orders-db\n"}, "name", "pattern"),
+        ({"labels.team": "pay\x00ments"}, "labels.team", "control_chars"),
+        ({"security_group_ids": []}, "security_group_ids", "min_items"),
+        ({"engine": "postgres "}, "engine", "whitespace"),
+    ],
+)
+def test_values_that_used_to_slip_through_never_reach_the_manifest(extra, field, rule):
+    with pytest.raises(ManifestError) as err:
+        render_manifest({**VALID, **extra})
+    assert f"{field}: " in str(err.value) and f"[{rule}]" in str(err.value)

@@ -11,7 +11,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.core import merge_fields
-from agentstate.fixtures import finish_last_first
+from agentstate.fixtures import POSTGRES_FIELDS as FIVE
+from agentstate.fixtures import finish_last_first, store_calls
+from agentstate.fixtures import one_reply_model as one_batch_model
+from agentstate.fixtures import user_turn as user
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import (
     REQUIREMENTS_PATH,
@@ -21,8 +24,6 @@ from agentstate.rds import (
     read_json_file,
 )
 from agentstate.tracing import ToolTimeline
-
-from .helpers_rds import FIVE, one_batch_model, store_calls, user
 
 
 def test_file_storage_keeps_only_the_last_call_of_the_message():

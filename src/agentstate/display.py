@@ -72,3 +72,43 @@ class Mermaid:
 def graph_mermaid(graph: Any) -> Mermaid:
     """The compiled graph's structure as Mermaid (drawn locally, not by a web service)."""
     return Mermaid(graph.get_graph().draw_mermaid())
+
+
+class Source:
+    """The source of a package object, shown as a Python code block.
+
+    Notebooks show how a fix is written by displaying the package's own code
+    (the single source of truth), never a pasted copy: a change in the
+    package shows up in the notebook, and nbval notices.
+    """
+
+    def __init__(self, obj: Any, *, start: str | None = None, stop: str | None = None):
+        import inspect
+        import textwrap
+
+        text = textwrap.dedent(inspect.getsource(obj))
+        if start is not None:
+            if start not in text:
+                raise ValueError(f"{start!r} is not in the source of {obj!r}")
+            text = text[text.index(start) :]
+        if stop is not None:
+            if stop not in text:
+                raise ValueError(f"{stop!r} is not in the selected source of {obj!r}")
+            text = text[: text.index(stop)]
+        self.name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
+        self.module = getattr(obj, "__module__", "")
+        self.text = textwrap.dedent(text).rstrip() + "\n"
+
+    def __contains__(self, snippet: str) -> bool:
+        return snippet in self.text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        return f"`{self.module}.{self.name}`\n\n```python\n{self.text}```"
+
+
+def show_source(obj: Any, *, start: str | None = None, stop: str | None = None) -> Source:
+    """Display ``obj``'s source (optionally from the line holding ``start`` up to ``stop``)."""
+    return Source(obj, start=start, stop=stop)

@@ -1,21 +1,27 @@
 """Check requirements against every AwsRdsInstance rule, naming field and rule.
 
 Unlike the anchor's validator, this one checks the numeric bounds, accepts
-``db.t3.micro`` against ``^db\\.`` and enforces the subnet rule. ``check_value``
+``db.t3.micro`` against ``^db\\.`` and evaluates the cross-field rules the
+spec data states. Every string (a value, a list item, a label key) must be
+non-blank, free of control characters and surrounding whitespace, and within
+the spec's length limit; list items are checked one by one. ``check_value``
 validates one field at store time; ``validate_requirements`` checks a whole
 set before a manifest is generated. Taught in notebook 02.
 """
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from agentstate.core.secrets import is_secret_ref
-from agentstate.rds.spec import FieldSpec, RdsSpec, load_spec
+from agentstate.rds.spec import FieldSpec, RdsSpec, compile_pattern, load_spec
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Control (Cc), format (Cf: zero-width, bidi overrides), surrogate (Cs) and
+# line/paragraph separators (Zl, Zp, which YAML also treats as line breaks).
+FORBIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,7 @@ def _type_issue(spec: FieldSpec, value: Any) -> ValidationIssue | None:
         "int32": isinstance(value, int)
         and not isinstance(value, bool)
         and INT32_MIN <= value <= INT32_MAX,
-        "string_list": isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "string_list": isinstance(value, list),
     }[spec.type]
     if ok:
         return None
@@ -48,33 +54,92 @@ def _type_issue(spec: FieldSpec, value: Any) -> ValidationIssue | None:
     return ValidationIssue(spec.name, "type", f"expected {expected}, got {type(value).__name__}")
 
 
-def check_value(name: str, value: Any, spec: RdsSpec | None = None) -> list[ValidationIssue]:
-    """Issues with storing ``value`` in field ``name`` (unknown field, type, per-field rules)."""
-    spec = spec or load_spec()
-    resolved = spec.resolve(name)
-    if resolved is None:
-        return [ValidationIssue(name, "known_field", "unknown field; see list_required_fields")]
-    f, map_key = resolved
-    if f.type == "string_map":
-        if not (map_key and re.search(f.key_pattern or ".", map_key)):
-            return [ValidationIssue(name, "key_pattern", f"key must match {f.key_pattern}")]
-        if not isinstance(value, str):
-            return [ValidationIssue(name, "type", f"expected a string, got {type(value).__name__}")]
-        return []
-    type_issue = _type_issue(f, value)
-    if type_issue:
-        return [type_issue]
-    issues: list[ValidationIssue] = []
+def _text_problems(
+    text: str,
+    *,
+    max_len: int | None,
+    pattern: str | None,
+    len_rule: str = "max_len",
+    pattern_rule: str = "pattern",
+) -> list[tuple[str, str]]:
+    """(rule, message) for one string: blank, control characters, edges, length, pattern."""
+    if not text.strip():
+        return [("blank", "must not be empty or only whitespace")]
+    problems = []
+    bad = next(
+        (i for i, c in enumerate(text) if unicodedata.category(c) in FORBIDDEN_CATEGORIES), None
+    )
+    if bad is not None:
+        where = f"U+{ord(text[bad]):04X} at position {bad + 1}"
+        problems.append(("control_chars", f"must not contain control characters ({where})"))
+    elif text[0].isspace() or text[-1].isspace():
+        problems.append(("whitespace", "must not start or end with whitespace"))
+    if max_len is not None and len(text) > max_len:
+        problems.append((len_rule, f"must be at most {max_len} characters, got {len(text)}"))
+    if pattern is not None and not compile_pattern(pattern).search(text):
+        problems.append((pattern_rule, f"must match {pattern}"))
+    return problems
+
+
+def _string_issues(name: str, f: FieldSpec, value: str) -> list[ValidationIssue]:
     if f.secret and not is_secret_ref(value):
-        issues.append(
+        # Say nothing else about a plain secret: no message may describe it.
+        return [
             ValidationIssue(name, "secret_ref", "must be a secret reference like $secret:<name>")
-        )
+        ]
     if f.min_len is not None and len(value) < f.min_len:
-        issues.append(ValidationIssue(name, "min_len", f"must have at least {f.min_len} item(s)"))
-    if f.type == "string_list" and any(not v.strip() for v in value):
-        issues.append(ValidationIssue(name, "min_len", "items must not be empty"))
-    if f.pattern is not None and value and not re.search(f.pattern, value):
-        issues.append(ValidationIssue(name, "pattern", f"must match {f.pattern}"))
+        return [ValidationIssue(name, "min_len", f"must have at least {f.min_len} item(s)")]
+    problems = _text_problems(value, max_len=f.max_len, pattern=f.pattern)
+    return [ValidationIssue(name, rule, message) for rule, message in problems]
+
+
+def _list_issues(name: str, f: FieldSpec, value: list[Any]) -> list[ValidationIssue]:
+    problems: list[tuple[str, str]] = []
+    if f.min_items is not None and len(value) < f.min_items:
+        problems.append(
+            ("min_items", f"must have at least {f.min_items} item(s), got {len(value)}")
+        )
+    if f.max_items is not None and len(value) > f.max_items:
+        problems.append(("max_items", f"must have at most {f.max_items} items, got {len(value)}"))
+    first_seen: dict[str, int] = {}
+    for n, item in enumerate(value, start=1):
+        if not isinstance(item, str):
+            problems.append(("type", f"item {n}: expected a string, got {type(item).__name__}"))
+            continue
+        item_problems = _text_problems(
+            item,
+            max_len=f.item_max_len,
+            pattern=f.item_pattern,
+            len_rule="item_max_len",
+            pattern_rule="item_pattern",
+        )
+        problems += [(rule, f"item {n}: {message}") for rule, message in item_problems]
+        if item in first_seen:
+            problems.append(("unique", f"item {n} repeats item {first_seen[item]}"))
+        first_seen.setdefault(item, n)
+    return [ValidationIssue(name, rule, message) for rule, message in problems]
+
+
+def _map_entry_issues(name: str, f: FieldSpec, key: str, value: Any) -> list[ValidationIssue]:
+    key_problems = _text_problems(
+        key,
+        max_len=f.key_max_len,
+        pattern=f.key_pattern,
+        len_rule="key_max_len",
+        pattern_rule="key_pattern",
+    )
+    issues = [ValidationIssue(name, rule, f"key {message}") for rule, message in key_problems]
+    if not isinstance(value, str):
+        return [
+            *issues,
+            ValidationIssue(name, "type", f"expected a string, got {type(value).__name__}"),
+        ]
+    value_problems = _text_problems(value, max_len=f.max_len, pattern=None)
+    return issues + [ValidationIssue(name, rule, message) for rule, message in value_problems]
+
+
+def _number_issues(name: str, f: FieldSpec, value: int) -> list[ValidationIssue]:
+    issues = []
     if f.gt is not None and not value > f.gt:
         issues.append(ValidationIssue(name, "gt", f"must be greater than {f.gt}"))
     if f.gte is not None and not value >= f.gte:
@@ -84,10 +149,31 @@ def check_value(name: str, value: Any, spec: RdsSpec | None = None) -> list[Vali
     return issues
 
 
+def check_value(name: str, value: Any, spec: RdsSpec | None = None) -> list[ValidationIssue]:
+    """Issues with storing ``value`` in field ``name`` (unknown field, type, per-field rules)."""
+    spec = spec or load_spec()
+    resolved = spec.resolve(name)
+    if resolved is None:
+        return [ValidationIssue(name, "known_field", "unknown field; see list_required_fields")]
+    f, map_key = resolved
+    if f.type == "string_map":
+        return _map_entry_issues(name, f, map_key or "", value)
+    type_issue = _type_issue(f, value)
+    if type_issue:
+        return [type_issue]
+    if f.type == "string":
+        return _string_issues(name, f, value)
+    if f.type == "string_list":
+        return _list_issues(name, f, value)
+    if f.type == "int32":
+        return _number_issues(name, f, value)
+    return []
+
+
 def validate_requirements(
     requirements: dict[str, Any], spec: RdsSpec | None = None
 ) -> list[ValidationIssue]:
-    """Every issue of a requirement set: missing fields, field rules, message rules."""
+    """Every issue of a requirement set: missing fields, field rules, the spec's message rules."""
     spec = spec or load_spec()
     issues = [
         ValidationIssue(name, "required", "missing required field")
@@ -96,10 +182,9 @@ def validate_requirements(
     ]
     for name, value in requirements.items():
         issues.extend(check_value(name, value, spec))
-    subnets = requirements.get("subnet_ids")
-    has_group = bool(requirements.get("db_subnet_group_name"))
-    enough_subnets = isinstance(subnets, list) and len(subnets) >= 2
-    for rule in spec.message_rules:
-        if rule.id == "subnets_or_group" and not (enough_subnets or has_group):
-            issues.append(ValidationIssue("subnet_ids", rule.id, rule.message))
+    issues += [
+        ValidationIssue(rule.fields[0], rule.id, rule.message)
+        for rule in spec.message_rules
+        if not rule.check.holds(requirements)
+    ]
     return issues
