@@ -16,8 +16,10 @@ answered with one reply storing every field in parallel plus a reader in the
 same batch, then a final text saying how many fields the reader saw (any
 other text is read as the lesson's request, the five Postgres fields). Stage
 04's parent delegates the fields to the collector subagent, reads them back
-in the next step, then answers. With ``AGENTSTATE_LLM_BASE_URL`` set, the
-RDS graphs use that OpenAI-compatible endpoint instead.
+in the next step, then answers. The capture graph plays the well-behaved
+capture policy of notebook 06. With ``AGENTSTATE_LLM_BASE_URL`` set, every
+graph here uses that OpenAI-compatible endpoint instead. The README's
+"Serving every graph" section shows how to run and call them.
 """
 
 from __future__ import annotations
