@@ -47,6 +47,12 @@ from agentstate.rds import (
     build_shared_schema_agent,
     build_turn_cache_agent,
 )
+from agentstate.served import (
+    MEMORY_URL_VAR,
+    build_served_capture,
+    build_served_turn_cache,
+    rds_policy,
+)
 
 PASSWORD = "hunter2-plain"
 SECRET_REF = "$secret:rds-master-password"
@@ -241,6 +247,55 @@ def test_capture_graph_over_the_wire_stores_what_it_stores_offline(memory):
     # the capture model was offered the memory tools, by name, in every request
     offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
     assert {"add_entry", "put_context", "get_context", "list_entries"} <= offered
+
+
+# --- the served graphs opt in to an endpoint through AGENTSTATE_LLM_BASE_URL ---
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_served_turn_cache_graph_on_an_endpoint_named_by_the_environment(mode):
+    payload = {"messages": [{"role": "user", "content": json.dumps(POSTGRES_FIELDS)}]}
+    offline = call(build_served_turn_cache(environ={}), payload, mode)
+    with ReplayServer(PolicyChatModel(policy=rds_policy)) as server:
+        env = {"AGENTSTATE_LLM_BASE_URL": server.base_url, "AGENTSTATE_LLM_MODEL": "replay"}
+        wired = call(build_served_turn_cache(environ=env), payload, mode)
+    assert outcome(wired) == outcome(offline)
+    assert wired["messages"][-1].content == "Stored 5 field(s); the reader in the same batch saw 5."
+    assert [body["model"] for body in server.requests] == ["replay", "replay"]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_served_capture_graph_on_an_endpoint_named_by_the_environment(memory, mode):
+    events = [
+        {"control": "SESSION_START"},
+        *(
+            {"role": r, "content": f"message {i} ✓"}
+            for i, r in enumerate(["user", "assistant"] * 3)
+        ),
+        {"control": "SESSION_END"},
+    ]
+
+    def replay(graph, thread: str) -> list[dict]:
+        config = {"configurable": {"thread_id": thread}}
+        return [call_plain(graph, e, config, mode) for e in events]
+
+    def build(env):
+        return build_served_capture(environ=env, checkpointer=InMemorySaver())
+
+    offline = replay(build({MEMORY_URL_VAR: memory.url}), f"off-{mode}")
+    with ReplayServer(PolicyChatModel(policy=from_wire(CapturePolicy()))) as server:
+        env = {MEMORY_URL_VAR: memory.url, "AGENTSTATE_LLM_BASE_URL": server.base_url}
+        wired = replay(build(env), f"wire-{mode}")
+    strip = [{k: v for k, v in r.items() if k != "memory_id"} for r in offline]
+    assert [{k: v for k, v in r.items() if k != "memory_id"} for r in wired] == strip
+    assert wired[6]["tool_calls"] == ["add_entry", "await_consistency", "put_context"]
+    assert len(server.requests) == len(events)
+
+
+def call_plain(graph, payload, config, mode: str):
+    if mode == "invoke":
+        return graph.invoke(payload, config)
+    return asyncio.run(graph.ainvoke(payload, config))
 
 
 # --- the replay server itself: a real HTTP endpoint with clear errors ---

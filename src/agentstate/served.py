@@ -251,8 +251,10 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
     The memory server is ``AGENTSTATE_MEMORY_URL`` (default ``http://127.0.0.1:8765/mcp``,
     ``agentstate memory serve --db memory.sqlite --transport http --port 8765``). The
     memory is ``configurable.memory_id`` (default: the thread id) in vault
-    ``configurable.vault_id`` (default ``agentstate``). The MCP tools are async; a sync
-    ``invoke`` runs the same code on its own event loop in a worker thread.
+    ``configurable.vault_id`` (default ``agentstate``). A thread's state (what is already
+    persisted, the last ``msg_idx``) lives in the checkpointer: the server brings one; in
+    process, pass ``checkpointer=``. The MCP tools are async; a sync ``invoke`` runs the
+    same code on its own event loop in a worker thread.
     """
     env = os.environ if environ is None else environ
     url = env.get(MEMORY_URL_VAR) or DEFAULT_MEMORY_URL
