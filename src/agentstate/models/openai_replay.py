@@ -173,10 +173,12 @@ class ReplayServer:
         return f"http://{HOST}:{self.port}/v1"
 
     def record(self, body: dict[str, Any]) -> None:
+        """Keep one request body (handler threads call this concurrently)."""
         with self._lock:
             self.requests.append(body)
 
     def start(self) -> ReplayServer:
+        """Bind 127.0.0.1 (a free port unless one was given) and serve in a daemon thread."""
         if self._httpd is not None:
             return self
         self._httpd = ThreadingHTTPServer((HOST, self._port), _handler_for(self))
@@ -188,6 +190,7 @@ class ReplayServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving and free the port; calling it again does nothing."""
         if self._httpd is None:
             return
         self._httpd.shutdown()
