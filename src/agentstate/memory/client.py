@@ -11,13 +11,17 @@ write retried blindly could land twice (the server may have queued it just
 before dying), so before retrying ``add_entry`` or ``put_context`` the client
 asks the server (``await_consistency`` then a read) whether the write is
 already there. Queued writes survive a server kill (the queue is in SQLite),
-so the answer is exact. Taught in notebook 06.
+so the answer is exact.
+
+When the server requires a bearer token, the client sends
+``AGENTSTATE_MEMORY_TOKEN`` (or ``token=``); a refused token is a
+``MemoryAccessDenied`` at once, never a retry. Taught in notebook 06.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import time
 from datetime import timedelta
 from typing import Any
@@ -27,6 +31,7 @@ from langchain_mcp_adapters.sessions import create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.types import CallToolResult, TextContent
 
+from agentstate.memory.cli import TOKEN_ENV
 from agentstate.memory.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
@@ -36,15 +41,24 @@ class MemoryServerUnavailable(ConnectionError):
     """No memory server answers; the message says how to start one."""
 
 
+class MemoryAccessDenied(PermissionError):
+    """The server requires a bearer token and this client's was missing or wrong."""
+
+
 class MemoryToolError(RuntimeError):
     """The server rejected a call (bad input, unknown memory...)."""
 
 
-def http_connection(url: str) -> dict[str, Any]:
-    return {"transport": "streamable_http", "url": url}
+def http_connection(url: str, token: str | None = None) -> dict[str, Any]:
+    """The langchain-mcp-adapters connection for a streamable HTTP server (with its token)."""
+    connection: dict[str, Any] = {"transport": "streamable_http", "url": url}
+    if token:
+        connection["headers"] = {"Authorization": f"Bearer {token}"}
+    return connection
 
 
 def start_hint(url: str) -> str:
+    """What to run when nothing answers at ``url``."""
     port = url.rsplit(":", 1)[-1].split("/", 1)[0]
     return (
         f"no memory server answers at {url}; start one with "
@@ -53,6 +67,7 @@ def start_hint(url: str) -> str:
 
 
 def text_of(result: CallToolResult) -> str:
+    """The text parts of a tool result, joined."""
     return "".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
@@ -103,10 +118,17 @@ class _SessionTask:
             while not self._requests.empty():
                 self._requests.get_nowait()
             if self._current is not None and not self._current.done():
-                self._current.set_exception(
-                    MemoryServerUnavailable(
-                        f"{start_hint(self.connection.get('url', '?'))} ({_root_cause(exc)})"
+                url = self.connection.get("url", "?")
+                if _status(exc) == 401:
+                    self._current.set_exception(
+                        MemoryAccessDenied(
+                            f"the memory server at {url} refused the request: it needs a bearer "
+                            f"token; set {TOKEN_ENV} to the server's token"
+                        )
                     )
+                    return
+                self._current.set_exception(
+                    MemoryServerUnavailable(f"{start_hint(url)} ({_root_cause(exc)})")
                 )
 
     async def close(self) -> None:
@@ -119,10 +141,21 @@ class _SessionTask:
         self._task = None
 
 
-def _root_cause(exc: BaseException) -> str:
+def _root(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    return exc
+
+
+def _root_cause(exc: BaseException) -> str:
+    root = _root(exc)
+    return f"{type(root).__name__}: {root}"
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status behind a transport failure, if it was an HTTP error."""
+    response = getattr(_root(exc), "response", None)
+    return getattr(response, "status_code", None)
 
 
 class MemoryClient:
@@ -130,13 +163,22 @@ class MemoryClient:
 
     ``retry_for`` is how long a call waits for a missing server (0: fail at
     once with the hint that says how to start it). ``stats`` counts retries and
-    writes found already applied, for the notebook's restart lesson.
+    writes found already applied, for the notebook's restart lesson. ``token``
+    defaults to ``$AGENTSTATE_MEMORY_TOKEN``.
     """
 
-    def __init__(self, url: str, *, retry_for: float = 30.0, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        retry_for: float = 30.0,
+        timeout: float = 60.0,
+        token: str | None = None,
+    ) -> None:
         self.url = url
         self.retry_for = retry_for
-        self.connection = http_connection(url)
+        token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self.connection = http_connection(url, token)
         self._session = _SessionTask(self.connection, timeout)
         self.stats = {"retries": 0, "already_written": 0}
 
@@ -147,6 +189,7 @@ class MemoryClient:
         await self.close()
 
     async def close(self) -> None:
+        """End the MCP session (its background task)."""
         await self._session.close()
 
     async def tools(self) -> list[BaseTool]:
@@ -163,14 +206,20 @@ class MemoryClient:
     async def _intercept(self, request, handler) -> CallToolResult:
         return await self.call_result(request.name, dict(request.args))
 
-    async def call(self, name: str, **args: Any) -> str:
-        """Call a tool directly; return its text or raise MemoryToolError."""
+    async def call(self, name: str, **args: Any) -> Any:
+        """Call a tool directly; return its structured content (a dict) or its text.
+
+        Raises ``MemoryToolError`` with the server's message when the call is refused.
+        """
         result = await self.call_result(name, args)
         if result.isError:
             raise MemoryToolError(f"{name}: {text_of(result)}")
+        if result.structuredContent is not None and "result" not in result.structuredContent:
+            return result.structuredContent
         return text_of(result)
 
     async def call_result(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        """Call a tool through the kept session, waiting for a restarted server (see class)."""
         deadline = time.monotonic() + self.retry_for
         failed = False
         while True:
@@ -202,7 +251,7 @@ class MemoryClient:
                 "list_entries",
                 {"vault_id": args.get("vault_id"), "memory_id": memory_id, "limit": 50},
             )
-            entries = json.loads(text_of(result)).get("entries", []) if not result.isError else []
+            entries = [] if result.isError else (result.structuredContent or {}).get("entries", [])
             return any(
                 e["raw_entry"] == args.get("raw_entry") and e["tags"] == (args.get("tags") or {})
                 for e in entries
@@ -210,7 +259,7 @@ class MemoryClient:
         result = await self._session.call(
             "search_memories", {"memory_id": memory_id, "query": "", "top_ke": 0, "top_kc": 1}
         )
-        contexts = json.loads(text_of(result)).get("contexts", []) if not result.isError else []
+        contexts = [] if result.isError else (result.structuredContent or {}).get("contexts", [])
         return bool(contexts) and contexts[0]["content"] == args.get("content")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.capture import build_capture_graph
+from agentstate.memory.capture import build_capture_graph, check_turn
 from agentstate.memory.client import WRITE_TOOLS, MemoryClient
 from agentstate.memory.conversations import Conversation, Event
 from agentstate.memory.react import build_react_agent
@@ -81,8 +81,9 @@ class CaptureRun(_Run):
         }
 
     async def send(self, event: Event) -> dict[str, Any]:
+        """Capture one event: validated first, so a bad one changes nothing."""
+        message = check_turn(event.to_message())
         await self.ensure_memory(event.thread)
-        message = event.to_message()
         return await self.graph.ainvoke(
             {"messages": [message], "turn": message}, self.config(event.thread), durability="sync"
         )

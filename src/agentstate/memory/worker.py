@@ -17,22 +17,22 @@ import sys
 if __name__ == "__main__":  # see agentstate.memory.server: ~3 s less per start
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
-
 from agentstate.memory.client import MemoryClient  # noqa: E402
 from agentstate.memory.conversations import load, synthetic  # noqa: E402
 from agentstate.memory.observer import CaptureRun  # noqa: E402
 from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
+from agentstate.persistence import async_sqlite_checkpointer  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> int:
+    """Resume what the checkpoints show half done, then send the events not yet handled."""
     conversation = (
         synthetic(int(args.conversation.split(":")[1]))
         if args.conversation.startswith("synthetic:")
         else load(args.conversation)
     )
     async with (
-        AsyncSqliteSaver.from_conn_string(args.checkpoints) as saver,
+        async_sqlite_checkpointer(args.checkpoints) as saver,
         MemoryClient(args.url, retry_for=args.retry_for) as client,
     ):
         capture = CaptureRun(
@@ -59,6 +59,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp"

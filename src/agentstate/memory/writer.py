@@ -1,11 +1,14 @@
 """The writer: one thread drains the durable write queue of the memory server.
 
-``add_entry`` and ``put_context`` are asynchronous in the anchor service: they
-answer "enqueued" and a writer applies them later. A client that needs its
+``add_entry`` and ``put_context`` are asynchronous in Mycelian Memory, the
+service whose tools the server reproduces: they answer "enqueued" and a
+writer applies them later. A client that needs its
 writes visible (and durable in their final tables) calls
 ``await_consistency``, which waits here until no write of that memory is
 queued. The queue lives in SQLite (see ``store``), so writes queued before a
-server kill are applied by the next server on the same file. Notebook 06.
+server kill are applied by the next server on the same file. The pending
+counts are exact because one process at a time serves a file
+(``store.StoreInUseError``). Notebook 06.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Writer:
                     self._cond.notify_all()
 
     def pending(self, memory_id: str) -> int:
+        """Writes of ``memory_id`` queued and not applied yet."""
         with self._cond:
             return self._pending[memory_id]
 
