@@ -2,7 +2,8 @@
 
 ``MemoryClient(url)`` loads the server's tools with ``load_mcp_tools`` and
 routes every call through one long-lived MCP session (a new session per call
-costs ~100 ms here, a kept one ~15 ms). The session lives in its own asyncio
+costs ~100 ms here; the server keeps its side of the session too, see
+``scripts/bench_memory.py`` for what a call costs). The session lives in its own asyncio
 task, because when the server dies the MCP client cancels the task that owns
 the session: that must not be the notebook's or the graph's task.
 
@@ -29,12 +30,14 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.sessions import create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
+from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
 from agentstate.memory.cli import TOKEN_ENV
 from agentstate.memory.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
+SESSION_TERMINATED = 32600  # what the MCP client reports when the server forgot the session
 
 
 class MemoryServerUnavailable(ConnectionError):
@@ -104,6 +107,18 @@ class _SessionTask:
                         result = await session.call_tool(
                             name, args, read_timeout_seconds=timedelta(seconds=self.timeout)
                         )
+                    except McpError as exc:
+                        if exc.error.code == SESSION_TERMINATED:  # a restarted server
+                            if not future.done():
+                                future.set_exception(
+                                    MemoryServerUnavailable(
+                                        "the memory server ended this session (restarted?)"
+                                    )
+                                )
+                            return  # the next call opens a new session
+                        if not future.done():
+                            future.set_exception(exc)
+                        continue
                     except Exception as exc:  # a protocol error: the session itself is fine
                         if not future.done():
                             future.set_exception(exc)

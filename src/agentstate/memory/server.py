@@ -38,7 +38,7 @@ if __name__ == "__main__":
 import anyio  # noqa: E402
 from mcp.server.fastmcp import FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
-from pydantic import BeforeValidator  # noqa: E402
+from pydantic import WithJsonSchema  # noqa: E402
 
 from agentstate.memory.cli import TOKEN_ENV, OneLineParser, add_serve_arguments  # noqa: E402
 from agentstate.memory.store import (  # noqa: E402
@@ -57,20 +57,26 @@ CONSISTENCY_TIMEOUT = 30.0
 HOST = "127.0.0.1"
 
 
-def _strict_int(name: str, low: int, high: int):
-    """A validator run before pydantic's: it would turn ``True`` into 1 and ``"10"`` into 10."""
+def _int_arg(low: int, high: int, default: int):
+    """An integer argument checked by the tool itself, not coerced by pydantic first.
 
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"{name} must be an integer between {low} and {high}, got {value!r}")
-        return value
+    Pydantic's lax mode would turn ``True`` into 1 and ``"10"`` into 10; typed
+    ``Any`` with the integer schema, the value arrives as sent and ``_int``
+    refuses it with a plain message (the schema clients see is unchanged).
+    """
+    schema = {"type": "integer", "minimum": low, "maximum": high, "default": default}
+    return Annotated[Any, WithJsonSchema(schema)]
 
-    return BeforeValidator(check)
+
+Limit = _int_arg(1, 50, 25)
+TopKe = _int_arg(0, 25, 5)
+TopKc = _int_arg(1, 10, 1)
 
 
-Limit = Annotated[int, _strict_int("limit", 1, 50)]
-TopKe = Annotated[int, _strict_int("top_ke", 0, 25)]
-TopKc = Annotated[int, _strict_int("top_kc", 1, 10)]
+def _int(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MemoryInputError(f"{name} must be an integer between {low} and {high}, got {value!r}")
+    return value
 
 
 def _tags(tags: Any) -> dict[str, Any]:
@@ -102,7 +108,8 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         host=HOST,
         port=port,
         log_level="WARNING",
-        stateless_http=True,
+        # a kept session: a stateless server sets up a transport and a session per request
+        stateless_http=False,
         json_response=True,
     )
 
@@ -165,6 +172,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         pages back in time; with ``after``, ``next`` = {"after": ...} pages forward.
         """
         store.require_memory(vault_id, memory_id)
+        _int(limit, "limit", 1, 50)
         if before is not None and after is not None:
             raise MemoryInputError("give before or after, not both")
         cursors = {
@@ -221,6 +229,8 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         """Full-text search of entries (top_ke 0..25) plus the latest contexts (top_kc 1..10)."""
         store.vault_of(memory_id)
         check_text(query, "query", blank_ok=True)
+        _int(top_ke, "top_ke", 0, 25)
+        _int(top_kc, "top_kc", 1, 10)
         found = {
             "entries": store.search(memory_id, query, top_ke),
             "contexts": store.contexts(memory_id, top_kc),

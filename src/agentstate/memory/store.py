@@ -8,6 +8,14 @@ snapshot plus marking it applied), so nothing is ever half-written. The
 ``ops`` log records every successful tool call on a memory, reads included,
 which lets the auditor of notebook 06 check bootstraps and flushes from the
 store alone. Entries are indexed with SQLite FTS5. Timestamps are RFC3339 UTC.
+
+Durability: WAL with ``synchronous=NORMAL``. A transaction is in the WAL
+file when COMMIT returns, so a killed server (even SIGKILL) loses nothing it
+answered "enqueued" for: the operating system still writes the file out. What
+NORMAL gives up is the fsync at each commit: after a power loss or an OS
+crash the last transactions before it (up to the previous checkpoint of the
+WAL) can be missing, though the file is never corrupted. ``synchronous=FULL``
+(``MemoryStore(path, fsync=True)``) keeps those too, at one fsync per write.
 """
 
 from __future__ import annotations
@@ -170,7 +178,7 @@ class MemoryStore:
     folder is missing, or the file is not an SQLite database.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, fsync: bool = False) -> None:
         self.path = Path(path)
         _check_sqlite_file(self.path)  # before anything touches it: bad input changes nothing
         try:
@@ -185,7 +193,7 @@ class MemoryStore:
         try:
             with self._lock:
                 self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=FULL")
+                self._conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
                 self._conn.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -297,6 +305,27 @@ class MemoryStore:
 
     def apply(self, item: dict[str, Any]) -> None:
         """Apply one queued write and mark it applied, atomically (idempotent by seq)."""
+        self.apply_many([item])
+
+    def apply_many(self, items: list[dict[str, Any]]) -> None:
+        """Apply queued writes in one transaction, each at most once (checked inside it)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for item in items:
+                    still = self._conn.execute(
+                        "SELECT 1 FROM queue WHERE seq = ? AND applied_at IS NULL", (item["seq"],)
+                    ).fetchone()
+                    if still:
+                        for statement in self._apply_statements(item):
+                            self._conn.execute(*statement)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @staticmethod
+    def _apply_statements(item: dict[str, Any]) -> list[tuple[str, tuple]]:
         payload = json.loads(item["payload"])
         stamp = payload["enqueued_at"]
         mark = (
@@ -323,19 +352,7 @@ class MemoryStore:
                 "VALUES (?, ?, ?, ?)",
                 (payload["vault_id"], item["memory_id"], payload["content"], stamp),
             )
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:  # checked inside the write transaction: applied once, whoever else looks
-                still = self._conn.execute(
-                    "SELECT 1 FROM queue WHERE seq = ? AND applied_at IS NULL", (item["seq"],)
-                ).fetchone()
-                if still:
-                    self._conn.execute(*write)
-                    self._conn.execute(*mark)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        return [write, mark]
 
     def pending_count(self, memory_id: str) -> int:
         """Queued writes of ``memory_id`` not applied yet, counted in the database."""

@@ -17,11 +17,11 @@ import sys
 if __name__ == "__main__":  # see agentstate.memory.server: ~3 s less per start
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
+from agentstate.memory.checkpoints import async_capture_checkpointer  # noqa: E402
 from agentstate.memory.client import MemoryClient  # noqa: E402
 from agentstate.memory.conversations import load, synthetic  # noqa: E402
 from agentstate.memory.observer import CaptureRun  # noqa: E402
 from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
-from agentstate.persistence import async_sqlite_checkpointer  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -32,7 +32,7 @@ async def run(args: argparse.Namespace) -> int:
         else load(args.conversation)
     )
     async with (
-        async_sqlite_checkpointer(args.checkpoints) as saver,
+        async_capture_checkpointer(args.checkpoints) as saver,
         MemoryClient(args.url, retry_for=args.retry_for) as client,
     ):
         capture = CaptureRun(

@@ -55,11 +55,15 @@ class Writer:
                 self._cond.wait_for(lambda: self._stopping or +self._pending, timeout=0.5)
                 if self._stopping and not +self._pending:
                     return
-            for item in self.store.pending():
+            queued = self.store.pending()
+            # one transaction for what is queued now (one commit, not one per write);
+            # with a delay (tests, the notebook's slow writer) one write at a time
+            batches = [[item] for item in queued] if self.delay else [queued] if queued else []
+            for batch in batches:
                 if self.delay:
                     time.sleep(self.delay)
                 try:
-                    self.store.apply(item)
+                    self.store.apply_many(batch)
                 except Exception as exc:  # reported by await_consistency; retried
                     with self._cond:
                         self._error = f"{type(exc).__name__}: {exc}"
@@ -67,7 +71,8 @@ class Writer:
                     break
                 with self._cond:
                     self._error = None
-                    self._pending[item["memory_id"]] -= 1
+                    for item in batch:
+                        self._pending[item["memory_id"]] -= 1
                     self._cond.notify_all()
 
     def pending(self, memory_id: str) -> int:
