@@ -140,17 +140,27 @@ async def graph_step_floor(workdir: Path, n: int, run: str, bar: tqdm) -> float:
         return time.perf_counter() - started
 
 
+def split(conversation: Conversation) -> list[Conversation]:
+    """One conversation per thread (threads are captured concurrently)."""
+    return [Conversation(t, t, tuple(conversation.thread_events(t))) for t in conversation.threads]
+
+
 async def direct(client: MemoryClient, conversation: Conversation, run: str, bar) -> dict:
-    memory_id = f"{run}.{conversation.threads[0]}"
-    await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
-    for c in planned_calls(conversation, memory_id):
-        await client.call(c["name"], **c["args"])
-        bar.update(c["name"] == "add_entry")
-    return {conversation.threads[0]: memory_id}
+    """The capture calls sent straight through the client; threads side by side."""
+
+    async def one(thread: Conversation) -> None:
+        memory_id = f"{run}.{thread.name}"
+        await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+        for c in planned_calls(thread, memory_id):
+            await client.call(c["name"], **c["args"])
+            bar.update(c["name"] == "add_entry")
+
+    await asyncio.gather(*(one(t) for t in split(conversation)))
+    return {t: f"{run}.{t}" for t in conversation.threads}
 
 
 async def capture(client, conversation, run: str, workdir: Path, bar) -> tuple[dict, int]:
-    """Replay through the tool-only graph; return the memories and the graph steps taken."""
+    """Replay through the tool-only graph (threads side by side); memories and graph steps."""
     async with async_capture_checkpointer(workdir / f"{run}.sqlite") as saver:
         agent = CaptureRun(
             client,
@@ -160,21 +170,28 @@ async def capture(client, conversation, run: str, workdir: Path, bar) -> tuple[d
             checkpointer=saver,
         )
         steps = 0
-        for event in conversation.events:
-            await agent.ensure_memory(event.thread)
-            message = event.to_message()
-            async for _ in agent.graph.astream(
-                {"messages": [message], "turn": message},
-                agent.config(event.thread),
-                durability="sync",
-                stream_mode="updates",
-            ):
-                steps += 1
-            bar.update(event.kind == "message")
+
+        async def one(thread: Conversation) -> None:
+            nonlocal steps
+            for event in thread.events:
+                await agent.ensure_memory(event.thread)
+                message = event.to_message()
+                async for _ in agent.graph.astream(
+                    {"messages": [message], "turn": message},
+                    agent.config(event.thread),
+                    durability="sync",
+                    stream_mode="updates",
+                ):
+                    steps += 1
+                bar.update(event.kind == "message")
+
+        await asyncio.gather(*(one(t) for t in split(conversation)))
     return agent.memories(conversation), steps + len(conversation.events)  # + input step
 
 
-async def one_round(server, conversation, n: int, workdir: Path, bar) -> dict[str, float]:
+async def one_round(
+    server, conversation, n: int, workdir: Path, bar, concurrent: Conversation | None
+) -> dict[str, float]:
     """Seconds per message for every layer, measured back to back in one round."""
     messages = sum(len(conversation.messages(t)) for t in conversation.threads)
     planned = planned_calls(conversation, "x")
@@ -189,18 +206,26 @@ async def one_round(server, conversation, n: int, workdir: Path, bar) -> dict[st
         bar.set_description(f"round {n + 1}: graph step")
         per_call["graph step"] = await graph_step_floor(workdir, messages, f"r{n}", bar) / messages
         results: dict[str, float] = {}
-        for agent in ("direct", "capture"):
+        steps = 0
+        runs = [("direct", conversation), ("capture", conversation)]
+        if concurrent is not None:
+            width = len(concurrent.threads)
+            runs += [(f"direct x{width}", concurrent), (f"capture x{width}", concurrent)]
+        for agent, conv in runs:
             bar.set_description(f"round {n + 1}: {agent}")
-            run = f"{agent}{n}"
+            run = f"{agent.split()[0]}{n}{'c' if conv is concurrent else ''}"
             started = time.perf_counter()
-            if agent == "direct":
-                memories = await direct(client, conversation, run, bar)
+            if agent.startswith("direct"):
+                memories = await direct(client, conv, run, bar)
             else:
-                memories, steps = await capture(client, conversation, run, workdir, bar)
+                memories, taken = await capture(client, conv, run, workdir, bar)
+                if conv is conversation:
+                    steps = taken
             for memory_id in memories.values():
                 await client.call("await_consistency", memory_id=memory_id)
-            results[agent] = (time.perf_counter() - started) / messages
-            violations = audit(server.db, conversation, memories)
+            count = sum(len(conv.messages(t)) for t in conv.threads)
+            results[agent] = (time.perf_counter() - started) / count
+            violations = audit(server.db, conv, memories)
             if violations:
                 raise SystemExit(f"{agent}: the auditor found {violations[0]} (+{len(violations)})")
     calls_per_message = len(planned) / messages
@@ -215,7 +240,7 @@ async def one_round(server, conversation, n: int, workdir: Path, bar) -> dict[st
     }
 
 
-def figure(medians: dict[str, float], path: Path) -> None:
+def figure(medians: dict[str, float], layers: list[str], path: Path) -> None:
     """A bar chart of msg/s (or calls/s for the floors) per layer."""
     import matplotlib
 
@@ -223,8 +248,9 @@ def figure(medians: dict[str, float], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    rates = [1 / medians[k] for k in LAYERS]
-    bars = ax.barh(list(LAYERS), rates, color=["#9ab"] * 4 + ["#37a", "#135"])
+    rates = [1 / medians[k] for k in layers]
+    colours = ["#9ab" if k in LAYERS[:4] else "#37a" for k in layers]
+    bars = ax.barh(layers, rates, color=colours)
     ax.bar_label(bars, labels=[f"{r:,.0f}" for r in rates], padding=3, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -239,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="also capture this many conversations side by side (1: sequential only)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
         "--figure", type=Path, help="where to write the figure (default: the run's temp folder)"
@@ -247,16 +279,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.messages < 12 or args.rounds < 1:
         parser.error("--messages must be >= 12 and --rounds >= 1")
     conversation = synthetic(args.messages, thread="t0")
+    concurrent = None
+    if args.threads > 1:
+        events = []
+        for t in range(args.threads):
+            events += synthetic(args.messages // args.threads, thread=f"c{t}").events
+        concurrent = Conversation("concurrent", "concurrent", tuple(events))
+    agents = 2 + (2 if concurrent else 0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     load_before = os.getloadavg()
     rounds = []
-    # per round: store, http, ping, graph step, direct and capture each count the messages
+    # per round: the four floors and each agent count the messages
+    total = (4 + agents) * args.messages * args.rounds
     with (
         ServerProcess(workdir / "memory.sqlite") as server,
-        tqdm(total=6 * args.messages * args.rounds, unit="msg", file=sys.stderr) as bar,
+        tqdm(total=total, unit="msg", file=sys.stderr) as bar,
     ):
         for n in range(args.rounds):
-            rounds.append(asyncio.run(one_round(server, conversation, n, workdir, bar)))
+            rounds.append(asyncio.run(one_round(server, conversation, n, workdir, bar, concurrent)))
     load_after = os.getloadavg()
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
     rows = [
@@ -272,18 +312,40 @@ def main(argv: list[str] | None = None) -> int:
             "capture_floor",
         ),
     ]
+    if concurrent is not None:
+        w = args.threads
+        rows += [
+            (
+                f"direct x{w}",
+                f"{w} conversations side by side",
+                med[f"direct x{w}"],
+                "direct_floor",
+            ),
+            (
+                f"capture x{w}",
+                f"{w} conversations side by side",
+                med[f"capture x{w}"],
+                "capture_floor",
+            ),
+        ]
     print(
         f"\n{args.messages} messages x {args.rounds} round(s); medians; load average "
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after "
         f"on {os.cpu_count()} CPUs (a shared machine: compare ratios, not absolutes)"
     )
-    print(f"{'layer':<11} {'what':<47} {'ms':>7} {'per s':>8} {'floor ms':>9} {'ratio':>6}")
+    print(f"{'layer':<12} {'what':<47} {'ms':>7} {'per s':>8} {'floor ms':>9} {'ratio':>6}")
     for name, what, seconds, floor in rows:
         floor_s = f"{med[floor] * 1e3:9.2f}" if floor else f"{'':9}"
         ratio = f"{seconds / med[floor]:6.2f}" if floor else f"{'':6}"
-        print(f"{name:<11} {what:<47} {seconds * 1e3:7.2f} {1 / seconds:8.0f} {floor_s} {ratio}")
+        print(f"{name:<12} {what:<47} {seconds * 1e3:7.2f} {1 / seconds:8.0f} {floor_s} {ratio}")
+    print(
+        "ms: per message (agents) or per call/step (floors); floor: store + HTTP round trip per "
+        "tool call, plus one no-op graph step per graph step for capture; side-by-side rows "
+        "are compared with the sequential floor"
+    )
+    layers = [name for name, *_ in rows]
     path = args.figure or workdir / "bench_memory.png"
-    figure(med, path)
+    figure(med, layers, path)
     print(f"figure: {path}")
     summary = {
         "messages": args.messages,
@@ -291,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": [round(load_before[0], 2), round(load_after[0], 2)],
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
-        "median_ms": {k: round(v * 1e3, 3) for k, v in med.items() if k in LAYERS},
-        "messages_per_s": {k: round(1 / med[k], 1) for k in ("direct", "capture")},
+        "threads_side_by_side": args.threads,
+        "median_ms": {k: round(med[k] * 1e3, 3) for k in layers},
+        "messages_per_s": {k: round(1 / med[k], 1) for k in layers if k not in LAYERS[:4]},
         "floor_ms": {k: round(med[f"{k}_floor"] * 1e3, 3) for k in ("direct", "capture")},
         "ratio_to_floor": {k: round(med[k] / med[f"{k}_floor"], 2) for k in ("direct", "capture")},
         "calls_per_message": round(med["calls_per_message"], 3),

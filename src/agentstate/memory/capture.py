@@ -16,8 +16,10 @@ the model only what is the model's to say (a summary, a context document):
 - FLUSH_CONTEXT / SESSION_END, and after every msg_idx % 6 == 0 -> await_consistency,
   put_context; control messages are typed, never persisted.
 
-``dispatch`` then sends the plan to a ``ToolNode`` one call at a time, so the
-store sees the calls in plan order. Every change the guard made to the model's
+``llm_call`` hands the plan's first call to a ``ToolNode`` and ``dispatch``
+the others, one call at a time, so the store sees the calls in plan order and
+each call is checkpointed before it is sent (what ``observer.CaptureRun.resume``
+relies on after a kill). Every change the guard made to the model's
 proposal is recorded in ``corrections``. State stays bounded: at each turn the
 previous turns' tool messages and chat beyond the model's window are removed
 (the memory server holds the history), so a 1,000-message thread costs the
@@ -197,6 +199,11 @@ def _session_key(turn: BaseMessage) -> str:
     return str(turn.id) if turn.id is not None else f"position {position}"
 
 
+def _one_call(call: dict[str, Any]) -> AIMessage:
+    """The AIMessage that hands one planned call to the ToolNode."""
+    return AIMessage(content="", tool_calls=[call], id=f"ai-{call['id']}")
+
+
 def _differences(label: str, proposed: list[dict], plan: list[dict]) -> list[str]:
     """What the guard changed, in words: dropped, added or corrected calls."""
     out = []
@@ -232,16 +239,25 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         plan, update = guard(turn, proposed, state, vault_id, memory_id)
         for n, c in enumerate(plan):
             c["id"] = f"{turn.id}-c{n}"
-        return {"plan": plan, **update, "messages": stale(state["messages"], turn, window)}
+        removed = stale(state["messages"], turn, window)
+        if not plan:
+            return {"plan": [], **update, "messages": removed}
+        # the first call goes out from here: one checkpointed step per turn fewer than a
+        # separate dispatch, and the call is still checkpointed before the tools run it
+        first, *rest = plan
+        return {"plan": rest, **update, "messages": [*removed, _one_call(first)]}
 
-    def dispatch(state: CaptureState) -> dict[str, Any]:
+    # async on purpose: under ainvoke LangGraph runs a sync node or router in a worker
+    # thread, a hand-off that costs more than these few lines on a busy machine
+    async def dispatch(state: CaptureState) -> dict[str, Any]:
         first, *rest = state["plan"]
-        return {
-            "messages": [AIMessage(content="", tool_calls=[first], id=f"ai-{first['id']}")],
-            "plan": rest,
-        }
+        return {"messages": [_one_call(first)], "plan": rest}
 
-    def more(state: CaptureState) -> str:
+    async def planned(state: CaptureState) -> str:
+        last = state["messages"][-1] if state.get("messages") else None
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    async def more(state: CaptureState) -> str:
         return "dispatch" if state.get("plan") else END
 
     builder = StateGraph(CaptureState)
@@ -249,7 +265,7 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
     builder.add_node("dispatch", dispatch)
     builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "llm_call")
-    builder.add_conditional_edges("llm_call", more, ["dispatch", END])
+    builder.add_conditional_edges("llm_call", planned, ["tools", END])
     builder.add_edge("dispatch", "tools")
     builder.add_conditional_edges("tools", more, ["dispatch", END])
     return builder.compile(checkpointer=checkpointer)

@@ -38,6 +38,7 @@ from agentstate.memory.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
 SESSION_TERMINATED = 32600  # what the MCP client reports when the server forgot the session
+CONNECTION_CLOSED = -32000  # ... and for calls in flight when the transport closed
 
 
 class MemoryServerUnavailable(ConnectionError):
@@ -75,76 +76,97 @@ def text_of(result: CallToolResult) -> str:
 
 
 class _SessionTask:
-    """One MCP session owned by a background task; callers send requests to it."""
+    """One MCP session owned by a background task; callers hand it their requests.
+
+    Requests run concurrently over the session (JSON-RPC ids keep the replies
+    apart), so several conversations can be captured at once; each caller
+    still awaits its own call, which keeps one memory's calls in order.
+    """
 
     def __init__(self, connection: dict[str, Any], timeout: float) -> None:
         self.connection = connection
         self.timeout = timeout
         self._requests: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
-        self._current: asyncio.Future | None = None
-        self._lock = asyncio.Lock()
+        self._inflight: set[asyncio.Future] = set()
 
     async def call(self, name: str, args: dict[str, Any]) -> CallToolResult:
-        async with self._lock:  # one request in flight: tool calls are sequential here
-            future = asyncio.get_running_loop().create_future()
-            self._current = future
-            if self._task is None or self._task.done():
-                self._task = asyncio.create_task(self._run(), name="memory-mcp-session")
-            await self._requests.put((name, args, future))
-            try:
-                return await future
-            finally:
-                self._current = None
+        future = asyncio.get_running_loop().create_future()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="memory-mcp-session")
+        self._inflight.add(future)
+        await self._requests.put((name, args, future))
+        try:
+            return await future
+        finally:
+            self._inflight.discard(future)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """Every waiting caller gets ``exc``; requests not sent yet are dropped."""
+        while not self._requests.empty():
+            self._requests.get_nowait()
+        for future in list(self._inflight):
+            if not future.done():
+                future.set_exception(exc)
 
     async def _run(self) -> None:
+        workers: set[asyncio.Task] = set()
+        url = self.connection.get("url", "?")
         try:
             async with create_session(self.connection) as session:
                 await session.initialize()
                 while True:
-                    name, args, future = await self._requests.get()
-                    try:
-                        result = await session.call_tool(
-                            name, args, read_timeout_seconds=timedelta(seconds=self.timeout)
-                        )
-                    except McpError as exc:
-                        if exc.error.code == SESSION_TERMINATED:  # a restarted server
-                            if not future.done():
-                                future.set_exception(
-                                    MemoryServerUnavailable(
-                                        "the memory server ended this session (restarted?)"
-                                    )
-                                )
-                            return  # the next call opens a new session
-                        if not future.done():
-                            future.set_exception(exc)
-                        continue
-                    except Exception as exc:  # a protocol error: the session itself is fine
-                        if not future.done():
-                            future.set_exception(exc)
-                        continue
-                    if not future.done():
-                        future.set_result(result)
+                    request = await self._requests.get()
+                    if request is None:  # the server ended the session: open a new one
+                        self._fail_all(MemoryServerUnavailable(f"{url} ended the session"))
+                        return
+                    worker = asyncio.create_task(self._one(session, *request))
+                    workers.add(worker)
+                    worker.add_done_callback(workers.discard)
         except asyncio.CancelledError:
-            if self._current is not None and not self._current.done():
-                self._current.set_exception(MemoryServerUnavailable("memory client closed"))
+            self._fail_all(MemoryServerUnavailable("memory client closed"))
             raise
         except BaseException as exc:  # the transport died: ExceptionGroup from the MCP client
-            while not self._requests.empty():
-                self._requests.get_nowait()
-            if self._current is not None and not self._current.done():
-                url = self.connection.get("url", "?")
-                if _status(exc) == 401:
-                    self._current.set_exception(
-                        MemoryAccessDenied(
-                            f"the memory server at {url} refused the request: it needs a bearer "
-                            f"token; set {TOKEN_ENV} to the server's token"
-                        )
+            if _status(exc) == 401:
+                self._fail_all(
+                    MemoryAccessDenied(
+                        f"the memory server at {url} refused the request: it needs a bearer "
+                        f"token; set {TOKEN_ENV} to the server's token"
                     )
-                    return
-                self._current.set_exception(
-                    MemoryServerUnavailable(f"{start_hint(url)} ({_root_cause(exc)})")
                 )
+                return
+            self._fail_all(MemoryServerUnavailable(f"{start_hint(url)} ({_root_cause(exc)})"))
+        finally:
+            for worker in workers:
+                worker.cancel()
+
+    async def _one(self, session, name: str, args: dict[str, Any], future) -> None:
+        def settle(exc: BaseException | None = None, result: Any = None) -> None:
+            if not future.done():
+                future.set_exception(exc) if exc is not None else future.set_result(result)
+
+        try:
+            result = await session.call_tool(
+                name, args, read_timeout_seconds=timedelta(seconds=self.timeout)
+            )
+        except McpError as exc:
+            if exc.error.code in (SESSION_TERMINATED, CONNECTION_CLOSED):  # server restarted/died
+                settle(MemoryServerUnavailable(f"{exc.error.message} ({start_hint(self._url)})"))
+                self._requests.put_nowait(None)
+                return
+            settle(exc)  # a protocol error: the session itself is fine
+            return
+        except asyncio.CancelledError:
+            settle(MemoryServerUnavailable("the memory session closed during the call"))
+            raise
+        except Exception as exc:
+            settle(exc)
+            return
+        settle(result=result)
+
+    @property
+    def _url(self) -> str:
+        return self.connection.get("url", "?")
 
     async def close(self) -> None:
         if self._task is not None and not self._task.done():

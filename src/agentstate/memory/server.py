@@ -114,7 +114,14 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     )
 
     def tool(fn):
-        """Register ``fn`` as a tool whose input errors become MCP errors with their message."""
+        """Register ``fn`` as a tool whose input errors become MCP errors with their message.
+
+        A tool that answers one word ("enqueued", "consistent", a context's text)
+        is registered without an output schema: the MCP client checks every
+        structured result against its schema with jsonschema, which costs more
+        CPU than the rest of the call. The reads that return records
+        (``list_entries``, ``get_entry``, ``search_memories``) stay structured.
+        """
 
         @functools.wraps(fn)
         async def wrapper(*args, **kwargs):
@@ -123,7 +130,8 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
             except (MemoryInputError, TimeoutError) as exc:
                 raise ToolError(str(exc)) from None
 
-        return mcp.tool()(wrapper)
+        returns_text = fn.__annotations__.get("return") in ("str", str)
+        return mcp.tool(structured_output=not returns_text)(wrapper)
 
     @tool
     async def create_memory(vault_id: str, memory_id: str, title: str = "") -> str:
