@@ -91,6 +91,7 @@ class _SessionTask:
         self._inflight: set[asyncio.Future] = set()
 
     async def call(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        """Send one tool call through the session (opened on first use) and await its result."""
         future = asyncio.get_running_loop().create_future()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="memory-mcp-session")
@@ -169,6 +170,7 @@ class _SessionTask:
         return self.connection.get("url", "?")
 
     async def close(self) -> None:
+        """Cancel the session's task; waiting callers get ``MemoryServerUnavailable``."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
             try:
