@@ -243,6 +243,7 @@ async def one_round(
 def figure(medians: dict[str, float], layers: list[str], path: Path) -> None:
     """A bar chart of msg/s (or calls/s for the floors) per layer."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -254,6 +255,7 @@ def figure(medians: dict[str, float], layers: list[str], path: Path) -> None:
     ax.bar_label(bars, labels=[f"{r:,.0f}" for r in rates], padding=3, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no overlapping labels
     ax.set_xlabel("per second (log scale): floors per call or step, agents per message")
     ax.set_title("Memory capture, each layer (medians)")
     fig.tight_layout()
