@@ -365,3 +365,28 @@ def test_serve_with_bad_db_or_port_fails_in_one_line(tmp_path):
     assert stat.S_IMODE(os.stat(not_sqlite).st_mode) == mode
     assert not (tmp_path / "notes.txt.lock").exists()
     assert not (tmp_path / "m.sqlite").exists()
+
+
+def worker_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "agentstate.memory.worker", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_worker_fails_in_one_line(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    ck = str(tmp_path / "ck.sqlite")
+    cases = [
+        (["--url", url, "--checkpoints", ck, "--retry-for", "0"], "agentstate memory serve"),
+        (["--url", url, "--checkpoints", ck, "--conversation", "nope"], "no conversation 'nope'"),
+        (["--url", url, "--checkpoints", str(tmp_path / "no" / "ck.sqlite")], "does not exist"),
+    ]
+    for args, message in cases:
+        done = worker_cli(*args)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (args, done.stderr[-600:])
+        assert message in lines[0] and "Traceback" not in done.stderr
