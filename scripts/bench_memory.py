@@ -7,7 +7,8 @@ SESSION_END), every layer from the bottom up:
 - ``store``: the server's SQLite store alone, in this process (enqueue + apply);
 - ``http``: a bare HTTP round trip to the same server (a path MCP does not
   serve: uvicorn and starlette only);
-- ``mcp ping``: an MCP request over the client's kept session (no tool);
+- ``mcp ping``: one MCP tool call over the client's kept session (``get_context``:
+  a read plus its line in the call log, no queued write);
 - ``graph step``: a one-node LangGraph graph with the capture graph's SQLite
   checkpointer (WAL, synchronous=NORMAL, ``durability="sync"``), no tool;
 - ``direct``: the capture calls (add_entry, bootstrap, flushes) sent straight
@@ -111,7 +112,7 @@ async def http_floor(server: ServerProcess, n: int, bar: tqdm) -> float:
 
 
 async def ping_floor(client: MemoryClient, n: int, bar: tqdm) -> float:
-    """Seconds for ``n`` MCP requests over the kept session (a tool that only reads)."""
+    """Seconds for ``n`` MCP calls over the kept session (``get_context``: no queued write)."""
     await client.call("create_memory", vault_id=VAULT, memory_id="ping")
     started = time.perf_counter()
     for _ in range(n):
