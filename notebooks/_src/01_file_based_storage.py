@@ -60,8 +60,9 @@ from agentstate.tracing import ToolTimeline
 
 order = list(POSTGRES_FIELDS)
 timeline = ToolTimeline()
+delay = finish_last_first(order, unit=0.1)  # call 1 sleeps 0.5 s ... call 5 sleeps 0.1 s
 agent = build_file_storage_agent(
-    one_batch_model(POSTGRES_FIELDS), delay=finish_last_first(order), middleware=[timeline]
+    one_batch_model(POSTGRES_FIELDS), delay=delay, middleware=[timeline]
 )
 state = agent.invoke(user_turn())
 survivors = file_fields(state)

@@ -460,7 +460,7 @@ NODE_GLOSSARY: dict[str, tuple[str, str]] = {
 
 
 def glossary_rows(graph: Any) -> list[dict[str, str]]:
-    """One row per node of a compiled graph, from :data:`NODE_GLOSSARY` (an error if one is unknown)."""
+    """One row per node of a compiled graph from :data:`NODE_GLOSSARY` (fails on unknown ones)."""
     return [
         {"node": name, "from": NODE_GLOSSARY[name][0], "what it does": NODE_GLOSSARY[name][1]}
         for name in sorted(graph.get_graph().nodes, key=list(NODE_GLOSSARY).index)
