@@ -162,6 +162,7 @@ Table(history)
 from agentstate.fixtures import graph_steps
 
 steps = graph_steps(history)
+assert steps[-1]["messages"] == 0 and steps[0]["changed"] == ["messages"]  # before / input
 assert steps[2]["next"] == "tools x5" and "files" in steps[3]["changed"]
 assert steps[3]["file"] == ["username"]
 assert all(r["file"] in ([], ["username"]) for r in history)
@@ -369,7 +370,8 @@ assert serial == POSTGRES_FIELDS
 
 # %% [markdown]
 # **Break it:** the same storage, the same fields, but the model batches them
-# in one reply (a prompt cannot stop a model from doing that): one field.
+# in one reply (nothing in the storage stops a model from batching): one
+# field.
 
 # %%
 batched_model = one_batch_model(POSTGRES_FIELDS)
@@ -400,6 +402,7 @@ layouts = Table(
 )
 assert layouts.column("fields kept") == [1, 5, 5]
 assert layouts.column("model calls") == [2, len(POSTGRES_FIELDS) + 1, 2]
+assert REQUIREMENTS_PATH not in per_field_state["files"]  # no single file for the user
 layouts
 
 # %% [markdown]

@@ -140,6 +140,7 @@ from agentstate.fixtures import graph_steps
 steps = graph_steps(history.rows)
 tools_applied = next(r for r in history.rows if r["requirements"] == 5)
 file_written = next(r for r in history.rows if r["/requirements.json"] == 5)
+assert steps[-1]["requirements"] == 0 and steps[0]["changed"] == ["messages"]  # before / input
 assert steps[2]["next"] == "tools x5" and tools_applied["step"] == 3
 assert steps[file_written["step"] - 1]["next"] == "RequirementsSyncMiddleware.after_agent"
 {"fields merged at step": tools_applied["step"], "file synced at step": file_written["step"]}
@@ -186,8 +187,9 @@ from agentstate.rds import RdsAgentState
 show_source(RdsAgentState)
 
 # %% [markdown]
-# Without the annotation, LangGraph gives the key a channel that accepts one
-# value per super-step. **Break it:** the same tools and model over
+# Without the annotation, LangGraph gives the key a `LastValue` channel,
+# which accepts one value per super-step; with it, a `BinaryOperatorAggregate`
+# that folds every write through the reducer. **Break it:** the same tools and model over
 # `PlainRequirementsState` (the only difference) raise after the five tools
 # ran; the annotated schema keeps all five.
 
@@ -199,14 +201,17 @@ def outcome(schema: type) -> dict:
     probe = ToolTimeline()
     model = one_batch_model(POSTGRES_FIELDS)
     agent = assemble_rds_agent(model, StateStorage(), state_schema=schema, middleware=[probe])
+    channel = type(agent.channels["requirements"]).__name__
     try:
         result = f"{len(agent.invoke(user_turn())['requirements'])} fields"
     except InvalidUpdateError:
         result = "InvalidUpdateError"
-    return {"schema": schema.__name__, "tools that ran": len(probe.events), "result": result}
+    return {"schema": schema.__name__, "channel": channel, "tools that ran": len(probe.events),
+            "result": result}
 
 
 schemas = Table([outcome(PlainRequirementsState), outcome(RdsAgentState)])
+assert schemas.column("channel") == ["LastValue", "BinaryOperatorAggregate"]
 assert schemas.column("result") == ["InvalidUpdateError", "5 fields"]
 assert schemas.column("tools that ran") == [5, 5]
 schemas
@@ -265,6 +270,11 @@ probed = assemble_rds_agent(
 ).invoke(user_turn())
 assert probed["requirements"] == POSTGRES_FIELDS
 assert probe.sites() == {ReducerProbe.THROWAWAY: 5, ReducerProbe.APPLY: 5}
+applied = [c for c in probe.calls if c["site"] == ReducerProbe.APPLY]
+throwaway = [c for c in probe.calls if c["site"] == ReducerProbe.THROWAWAY]
+assert [list(c["write"]) for c in applied] == [[f] for f in POSTGRES_FIELDS]  # call order
+assert {c["thread"] for c in applied} == {"MainThread"}
+assert "MainThread" not in {c["thread"] for c in throwaway}  # on the tools' threads
 {"writes": 5, "reducer calls": len(probe.calls), **probe.sites()}
 
 # %% [markdown]
@@ -288,7 +298,7 @@ show_source(merge_in_place)
 # (`HoldReaderMiddleware` waits for the probe, so the order is fixed rather
 # than left to thread timing). With `merge_fields` it sees 0 fields; with
 # the in-place merge it sees the five writes leak in before the step ends.
-# Without the hold, what it sees depends on which threads finished first.
+# (Without the hold, how many leak in would be left to thread timing.)
 
 # %%
 from agentstate.fixtures import HoldReaderMiddleware, reader_batch_model
@@ -315,8 +325,9 @@ purity
 # State is the truth; `/requirements.json` is only what a user opens. The
 # `after_agent` hook of `RequirementsSyncMiddleware` runs once per turn,
 # renders the requirements (secret fields masked unless they already are
-# references) and writes the file when its text differs. It never reads the
-# file to decide anything:
+# references) and writes the file when its text differs. It reads the file
+# only to skip a write that would change nothing, so whatever is in the
+# file cannot change what it renders:
 
 # %%
 from agentstate.rds import RequirementsSyncMiddleware
@@ -415,18 +426,22 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agentstate.fixtures import VALID_REQUIREMENTS, sqlite_bytes
+from agentstate.tracing import tool_replies
 
 plain = py_secrets.token_urlsafe(18)
 with_plain = one_batch_model({**VALID_REQUIREMENTS, "password": plain})
 leak_db = Path(tempfile.mkdtemp()) / "no-redaction.sqlite"
 with SqliteSaver.from_conn_string(str(leak_db)) as saver:
-    assemble_rds_agent(
+    leaked = assemble_rds_agent(
         with_plain,
         StateStorage(),
         middleware=[RequirementsSyncMiddleware()],
         state_schema=RdsAgentState,
         checkpointer=saver,
     ).invoke(user_turn(), {"configurable": {"thread_id": "no-redaction"}})
+refused = [m for m in tool_replies(leaked) if m.status == "error"]
+assert len(refused) == 1 and refused[0].content.startswith("Error: password")
+assert "password" not in leaked["requirements"]
 assert plain.encode() in sqlite_bytes(leak_db)
 {"plain password in the checkpoint without the redaction": plain.encode() in sqlite_bytes(leak_db)}
 
@@ -489,8 +504,6 @@ notes_error
 # of the same batch still land.
 
 # %%
-from agentstate.tracing import tool_replies
-
 mixed = {"engine": "postgres", "instance_class": "t3.micro", "port": 70000, "colour": "blue"}
 state = build_reducer_agent(one_batch_model(mixed)).invoke(user_turn())
 answers = Table(

@@ -329,7 +329,8 @@ class ReducerProbe:
     ``site`` is ``"edge read (throwaway copy)"`` when the call comes from a
     node's outgoing edge reading state on a copy of the channels (LangGraph's
     ``local_read``), ``"apply_writes (the real state)"`` when the super-step's
-    writes are applied, ``"other"`` otherwise. :meth:`wait_for` blocks until
+    writes are applied, ``"other"`` otherwise; each call also records its
+    write and thread. :meth:`wait_for` blocks until
     that many throwaway calls happened (used to hold a reader until then).
     """
 
@@ -351,10 +352,10 @@ class ReducerProbe:
         return cls.APPLY if "apply_writes" in names else "other"
 
     def __call__(self, left: Any, right: Any) -> Any:
-        site = self._site()
+        site, thread = self._site(), threading.current_thread().name
         result = self.reducer(left, right)
         with self._done:
-            self.calls.append({"site": site, "write": dict(right or {})})
+            self.calls.append({"site": site, "write": dict(right or {}), "thread": thread})
             self._done.notify_all()
         return result
 
