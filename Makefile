@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.c
 LAB    := --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
           $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: install engine lab test unit nbval notebooks lint clean
+.PHONY: install engine lab test unit nbval notebooks lint clean serve
 
 install: $(STAMP)
 
@@ -44,6 +44,9 @@ nbval: $(STAMP)  ## the notebooks only
 
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)
+
+serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve PORT=8123; no usage report, no version check)
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/langgraph dev --no-browser --port $(or $(PORT),2024)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts notebooks/_src

@@ -24,6 +24,7 @@ class Table:
         return len(self.rows)
 
     def column(self, name: str) -> list[Any]:
+        """The values of one column, top to bottom (what a notebook asserts on)."""
         return [r.get(name) for r in self.rows]
 
     def _cells(self) -> list[list[str]]:

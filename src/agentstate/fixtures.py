@@ -80,6 +80,7 @@ def one_call_per_step_model(fields: Mapping[str, Any]) -> ScriptedChatModel:
 
 
 def user_turn(text: str = USER_REQUEST) -> dict[str, Any]:
+    """The input of one user turn."""
     return {"messages": [{"role": "user", "content": text}]}
 
 
