@@ -390,7 +390,9 @@ sync_cases
 # through `wrap_model_call` *inside* the model node, before it is written to
 # state, so that is the one place where a plain password in a tool call can be
 # swapped for a reference (the plain value goes to a `SecretStore` in process
-# memory):
+# memory). The call itself runs with LangGraph's `nostream` tag
+# (`_unstreamed`), so `stream_mode="messages"` never streams the raw reply;
+# both are proved at the end of this notebook:
 
 # %%
 from agentstate.core import SecretRedactionMiddleware
@@ -603,16 +605,20 @@ knob
 from agentstate.core import SecretStore
 from agentstate.rds import MANIFEST_PATH
 
+
+def password_model() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        script=[
+            reply(*store_calls({**VALID_REQUIREMENTS, "password": plain})),
+            reply(tool_call("validate_manifest"), tool_call("generate_rds_manifest")),
+            reply(text="Your manifest is in /manifest.yaml."),
+        ]
+    )
+
+
 store = SecretStore()
-model = ScriptedChatModel(
-    script=[
-        reply(*store_calls({**VALID_REQUIREMENTS, "password": plain})),
-        reply(tool_call("validate_manifest"), tool_call("generate_rds_manifest")),
-        reply(text="Your manifest is in /manifest.yaml."),
-    ]
-)
 with SqliteSaver.from_conn_string(str(db_path)) as saver:
-    final = build_reducer_agent(model, secrets=store, checkpointer=saver).invoke(
+    final = build_reducer_agent(password_model(), secrets=store, checkpointer=saver).invoke(
         user_turn(), {"configurable": {"thread_id": "with-password"}}
     )
 assert final["requirements"]["password"] == "$secret:rds-master-password"
@@ -649,6 +655,19 @@ found["sqlite files"] = plain.encode() in checkpoint
 assert not any(found.values())
 assert store.resolve("$secret:rds-master-password") == plain
 found
+
+# %% [markdown]
+# And what a UI streams: the same turn with `stream_mode="messages"`, every
+# chunk searched for the plain value.
+
+# %%
+streamed = build_reducer_agent(password_model(), secrets=SecretStore()).stream(
+    user_turn(), stream_mode="messages"
+)
+chunks = [repr(message) for message, _ in streamed]
+with_plain = sum(plain in chunk for chunk in chunks)
+assert chunks and with_plain == 0
+{"chunks streamed": len(chunks), "chunks with the plain password": with_plain}
 
 # %% [markdown]
 # ## Summary

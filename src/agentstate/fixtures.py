@@ -297,9 +297,11 @@ class PerFieldFileStorage:
         self.path_for = path_for or (lambda field: f"{self.PREFIX}{field}.json")
 
     def write(self, state: Mapping[str, Any], runtime: Any, field: str, value: Any) -> dict:
+        """One field, one file: parallel calls write different paths."""
         return {"files": {self.path_for(field): json_file({field: value})}}
 
     def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
+        """Every field file under ``/requirements/``, merged in path order."""
         files = state.get("files") or {}
         merged: dict[str, Any] = {}
         for path in sorted(p for p in files if p.startswith(self.PREFIX)):
@@ -396,6 +398,7 @@ class HoldReaderMiddleware(AgentMiddleware):
         self.reader = reader
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Wait for the probe before running a reader call; other calls run at once."""
         if request.tool_call["name"] == self.reader:
             self.probe.wait_for(self.throwaway_calls)
         return handler(request)
