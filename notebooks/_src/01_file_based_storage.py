@@ -136,9 +136,10 @@ assert list(survivors) == [last_in_message.args["field_name"]] and finish_rank =
 # to read the table: **step** is the super-step that just ended (-1 is the
 # empty state before the input, 0 is the input being written); **next** is
 # what runs in the following super-step (`tools x5` = five tasks of the tools
-# node, one per tool call); **changed** lists the state keys that differ from
-# the row above, i.e. what the nodes in the previous row's `next` wrote. The
-# last two columns count messages and list the fields in the file.
+# node, one per tool call; `(end)` = nothing left to run); **changed** lists
+# the state keys that differ from the row above, i.e. what the nodes in the
+# previous row's `next` wrote. The last two columns count messages and list
+# the fields in the file.
 
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
@@ -164,13 +165,14 @@ from agentstate.fixtures import graph_steps
 steps = graph_steps(history)
 assert steps[-1]["messages"] == 0 and steps[0]["changed"] == ["messages"]  # before / input
 assert steps[2]["next"] == "tools x5" and "files" in steps[3]["changed"]
+assert {e.step for e in timeline.events} == {3}  # the timeline's step for the tools
 assert steps[3]["file"] == ["username"]
 assert all(r["file"] in ([], ["username"]) for r in history)
 {"tools ran in step": 3, "file after step 3": steps[3]["file"]}
 
 # %% [markdown]
-# The `next` column names nodes that deepagents and LangChain add to the
-# graph. What each one does (this table lists exactly the nodes of this
+# The `next` column names nodes that LangGraph, LangChain and deepagents add
+# to the graph. What each one does (this table lists exactly the nodes of this
 # agent's graph):
 
 # %%

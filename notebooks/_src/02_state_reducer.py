@@ -107,12 +107,13 @@ state["requirements"]
 
 # %% [markdown]
 # ## Look inside: the state after each super-step
-# How to read the table: **step** is the super-step that just ended (-1 is
-# the empty state before the input, 0 is the input being written); **next**
-# is what runs in the following super-step (`tools x5` = five tasks of the
-# tools node, one per tool call); **changed** lists the state keys that
-# differ from the row above, i.e. what the nodes in the previous row's `next`
-# wrote. The last two columns count the fields in state and in the file.
+# How to read the table: **step** is the super-step that just ended (-1 is the
+# empty state before the input, 0 is the input being written); **next** is
+# what runs in the following super-step (`tools x5` = five tasks of the tools
+# node, one per tool call; `(end)` = nothing left to run); **changed** lists
+# the state keys that differ from the row above, i.e. what the nodes in the
+# previous row's `next` wrote. The last two columns count the fields in state
+# and in the file.
 
 # %%
 from agentstate.display import Table
