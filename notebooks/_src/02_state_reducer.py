@@ -178,13 +178,16 @@ assert max(steps) - tools_applied["step"] == 3  # the table: fields in state 3 s
 # ## How the fix is written
 # ### Piece 1: an `Annotated` key
 # The state schema gives `requirements` a reducer with `Annotated`. deepagents'
-# `DeepAgentState` is the base, so `messages` and `files` keep their own
-# reducers:
+# `DeepAgentState` is the base, so `messages` and `files` keep the channels
+# their libraries give them (both are `DeltaChannel`s with their own
+# reducers):
 
 # %%
 from agentstate.display import show_source
 from agentstate.rds import RdsAgentState
 
+channels = {key: type(agent.channels[key]).__name__ for key in ("messages", "files")}
+assert channels == {"messages": "DeltaChannel", "files": "DeltaChannel"}
 show_source(RdsAgentState)
 
 # %% [markdown]
