@@ -242,7 +242,7 @@ assert reloaded == {"engine": "postgres", "engine_version": "15.5"}
 reloaded
 
 # %% [markdown]
-# ## No loss at scale
+# ## Prove: no loss at scale
 # 500 `store_requirement` calls in one AIMessage (500 distinct metadata
 # labels, `labels.k000` ... `labels.k499`), one super-step:
 
