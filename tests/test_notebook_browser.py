@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from PIL import Image
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -182,8 +184,6 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 
 @pytest.fixture(scope="module")
 def browser(lab):
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS)
         yield chromium
@@ -206,7 +206,15 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
         wait_until(lambda: lab.idle_kernel(notebook.name), f"the kernel of {notebook.name}")
 
         knob = page.locator(KNOB).first
-        knob.wait_for(state="attached", timeout=PATIENCE_S * 1000)
+        try:
+            knob.wait_for(state="attached", timeout=PATIENCE_S * 1000)
+        except PlaywrightTimeout:
+            shown = page.locator(".jp-OutputArea-output", has_text="interactive(children=")
+            broken = page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
+            raise AssertionError(
+                f"no slider or dropdown drawn in {PATIENCE_S} s: {shown.count()} widget(s) shown "
+                f"as text, {broken.count()} 'Error displaying widget' (no saved widget state?)"
+            ) from None
         knob.scroll_into_view_if_needed(timeout=PATIENCE_S * 1000)
         knob.wait_for(state="visible", timeout=PATIENCE_S * 1000)
         assert page.locator(".jp-OutputArea-output", has_text="interactive(children=").count() == 0
