@@ -176,10 +176,26 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("notebooks")
     for path in NOTEBOOKS:
         shutil.copy2(path, root / path.name)
-    server = Lab(root, tmp_path_factory.mktemp("jupyter-home"))
+    home = tmp_path_factory.mktemp("jupyter-home")
+    server = Lab(root, home)
     yield server
     server.stop()
     assert server.proc.returncode is not None, "JupyterLab still running"
+    # Kernels run in sessions of their own; each one's command line names its
+    # connection file in this server's runtime directory.
+    wait_until(lambda: not processes_mentioning(str(home / "runtime")), "the kernels to exit")
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Ids of the processes whose command line contains ``text`` (Linux /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # the process ended while we looked
+            continue
+    return found
 
 
 @pytest.fixture(scope="module")
