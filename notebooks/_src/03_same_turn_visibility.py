@@ -251,7 +251,7 @@ assert fixed_seen == [5] * TRIALS
 {"turns": TRIALS, "reader saw all 5 writes": fixed_seen.count(5)}
 
 # %% [markdown]
-# ## One reply: store, validate, generate
+# ## Prove: one reply stores, validates and generates
 # The user's request, done in one model reply, and both files are there after
 # that one turn:
 

@@ -107,7 +107,7 @@ assert state["requirements"] == POSTGRES_FIELDS and file_fields(state) == POSTGR
 {"task update keys": recorder.updates[0]["update keys"], "parent sees": len(state["requirements"])}
 
 # %% [markdown]
-# ## Who sees what: schema fix versus cache fix
+# ## Prove: who sees what, schema fix versus cache fix
 # The original write-up's fix kept the split schema and shared the stage 03
 # turn cache with the subagent's tools. Run all three builds on the same
 # script: turn 1 delegates and reads back, turn 2 reads again, then a brand-new

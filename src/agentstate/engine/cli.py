@@ -3,7 +3,7 @@
 ``start`` launches a detached server on 127.0.0.1 (free port) and prints the
 ``AGENTSTATE_LLM_BASE_URL`` to export; ``stop`` ends exactly that process;
 ``serve`` runs in the foreground until Ctrl-C. Without the engine installed,
-each says to run ``make engine``.
+each says to run ``make engine``. Notebook 05 uses the same server.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 ``Llama(vocab_only=True)`` loads only the vocabulary (about 0.2 s), so
 ``agentstate experts manual-stats`` and the benchmark can report how many
 prompt tokens the manual costs on SmolLM2. Without the engine: ``None``.
+Notebook 05.
 """
 
 from __future__ import annotations

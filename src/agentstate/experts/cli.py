@@ -3,7 +3,7 @@
 ``run`` answers one query; with ``--checkpoint-db`` and ``--thread-id`` the
 thread lives in a SQLite file and grows across runs (the manual never does).
 Errors (bad input, no endpoint, unreachable server) print one line that says
-what to do, and exit 2.
+what to do, and exit 2. The system is taught in notebook 05.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ server module, so both mean the same thing by "llm mode": an
 OpenAI-compatible endpoint from ``--base-url`` or ``AGENTSTATE_LLM_BASE_URL``.
 Server variables: ``AGENTSTATE_EXPERTS_MODE`` (stub|llm, default llm when an
 endpoint is set), ``AGENTSTATE_EXPERTS_ROUTER``, ``AGENTSTATE_EXPERTS_EXECUTION``,
-``AGENTSTATE_EXPERTS_SECTIONS``, ``AGENTSTATE_EXPERTS_MAX_TOKENS``.
+``AGENTSTATE_EXPERTS_SECTIONS``, ``AGENTSTATE_EXPERTS_MAX_TOKENS``. Notebook 05.
 """
 
 from __future__ import annotations
