@@ -33,6 +33,7 @@ pytestmark = [
 MANUAL = load_manual(sections=1)  # about 600 prompt tokens: quick even on a loaded machine
 ALL3 = "The batch outage debited a customer twice: what must we report to the regulator?"
 TWO = "The overnight batch outage: what must we report to the regulator?"
+SLOW = 900  # client timeout: a loaded 2-core machine may take minutes for one cold prefill
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,8 @@ def server():
 
 def run(server, policy, query, recorder=None, manual=MANUAL):
     """One evicted run; the prefix-cache hits the server logged during it."""
-    model = chat_model(ModelSettings(base_url=server.base_url), max_tokens=8, recorder=recorder)
+    model = chat_model(ModelSettings(base_url=server.base_url), max_tokens=8, recorder=recorder,
+                       timeout=SLOW)  # fmt: skip
     evict(model)
     before = len(server.prefix_hits())
     config = ExpertsConfig(manual=manual, mode="llm", expert_model=model, prefix_policy=policy,
@@ -86,7 +88,7 @@ def test_cli_start_run_stop_leaves_no_process(tmp_path, monkeypatch, capsys):
         assert record["base_url"].startswith("http://127.0.0.1:") and record["n_ctx"] == 8192
         capsys.readouterr()
         code = main(["experts", "run", "--mode", "llm", "--sections", "1", "--max-tokens", "8",
-                     "--base-url", record["base_url"], "--json", "--input",
+                     "--base-url", record["base_url"], "--json", "--timeout", str(SLOW), "--input",
                      "Which sanctions lists do we screen?"])  # fmt: skip
         result = json.loads(capsys.readouterr().out)
         assert code == 0 and result["experts"] == ["compliance_auditor"]

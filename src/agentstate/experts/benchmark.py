@@ -46,6 +46,7 @@ QUERY = (
 CASES = ("cache_busted", "sequential", "parallel", "primed", "no_manual")
 SWEEP_CASES = ("cache_busted", "sequential", "no_manual")
 SWEEP_SECTIONS = (1, 2, 4, 8, 16)
+BENCH_TIMEOUT = 900.0  # a benchmark waits: a cold 6k-token prefill on a loaded machine is slow
 SERVER_FLAGS = "--n_ctx 8192 --n_threads 2 --n_threads_batch 2 --interrupt_requests false"
 
 
@@ -207,7 +208,8 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """The whole benchmark against a running server; returns the results document."""
     recorder = RequestRecorder()
-    model = chat_model(ModelSettings(base_url=base_url), max_tokens=max_tokens, recorder=recorder)
+    model = chat_model(ModelSettings(base_url=base_url), max_tokens=max_tokens, recorder=recorder,
+                       timeout=BENCH_TIMEOUT)  # fmt: skip
     start_provenance = provenance(command, model_path)
     sizes = []
     for k in sections:

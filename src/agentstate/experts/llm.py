@@ -23,10 +23,11 @@ from langchain_openai import ChatOpenAI
 
 from agentstate.models import ModelSettings, model_settings
 
-DEFAULT_TIMEOUT = 120.0
-"""Seconds the client waits for a response or the next streamed chunk: a cold 8k-token
-prefill on a loaded 2-core machine stays well under it, a dead endpoint does not hold
-the CLI for a quarter of an hour."""
+DEFAULT_TIMEOUT = 300.0
+"""Seconds the client waits to connect, for a response, or for the next streamed chunk.
+A cold 8k-token prefill takes about 30 s on an idle 2-core machine and a few minutes on
+a heavily loaded one; a dead or hanging endpoint no longer holds the CLI for 15 minutes
+(``agentstate experts run --timeout`` changes it)."""
 
 START_ENGINE = (
     "start the local engine with `agentstate engine start` (install it with `make engine` "
