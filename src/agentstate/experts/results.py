@@ -33,8 +33,8 @@ def provenance_checks(results: dict[str, Any]) -> dict[str, bool]:
     manual = load_manual()
     checks = {
         "engine is llama-cpp-python": prov["engine"] == "llama-cpp-python",
-        "model file is the shipped one or the Q4_0 made from it": prov["model_file"]
-        in (MODEL_FILE, FAST_MODEL_FILE),
+        # the shipped Q4_1 file, or the Q4_0 that `agentstate engine quantize` makes from it
+        f"model file is {prov['model_file']}": prov["model_file"] in (MODEL_FILE, FAST_MODEL_FILE),
         "model sha256 recorded": len(prov.get("model_sha256") or "") == 64,
         "manual sha256 matches data/manual": prov["manual_sha256"] == manual.sha256,
     }
