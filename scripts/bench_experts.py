@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     except LoopbackServerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the server was stopped on the way out; nothing written
+        print(f"interrupted: {args.out} left unchanged", file=sys.stderr)
+        return 130
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(markdown_table(summary_rows(results)))
