@@ -4,7 +4,8 @@
 ``AGENTSTATE_LLM_BASE_URL`` to export; ``stop`` ends exactly that process;
 ``serve`` runs in the foreground until Ctrl-C; ``quantize`` makes the faster
 Q4_0 model the server uses (``make engine`` runs it). Without the engine installed,
-each says how to install it (``make engine``, or the pip commands). Notebook 05 uses the same server.
+each says how to install it (``make engine``, or the pip commands). Notebook 05
+uses the same server.
 """
 
 from __future__ import annotations
