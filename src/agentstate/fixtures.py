@@ -7,6 +7,7 @@ it is for lessons, tests and readers' experiments.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import threading
@@ -402,6 +403,12 @@ class HoldReaderMiddleware(AgentMiddleware):
         if request.tool_call["name"] == self.reader:
             self.probe.wait_for(self.throwaway_calls)
         return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The async twin: the wait runs in a worker thread, off the event loop."""
+        if request.tool_call["name"] == self.reader:
+            await asyncio.to_thread(self.probe.wait_for, self.throwaway_calls)
+        return await handler(request)
 
 
 def merge_in_place(left: dict[str, Any] | None, right: Mapping[str, Any] | None) -> dict:
