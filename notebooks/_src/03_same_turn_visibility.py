@@ -323,20 +323,23 @@ show_source(rds_turn_cache)
 # all its calls; the other calls of that AIMessage find it. It lists the
 # writer call ids in tool-call order. Because the key names the thread, the
 # graph (a subagent has its own namespace) and the one AIMessage, two invokes,
-# two threads or two batches never share one.
+# two threads or two batches never share one (exercise 3 runs two threads at
+# once on one agent).
 
 # %%
 from agentstate.core import TurnCacheMiddleware
 
-show_source(TurnCacheMiddleware._join, start="message, calls", stop="now =")
+show_source(TurnCacheMiddleware._join, start="    message, calls", stop="    now =")
 
 # %% [markdown]
 # **Piece 1: record.** A writer runs normally; if its result is a `Command`
 # that updates the key, the value it wrote is kept in the batch under its call
-# id. Rejected writes (an error message, no update) record nothing.
+# id. A rejected write (an error message, no update) records nothing
+# (exercise 4 measures what its reader sees).
 
 # %%
-show_source(TurnCacheMiddleware.wrap_tool_call, start="if name in self.writers:", stop="missing =")
+writer_branch = {"start": "        if name in self.writers:", "stop": "        missing ="}
+show_source(TurnCacheMiddleware.wrap_tool_call, **writer_branch)
 
 # %%
 from agentstate.core.turn_cache import written_value
@@ -381,7 +384,7 @@ assert no_record == [0] * PROOF_TURNS
 # none is missing, or the timeout passes.
 
 # %%
-show_source(TurnCacheMiddleware.wrap_tool_call, start="missing =", stop="finally:")
+show_source(TurnCacheMiddleware.wrap_tool_call, start="        missing =", stop="    finally:")
 
 # %%
 from agentstate.core.turn_cache import Batch
@@ -454,8 +457,7 @@ assert no_merge == [0] * PROOF_TURNS and wrong_reducer == [1] * PROOF_TURNS
 # %% [markdown]
 # **Piece 4: drop the batch when it ends.** Every writer and reader call
 # leaves its batch in a `finally`, and the last one to leave removes the
-# batch, so nothing stays in memory after a turn (`max_age` also drops a
-# batch that was never finished, e.g. after a crash):
+# batch, so nothing stays in memory after a turn:
 
 # %%
 show_source(TurnCacheMiddleware._leave)
