@@ -37,18 +37,13 @@ versions
 # %% [markdown]
 # ## Reproduce: readers next to the writers
 # One scripted reply holds eight stores (a complete, valid set of fields) and
-# the three readers. `reader_summary` shows each reader's reply in one line.
+# the three readers; `user_turn()` is the user's request above.
+# `reader_summary` shows each reader's reply in one line.
 
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.fixtures import (
-    USER_REQUEST,
-    VALID_REQUIREMENTS,
-    all_in_one_reply_model,
-    reader_summary,
-    user_turn,
-)
+from agentstate.fixtures import all_in_one_reply_model, reader_summary, user_turn
 from agentstate.rds import build_reducer_agent
 from agentstate.tracing import ToolTimeline
 
@@ -57,10 +52,12 @@ stage02 = build_reducer_agent(
     all_in_one_reply_model(), middleware=[timeline], checkpointer=InMemorySaver()
 )
 config = {"configurable": {"thread_id": "stage-03"}}
-state = stage02.invoke(user_turn(USER_REQUEST), config)
+state = stage02.invoke(user_turn(), config)
 reader_summary(state)
 
 # %%
+from agentstate.fixtures import VALID_REQUIREMENTS
+
 replies = reader_summary(state)
 assert replies["get_collected_requirements"] == "0 fields"
 assert replies["validate_manifest"] == "invalid:"
@@ -71,7 +68,9 @@ assert state["requirements"] == VALID_REQUIREMENTS  # yet every store landed
 # %% [markdown]
 # ## Look inside: one batch, parallel threads, one snapshot
 # All eleven calls ran in one super-step, on more than one thread (timings
-# vary, so this output is not compared; the cell still asserts both facts):
+# vary, so this output is not compared; the cell still asserts both facts).
+# `call #` is the call's position in the AIMessage, threads are named T1, T2...
+# in order of first start, and `finished` is the order in which calls ended:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -105,7 +104,7 @@ slow_stores = ToolTimeline()
 build_reducer_agent(
     all_in_one_reply_model(),
     middleware=[slow_stores, SlowToolMiddleware("store_requirement", 0.1)],
-).invoke(user_turn(USER_REQUEST))
+).invoke(user_turn())
 overlap = overlapping_calls(slow_stores.events, "store_requirement")
 assert overlap == 8 and slow_stores.thread_count() > 1
 {"stores that ran while another call was running": f"{overlap} of 8"}
@@ -121,7 +120,7 @@ late = ToolTimeline()
 sleepy = build_reducer_agent(
     all_in_one_reply_model(),
     middleware=[late, SlowToolMiddleware("get_collected_requirements", 0.2)],
-).invoke(user_turn(USER_REQUEST))
+).invoke(user_turn())
 reader = next(e for e in late.events if e.name == "get_collected_requirements")
 last_store_end = max(e.end for e in late.events if e.name == "store_requirement")
 read_after_stores = reader.start + 0.2 > last_store_end  # the read comes after the sleep
@@ -192,7 +191,7 @@ next_step = ScriptedChatModel(
         reply(text="Done."),
     ]
 )
-later = build_reducer_agent(next_step).invoke(user_turn(USER_REQUEST))
+later = build_reducer_agent(next_step).invoke(user_turn())
 assert reader_summary(later)["get_collected_requirements"] == "8 fields"
 assert reader_summary(later)["validate_manifest"] == "valid: all rules pass"
 assert "/manifest.yaml" in later["files"]
@@ -366,7 +365,9 @@ def seen_with(cache, turns=PROOF_TURNS):
     return same_batch_reader_trials(agent, turns)
 
 
+# %%
 def turn_cache(kind=TurnCacheMiddleware, **options):
+    """The RDS turn cache, or one of its broken variants ``kind``."""
     return kind(writers=WRITER_TOOLS, readers=READER_TOOLS, key="requirements", **options)
 
 
@@ -509,7 +510,7 @@ assert notes_read(state) == ["a", "b", "c"] and notes_cache.open_batches == 0
 # %%
 from agentstate.fixtures import file_fields
 
-done = build_turn_cache_agent(all_in_one_reply_model()).invoke(user_turn(USER_REQUEST))
+done = build_turn_cache_agent(all_in_one_reply_model()).invoke(user_turn())
 assert reader_summary(done)["validate_manifest"] == "valid: all rules pass"
 assert reader_summary(done)["generate_rds_manifest"] == "Wrote /manifest.yaml."
 assert file_fields(done) == VALID_REQUIREMENTS

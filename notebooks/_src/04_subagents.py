@@ -233,6 +233,7 @@ from agentstate.rds import PlainRequirementsState
 NETWORK = {"engine": "postgres"}
 SIZING = {"instance_class": "db.t3.micro"}
 
+# %%
 merged = build_shared_schema_agent(parent_model(NETWORK, SIZING), collector_model(2)).invoke(
     user_turn()
 )["requirements"]
@@ -286,7 +287,9 @@ show_source(append_unique)
 # script: turn 1 delegates and reads back, turn 2 reads again, then a brand-new
 # agent over the same SQLite file (a restart) reads again. As in the write-up,
 # the cache fix mirrors state merged with the cache to `/requirements.json`;
-# the last column counts the fields in that file after the restart.
+# the last column counts the fields in that file after the restart. Each
+# other column counts the fields the parent's `get_collected_requirements`
+# listed at that moment.
 
 # %%
 import tempfile
@@ -296,6 +299,7 @@ from agentstate.display import Table
 from agentstate.fixtures import who_sees_what
 from agentstate.rds import build_cache_fix_agent
 
+# %%
 workdir = Path(tempfile.mkdtemp())
 builds = {
     "split schema (broken)": build_split_schema_agent,
@@ -351,7 +355,10 @@ assert len(subagent_humans) == 1 and json.loads(subagent_humans[0]) == POSTGRES_
 # A chat view does not read state, though: it renders a stream. Streamed with
 # `subgraphs=True` (how a UI shows a subagent at work), the values stream
 # carries the subagent's state too, under a `tools:<id>` namespace, and with
-# it a second human message per delegation:
+# it a second human message per delegation. In the table, `namespace` is
+# `(parent)` for the main agent's graph and `tools` for the subagent's graph,
+# which runs inside the parent's `tools` node (the `:<id>` part is dropped);
+# `human message` is the first 40 characters of each distinct human message:
 
 # %%
 streamed = {}

@@ -73,7 +73,7 @@ from agentstate.tracing import tool_replies
 
 FIELDS = {"a": {"labels.a": "1", "labels.b": "2"}, "b": {"labels.c": "3"}}
 
-
+# %%
 def step(messages):
     """Thread "a" or "b" (named by the user message) stores its fields and reads, then stops."""
     name = next(m.content for m in messages if m.type == "human")
@@ -94,6 +94,7 @@ def run(name):
     seen[name] = json.loads(tool_replies(state, "get_collected_requirements")[-1].content)
 
 
+# %%
 threads = [threading.Thread(target=run, args=(name,)) for name in FIELDS]
 for t in threads:
     t.start()

@@ -27,6 +27,7 @@ from agentstate.rds import (
 )
 
 
+# %%
 def run(*field_sets):
     """Parent with the reducer, collector with the plain key; the fields kept, or the error."""
     spec = collector_spec(collector_model(len(field_sets)), StateStorage())
