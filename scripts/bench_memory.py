@@ -1,18 +1,29 @@
-"""Benchmark stage 06: messages captured per second through the real memory server.
+"""Benchmark stage 06: messages captured per second, each layer beside its floor, in one run.
 
-Starts ``agentstate.memory.server`` over streamable HTTP on 127.0.0.1, replays
-a generated conversation of N messages (plus SESSION_START and SESSION_END)
-through an agent, waits until the store is consistent, runs the auditor (a
-run with any violation fails the benchmark), and prints the median over the
-rounds. The agents:
+Starts ``agentstate.memory.server`` over streamable HTTP on 127.0.0.1 and
+measures, per message of a generated conversation (SESSION_START, N messages,
+SESSION_END), every layer from the bottom up:
 
-- ``capture``: the tool-only graph (offline policy model) with a checkpointer;
-- ``react``: the prebuilt agent with a well-behaved offline model, for scale;
-- ``direct``: the same add_entry/flush calls sent straight through the client,
-  no agent, to show what the server and MCP transport cost on their own.
+- ``store``: the server's SQLite store alone, in this process (enqueue + apply);
+- ``http``: a bare HTTP round trip to the same server (a path MCP does not
+  serve: uvicorn and starlette only);
+- ``mcp ping``: one MCP tool call over the client's kept session (``get_context``:
+  a read plus its line in the call log, no queued write);
+- ``graph step``: a one-node LangGraph graph with the capture graph's SQLite
+  checkpointer (WAL, synchronous=NORMAL, ``durability="sync"``), no tool;
+- ``direct``: the capture calls (add_entry, bootstrap, flushes) sent straight
+  through ``MemoryClient``: what a message costs through the server;
+- ``capture``: the tool-only graph with the offline policy and the SQLite
+  checkpointer: the product.
 
-    python scripts/bench_memory.py                       # 1000 messages, 3 rounds
-    python scripts/bench_memory.py --messages 200 --rounds 1 --agents capture
+Each agent run ends with ``await_consistency`` and the auditor (a run with any
+violation fails the benchmark). The floor of ``direct`` is store + HTTP round
+trip per call; the floor of ``capture`` adds one no-op graph step per graph
+step it takes. It prints medians over the rounds, the ratio actual/floor, the
+load average, and writes a figure of msg/s per layer (``--figure``).
+
+    python scripts/bench_memory.py                        # 1000 messages, 3 rounds
+    python scripts/bench_memory.py --messages 300 --rounds 1
 """
 
 from __future__ import annotations
@@ -20,160 +31,338 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server
 
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
+import httpx  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 from agentstate.memory import calls  # noqa: E402
 from agentstate.memory.auditor import audit  # noqa: E402
+from agentstate.memory.checkpoints import async_capture_checkpointer  # noqa: E402
 from agentstate.memory.client import MemoryClient  # noqa: E402
 from agentstate.memory.conversations import Conversation, synthetic  # noqa: E402
-from agentstate.memory.observer import VAULT, CaptureRun, ReactRun  # noqa: E402
+from agentstate.memory.observer import VAULT, CaptureRun  # noqa: E402
 from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
 from agentstate.memory.process import ServerProcess  # noqa: E402
+from agentstate.memory.store import MemoryStore, new_entry_id  # noqa: E402
+
+LAYERS = ("store", "http", "mcp ping", "graph step", "direct", "capture")
 
 
-async def direct(client: MemoryClient, conversation: Conversation, run: str) -> dict[str, str]:
-    """The capture calls without an agent: the floor set by server + MCP transport."""
-    memories = {}
-    for thread in conversation.threads:
-        memories[thread] = memory_id = f"{run}.{thread}"
-        await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+def planned_calls(conversation: Conversation, memory_id: str) -> list[dict]:
+    """Every tool call a well-behaved capture makes for ``conversation``, in order."""
+    out = []
     for event in conversation.events:
-        memory_id = memories[event.thread]
         if event.kind == "message":
-            planned = [calls.add_entry(VAULT, memory_id, event.role, event.msg_idx, event.content)]
+            out.append(calls.add_entry(VAULT, memory_id, event.role, event.msg_idx, event.content))
             if calls.periodic_flush_due(event.msg_idx):
-                planned += calls.flush(VAULT, memory_id, "context")
+                out += calls.flush(VAULT, memory_id, "context")
         elif event.content == "SESSION_START":
-            planned = calls.bootstrap(VAULT, memory_id)
+            out += calls.bootstrap(VAULT, memory_id)
         else:
-            planned = calls.flush(VAULT, memory_id, "context")
-        for c in planned:
+            out += calls.flush(VAULT, memory_id, "context")
+    return out
+
+
+def store_floor(workdir: Path, conversation: Conversation, run: str, bar: tqdm) -> float:
+    """Seconds to enqueue and apply every message's entry in the store, no server."""
+    store = MemoryStore(workdir / f"{run}-store.sqlite")
+    store.create_memory(VAULT, "m")
+    started = time.perf_counter()
+    for event in conversation.events:
+        if event.kind != "message":
+            continue
+        payload = {
+            "entry_id": new_entry_id(),
+            "vault_id": VAULT,
+            "raw_entry": event.content,
+            "summary": "s",
+            "tags": {"role": event.role, "msg_idx": event.msg_idx},
+        }
+        store.enqueue("m", "entry", payload, {"tags": payload["tags"]})
+        store.apply_many(store.pending())
+        bar.update()
+    elapsed = time.perf_counter() - started
+    store.close()
+    return elapsed
+
+
+async def http_floor(server: ServerProcess, n: int, bar: tqdm) -> float:
+    """Seconds for ``n`` bare HTTP round trips to the server (keep-alive, one client)."""
+    base = server.url.rsplit("/", 1)[0]
+    token = os.environ.get("AGENTSTATE_MEMORY_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(headers=headers) as http:
+        await http.get(f"{base}/bench-floor")
+        started = time.perf_counter()
+        for _ in range(n):
+            await http.get(f"{base}/bench-floor")
+            bar.update()
+        return time.perf_counter() - started
+
+
+async def ping_floor(client: MemoryClient, n: int, bar: tqdm) -> float:
+    """Seconds for ``n`` MCP calls over the kept session (``get_context``: no queued write)."""
+    await client.call("create_memory", vault_id=VAULT, memory_id="ping")
+    started = time.perf_counter()
+    for _ in range(n):
+        await client.call("get_context", vault_id=VAULT, memory_id="ping")
+        bar.update()
+    return time.perf_counter() - started
+
+
+class _Empty(TypedDict, total=False):
+    n: int
+
+
+async def graph_step_floor(workdir: Path, n: int, run: str, bar: tqdm) -> float:
+    """Seconds for ``n`` invokes of a one-node graph with the capture checkpointer."""
+    builder = StateGraph(_Empty)
+    builder.add_node("step", lambda state: {"n": state.get("n", 0) + 1})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    async with async_capture_checkpointer(workdir / f"{run}-noop.sqlite") as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "noop"}}
+        started = time.perf_counter()
+        for _ in range(n):
+            await graph.ainvoke({"n": 0}, config, durability="sync")
+            bar.update()
+        return time.perf_counter() - started
+
+
+def split(conversation: Conversation) -> list[Conversation]:
+    """One conversation per thread (threads are captured concurrently)."""
+    return [Conversation(t, t, tuple(conversation.thread_events(t))) for t in conversation.threads]
+
+
+async def direct(client: MemoryClient, conversation: Conversation, run: str, bar) -> dict:
+    """The capture calls sent straight through the client; threads side by side."""
+
+    async def one(thread: Conversation) -> None:
+        memory_id = f"{run}.{thread.name}"
+        await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+        for c in planned_calls(thread, memory_id):
             await client.call(c["name"], **c["args"])
-    return memories
+            bar.update(c["name"] == "add_entry")
+
+    await asyncio.gather(*(one(t) for t in split(conversation)))
+    return {t: f"{run}.{t}" for t in conversation.threads}
+
+
+async def capture(client, conversation, run: str, workdir: Path, bar) -> tuple[dict, int]:
+    """Replay through the tool-only graph (threads side by side); memories and graph steps."""
+    async with async_capture_checkpointer(workdir / f"{run}.sqlite") as saver:
+        agent = CaptureRun(
+            client,
+            policy_model(CapturePolicy(), "p"),
+            await client.tools(),
+            run=run,
+            checkpointer=saver,
+        )
+        steps = 0
+
+        async def one(thread: Conversation) -> None:
+            nonlocal steps
+            for event in thread.events:
+                await agent.ensure_memory(event.thread)
+                message = event.to_message()
+                async for _ in agent.graph.astream(
+                    {"messages": [message], "turn": message},
+                    agent.config(event.thread),
+                    durability="sync",
+                    stream_mode="updates",
+                ):
+                    steps += 1
+                bar.update(event.kind == "message")
+
+        await asyncio.gather(*(one(t) for t in split(conversation)))
+    return agent.memories(conversation), steps + len(conversation.events)  # + input step
 
 
 async def one_round(
-    agent: str,
-    server: ServerProcess,
-    conversation: Conversation,
-    n: int,
-    checkpoints: str,
-    workdir: Path,
+    server, conversation, n: int, workdir: Path, bar, concurrent: Conversation | None
 ) -> dict[str, float]:
-    run = f"{agent}{n}"
-    async with MemoryClient(server.url) as client:
-        tools = await client.tools()
-        started = time.perf_counter()
-        if agent == "direct":
-            memories = await direct(client, conversation, run)
-        elif agent == "react":
-            react = ReactRun(
-                client,
-                policy_model(CapturePolicy(one_call_per_step=True), "p"),
-                tools,
-                run=run,
-                checkpointer=InMemorySaver(),
-            )
-            await react.replay(conversation)
-            memories = react.memories(conversation)
-        elif checkpoints == "sqlite":
-            async with AsyncSqliteSaver.from_conn_string(str(workdir / f"{run}.sqlite")) as saver:
-                capture = CaptureRun(
-                    client, policy_model(CapturePolicy(), "p"), tools, run=run, checkpointer=saver
-                )
-                await capture.replay(conversation)
-            memories = capture.memories(conversation)
-        else:
-            capture = CaptureRun(
-                client,
-                policy_model(CapturePolicy(), "p"),
-                tools,
-                run=run,
-                checkpointer=InMemorySaver(),
-            )
-            await capture.replay(conversation)
-            memories = capture.memories(conversation)
-        sent = time.perf_counter()
-        for memory_id in memories.values():
-            await client.call("await_consistency", memory_id=memory_id)
-        consistent = time.perf_counter()
-    violations = audit(server.db, conversation, memories)
-    if violations:
-        raise SystemExit(
-            f"{agent}: the auditor found {len(violations)} violations, first: {violations[0]}"
-        )
+    """Seconds per message for every layer, measured back to back in one round."""
     messages = sum(len(conversation.messages(t)) for t in conversation.threads)
+    planned = planned_calls(conversation, "x")
+    per_call = {}
+    bar.set_description(f"round {n + 1}: store")
+    per_call["store"] = store_floor(workdir, conversation, f"r{n}", bar) / messages
+    bar.set_description(f"round {n + 1}: http")
+    per_call["http"] = await http_floor(server, messages, bar) / messages
+    async with MemoryClient(server.url) as client:
+        bar.set_description(f"round {n + 1}: mcp ping")
+        per_call["mcp ping"] = await ping_floor(client, messages, bar) / messages
+        bar.set_description(f"round {n + 1}: graph step")
+        per_call["graph step"] = await graph_step_floor(workdir, messages, f"r{n}", bar) / messages
+        results: dict[str, float] = {}
+        steps = 0
+        runs = [("direct", conversation), ("capture", conversation)]
+        if concurrent is not None:
+            width = len(concurrent.threads)
+            runs += [(f"direct x{width}", concurrent), (f"capture x{width}", concurrent)]
+        for agent, conv in runs:
+            bar.set_description(f"round {n + 1}: {agent}")
+            run = f"{agent.split()[0]}{n}{'c' if conv is concurrent else ''}"
+            started = time.perf_counter()
+            if agent.startswith("direct"):
+                memories = await direct(client, conv, run, bar)
+            else:
+                memories, taken = await capture(client, conv, run, workdir, bar)
+                if conv is conversation:
+                    steps = taken
+            for memory_id in memories.values():
+                await client.call("await_consistency", memory_id=memory_id)
+            count = sum(len(conv.messages(t)) for t in conv.threads)
+            results[agent] = (time.perf_counter() - started) / count
+            violations = audit(server.db, conv, memories)
+            if violations:
+                raise SystemExit(f"{agent}: the auditor found {violations[0]} (+{len(violations)})")
+    calls_per_message = len(planned) / messages
+    direct_floor = calls_per_message * (per_call["store"] + per_call["http"])
     return {
-        "messages_per_s": messages / (consistent - started),
-        "seconds": consistent - started,
-        "drain_s": consistent - sent,
+        **per_call,
+        **results,
+        "calls_per_message": calls_per_message,
+        "steps_per_message": steps / messages,
+        "direct_floor": direct_floor,
+        "capture_floor": direct_floor + steps / messages * per_call["graph step"],
     }
+
+
+def figure(medians: dict[str, float], layers: list[str], path: Path) -> None:
+    """A bar chart of msg/s (or calls/s for the floors) per layer."""
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    rates = [1 / medians[k] for k in layers]
+    colours = ["#9ab" if k in LAYERS[:4] else "#37a" for k in layers]
+    bars = ax.barh(layers, rates, color=colours)
+    ax.bar_label(bars, labels=[f"{r:,.0f}" for r in rates], padding=3, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # no overlapping labels
+    ax.set_xlabel("per second (log scale): floors per call or step, agents per message")
+    ax.set_title("Memory capture, each layer (medians)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--threads",
         type=int,
-        default=1,
-        help="split the messages over this many conversations (one thread each)",
-    )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--agents", default="direct,capture,react")
-    parser.add_argument(
-        "--checkpointer",
-        choices=["memory", "sqlite"],
-        default="sqlite",
-        help="the capture graph's checkpointer",
+        default=4,
+        help="also capture this many conversations side by side (1: sequential only)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--figure", type=Path, help="where to write the figure (default: the run's temp folder)"
+    )
     args = parser.parse_args(argv)
-    per_thread = args.messages // args.threads
-    events = []
-    for t in range(args.threads):
-        events += synthetic(per_thread, thread=f"t{t}").events
-    conversation = Conversation(f"synthetic_{args.messages}", "benchmark", tuple(events))
+    if args.messages < 12 or args.rounds < 1:
+        parser.error("--messages must be >= 12 and --rounds >= 1")
+    conversation = synthetic(args.messages, thread="t0")
+    concurrent = None
+    if args.threads > 1:
+        events = []
+        for t in range(args.threads):
+            events += synthetic(args.messages // args.threads, thread=f"c{t}").events
+        concurrent = Conversation("concurrent", "concurrent", tuple(events))
+    agents = 2 + (2 if concurrent else 0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    results = {}
-    with ServerProcess(workdir / "memory.sqlite") as server:
-        for agent in args.agents.split(","):
-            rounds = []
-            for n in range(args.rounds):
-                rounds.append(
-                    asyncio.run(
-                        one_round(agent, server, conversation, n, args.checkpointer, workdir)
-                    )
-                )
-                print(
-                    f"{agent} round {n + 1}: {rounds[-1]['messages_per_s']:.1f} msg/s "
-                    f"({rounds[-1]['seconds']:.1f} s, auditor: 0 violations)",
-                    flush=True,
-                )
-            results[agent] = {
-                "median_messages_per_s": round(
-                    statistics.median(r["messages_per_s"] for r in rounds), 1
-                ),
-                "median_seconds": round(statistics.median(r["seconds"] for r in rounds), 2),
-                "rounds": len(rounds),
-            }
+    load_before = os.getloadavg()
+    rounds = []
+    # per round: the four floors and each agent count the messages
+    total = (4 + agents) * args.messages * args.rounds
+    with (
+        ServerProcess(workdir / "memory.sqlite") as server,
+        tqdm(total=total, unit="msg", file=sys.stderr) as bar,
+    ):
+        for n in range(args.rounds):
+            rounds.append(asyncio.run(one_round(server, conversation, n, workdir, bar, concurrent)))
+    load_after = os.getloadavg()
+    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+    rows = [
+        ("store", "enqueue + apply one entry (SQLite, in process)", med["store"], None),
+        ("http", "HTTP round trip on loopback (uvicorn, no MCP)", med["http"], None),
+        ("mcp ping", "MCP request over the kept session", med["mcp ping"], None),
+        ("graph step", "one no-op graph step, SQLite checkpoint", med["graph step"], None),
+        ("direct", f"{med['calls_per_message']:.2f} tool calls/msg", med["direct"], "direct_floor"),
+        (
+            "capture",
+            f"graph, {med['steps_per_message']:.2f} steps/msg",
+            med["capture"],
+            "capture_floor",
+        ),
+    ]
+    if concurrent is not None:
+        w = args.threads
+        rows += [
+            (
+                f"direct x{w}",
+                f"{w} conversations side by side",
+                med[f"direct x{w}"],
+                "direct_floor",
+            ),
+            (
+                f"capture x{w}",
+                f"{w} conversations side by side",
+                med[f"capture x{w}"],
+                "capture_floor",
+            ),
+        ]
+    print(
+        f"\n{args.messages} messages x {args.rounds} round(s); medians; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after "
+        f"on {os.cpu_count()} CPUs (a shared machine: compare ratios, not absolutes)"
+    )
+    print(f"{'layer':<12} {'what':<47} {'ms':>7} {'per s':>8} {'floor ms':>9} {'ratio':>6}")
+    for name, what, seconds, floor in rows:
+        floor_s = f"{med[floor] * 1e3:9.2f}" if floor else f"{'':9}"
+        ratio = f"{seconds / med[floor]:6.2f}" if floor else f"{'':6}"
+        print(f"{name:<12} {what:<47} {seconds * 1e3:7.2f} {1 / seconds:8.0f} {floor_s} {ratio}")
+    print(
+        "ms: per message (agents) or per call/step (floors); floor: store + HTTP round trip per "
+        "tool call, plus one no-op graph step per graph step for capture; side-by-side rows "
+        "are compared with the sequential floor"
+    )
+    layers = [name for name, *_ in rows]
+    path = args.figure or workdir / "bench_memory.png"
+    figure(med, layers, path)
+    print(f"figure: {path}")
     summary = {
-        "messages": per_thread * args.threads,
-        "threads": args.threads,
-        "checkpointer": args.checkpointer,
+        "messages": args.messages,
+        "rounds": args.rounds,
+        "load_average": [round(load_before[0], 2), round(load_after[0], 2)],
+        "cpus": os.cpu_count(),
         "python": platform.python_version(),
-        "machine": platform.machine(),
-        "results": results,
+        "threads_side_by_side": args.threads,
+        "median_ms": {k: round(med[k] * 1e3, 3) for k in layers},
+        "messages_per_s": {k: round(1 / med[k], 1) for k in layers if k not in LAYERS[:4]},
+        "floor_ms": {k: round(med[f"{k}_floor"] * 1e3, 3) for k in ("direct", "capture")},
+        "ratio_to_floor": {k: round(med[k] / med[f"{k}_floor"], 2) for k in ("direct", "capture")},
+        "calls_per_message": round(med["calls_per_message"], 3),
+        "steps_per_message": round(med["steps_per_message"], 3),
     }
     print(json.dumps(summary, indent=1))
     if args.json:

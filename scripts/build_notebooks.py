@@ -3,9 +3,15 @@
 ``notebooks/_src/NN_name.py`` is what authors edit; this script turns each one
 into ``notebooks/NN_name.ipynb`` with jupytext, runs it top to bottom in a
 fresh kernel with nbclient (so execution counts run 1..n), and writes it with
-deterministic cell ids and no volatile metadata. The scripted model is forced
-(the real-model variables are removed from the kernel's environment) unless
-``--keep-model-env`` is given.
+deterministic cell ids. The scripted model is forced (the real-model variables
+are removed from the kernel's environment) unless ``--keep-model-env`` is given.
+
+What a reader's JupyterLab would write is kept, so opening a notebook changes
+nothing: the kernelspec and the ``language_info`` the kernel reports. The
+widget state nbclient saves is kept too (with model ids renumbered in order,
+so a rebuild does not churn them), so every knob renders as a widget before
+the notebook is run, in JupyterLab and on GitHub or nbviewer. Sources whose
+name starts with ``_`` (the template) are not built.
 
     python scripts/build_notebooks.py            # every notebook
     python scripts/build_notebooks.py 01 02      # by number prefix
@@ -18,7 +24,10 @@ builds ``notebooks/solutions/NN_name.ipynb`` (selected by the same prefixes).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -33,6 +42,9 @@ SOLUTION_SOURCES = SOURCES / "solutions"
 SOLUTIONS = NOTEBOOKS / "solutions"
 MODEL_VARS = ("AGENTSTATE_LLM_BASE_URL", "AGENTSTATE_LLM_MODEL", "AGENTSTATE_LLM_API_KEY")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+KEPT_METADATA = ("kernelspec", "language_info", "widgets")
 
 
 def sources(selection: list[str]) -> list[Path]:
@@ -48,17 +60,49 @@ def sources(selection: list[str]) -> list[Path]:
 
 def from_source(path: Path) -> nbformat.NotebookNode:
     nb = jupytext.read(path, fmt="py:percent")
-    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    nb.metadata = {"kernelspec": KERNELSPEC}
     for i, cell in enumerate(nb.cells):
         cell.id = f"c{i:03d}"
         cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
     return nb
 
 
-def clean(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+def clean(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """Keep what JupyterLab would write (kernelspec, language_info) and the widget state."""
+    nb.metadata = {k: nb.metadata[k] for k in KEPT_METADATA if k in nb.metadata}
+    nb.metadata["kernelspec"] = KERNELSPEC
     for cell in nb.cells:
         cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
+    return renumber_widgets(nb, name)
+
+
+def renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """Replace the kernel's random widget model ids by ids derived from the order they appear.
+
+    Ids appear in the saved state (as keys and as ``IPY_MODEL_<id>`` references) and in
+    the outputs' widget views; all are rewritten together, so the references still hold.
+    """
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    views = [
+        out.data[WIDGET_VIEW]
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if WIDGET_VIEW in out.get("data", {})
+    ]
+    order = [v["model_id"] for v in views] + list(state)
+    new_ids: dict[str, str] = {}
+    for old in order:
+        if old not in new_ids:
+            seed = f"{name}:{len(new_ids)}".encode()
+            new_ids[old] = hashlib.sha256(seed).hexdigest()[:32]
+    if not new_ids:
+        return nb
+    pattern = re.compile("|".join(re.escape(old) for old in new_ids))
+    if state:
+        text = pattern.sub(lambda m: new_ids[m.group(0)], json.dumps(nb.metadata["widgets"]))
+        nb.metadata["widgets"] = nbformat.from_dict(json.loads(text))
+    for view in views:
+        view["model_id"] = new_ids.get(view["model_id"], view["model_id"])
     return nb
 
 
@@ -112,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"building {target.relative_to(ROOT)}", flush=True)
         nb = from_source(src)
         execute(nb, args.keep_model_env, args.timeout)
-        nbformat.write(clean(nb), target)
+        nbformat.write(clean(nb, src.stem), target)
     return 0
 
 

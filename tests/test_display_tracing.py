@@ -69,7 +69,8 @@ def test_show_source_displays_the_packages_own_code_and_selects_a_part():
     whole = show_source(merge_fields)
     assert whole.text.startswith("def merge_fields(") and "return {**(left or {})" in whole
     assert whole._repr_markdown_().startswith("`agentstate.core.reducers.merge_fields`")
-    part = show_source(TurnCacheMiddleware, start="    def wrap_tool_call", stop="    async def")
-    assert part.text.startswith("def wrap_tool_call") and "async def" not in part.text
+    part = show_source(TurnCacheMiddleware, start="def wrap_tool_call", stop="async def")
+    assert part.text.startswith("def wrap_tool_call(") and "async def" not in part.text
+    assert "\n    name, call_id = " in part.text  # the body keeps its indentation
     with pytest.raises(ValueError, match="is not in the source"):
         show_source(merge_fields, start="no such line")

@@ -8,7 +8,6 @@ import pytest
 from agentstate.cli import main
 from agentstate.engine import EngineNotInstalledError, EngineServer, free_port
 from agentstate.engine import model as engine_model
-from agentstate.engine import server as engine_server
 
 
 def test_command_uses_the_measured_flags_on_loopback(tmp_path):
@@ -47,7 +46,6 @@ def test_missing_server_says_make_engine(monkeypatch):
     monkeypatch.setattr(engine_model, "_server_available", lambda: False)
     with pytest.raises(EngineNotInstalledError, match="llama-cpp-python.*make engine"):
         engine_model.require_engine()
-    monkeypatch.setattr(engine_server, "require_engine", engine_model.require_engine)
     with pytest.raises(EngineNotInstalledError):
         EngineServer()
 
@@ -64,6 +62,5 @@ def test_cli_status_and_stop_without_a_server(capsys, monkeypatch, tmp_path):
 def test_cli_start_without_the_engine_exits_2(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("AGENTSTATE_ENGINE_STATE", str(tmp_path / "engine.json"))
     monkeypatch.setattr(engine_model, "_server_available", lambda: False)
-    monkeypatch.setattr(engine_server, "require_engine", engine_model.require_engine)
     assert main(["engine", "start"]) == 2
     assert "make engine" in capsys.readouterr().out

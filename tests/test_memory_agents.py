@@ -5,8 +5,6 @@ in its state and in the store; the tool-only graph must leave a store the
 auditor finds clean, with the well-behaved policy and with the faulty one.
 """
 
-import json
-
 import pytest
 from langchain_core.messages import AIMessage, ChatMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -128,10 +126,8 @@ async def test_hard_cases_round_trip_byte_for_byte(server):
         run = capture(client, await client.tools(), "t-bytes")
         await run.replay(conversation)
         await settle(client, run, conversation)
-        listed = json.loads(
-            await client.call(
-                "list_entries", vault_id=run.vault_id, memory_id=run.memory_id("edge"), limit=50
-            )
+        listed = await client.call(
+            "list_entries", vault_id=run.vault_id, memory_id=run.memory_id("edge"), limit=50
         )
     assert [e["raw_entry"].encode() for e in listed["entries"]] == [c.encode() for c in contents]
 

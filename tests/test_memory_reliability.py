@@ -1,6 +1,8 @@
 """Stage 06 reliability with real processes: capture killed, server killed, lost replies."""
 
 import asyncio
+import os
+import stat
 import subprocess
 import sys
 import time
@@ -69,6 +71,8 @@ async def test_capture_process_killed_mid_conversation_then_resumed(tmp_path):
         assert done.stdout.strip().endswith("done")
         assert "events handled" in done.stdout
         assert await settled_audit(server, conversation, memories) == []
+    for private in (tmp_path / "checkpoints.sqlite", tmp_path / "memory.sqlite"):
+        assert stat.S_IMODE(os.stat(private).st_mode) == 0o600, private
 
 
 async def test_lost_reply_is_reconciled_not_resent(tmp_path):

@@ -11,7 +11,7 @@ from agentstate.memory.capture import curated, guard
 from agentstate.memory.conversations import load, parse, synthetic
 from agentstate.memory.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy
 from agentstate.memory.prompt import ids_from, system_prompt
-from agentstate.memory.store import MemoryError_, MemoryStore
+from agentstate.memory.store import MemoryInputError, MemoryStore
 from agentstate.memory.writer import Writer
 
 V, M = "vault", "mem"
@@ -96,9 +96,11 @@ def test_guard_builds_the_plan_from_the_rules():
     assert "msg 6: dropped get_context" in update["corrections"]
     again, update = guard(msg6, [], {"messages": [], "persisted": [6]}, V, M)
     assert [c["name"] for c in again] == ["await_consistency", "put_context"]
-    start = SystemMessage("SESSION_START")
-    assert guard(start, [], {"bootstrapped": True}, V, M)[0] == []
-    assert [c["name"] for c in guard(start, [], {}, V, M)[0]] == ["get_context", "list_entries"]
+    start = SystemMessage("SESSION_START", id="t-e0")
+    assert guard(start, [], {"bootstrapped": ["t-e0"]}, V, M)[0] == []  # the same one, resent
+    plan, update = guard(start, [], {"bootstrapped": ["t-e9"]}, V, M)  # a new session
+    assert [c["name"] for c in plan] == ["get_context", "list_entries"]
+    assert update["bootstrapped"] == ["t-e0"]
 
 
 def test_curated_input_keeps_controls_and_conversation_only():
@@ -218,14 +220,14 @@ def test_side_by_side_table_has_a_total_row(tmp_path):
 
 def test_store_rejects_bad_ids_and_unknown_memories(tmp_path):
     store = MemoryStore(tmp_path / "s.sqlite")
-    with pytest.raises(MemoryError_, match="vault_id is required"):
+    with pytest.raises(MemoryInputError, match="vault_id is required"):
         store.create_memory("", M)
-    with pytest.raises(MemoryError_, match="must be 1-128 letters"):
+    with pytest.raises(MemoryInputError, match="must be 1-128 letters"):
         store.create_memory(V, "has space")
     store.create_memory(V, M)
-    with pytest.raises(MemoryError_, match="already belongs to vault"):
+    with pytest.raises(MemoryInputError, match="already belongs to vault"):
         store.create_memory("other", M)
-    with pytest.raises(MemoryError_, match="unknown memory 'x'"):
+    with pytest.raises(MemoryInputError, match="unknown memory 'x'"):
         store.require_memory(V, "x")
     store.close()
 
@@ -241,13 +243,13 @@ def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(tmp_path):
             {},
         )
     store.enqueue(M, "context", {"vault_id": V, "content": "ctx"}, {})
-    assert store.list_entries(M) == [] and len(store.pending()) == 4  # queued, not applied
+    assert store.list_entries(M) == ([], None) and len(store.pending()) == 4  # queued, not applied
     store.close()
     reopened = MemoryStore(tmp_path / "q.sqlite")  # as a restarted server would
     writer = Writer(reopened)
     assert writer.pending(M) == 4
     writer.wait(M, 10)
-    assert [e["raw_entry"] for e in reopened.list_entries(M)] == ["r0", "r1", "r2"]
+    assert [e["raw_entry"] for e in reopened.list_entries(M)[0]] == ["r0", "r1", "r2"]
     assert [c["content"] for c in reopened.contexts(M, 5)] == ["ctx"]
     assert [e["raw_entry"] for e in reopened.search(M, "r1", 5)] == ["r1"]
     writer.close()

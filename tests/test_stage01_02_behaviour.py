@@ -30,7 +30,9 @@ def test_file_storage_keeps_only_the_last_call_of_the_message():
     order = list(FIVE)
     timeline = ToolTimeline()
     agent = build_file_storage_agent(
-        one_batch_model(*store_calls(FIVE)), delay=finish_last_first(order), middleware=[timeline]
+        one_batch_model(*store_calls(FIVE)),
+        delay=finish_last_first(order, unit=0.1),
+        middleware=[timeline],
     )
     state = agent.invoke(user())
     survivors = read_json_file(state["files"], REQUIREMENTS_PATH)

@@ -39,7 +39,7 @@ versions
 
 # %% [markdown]
 # ## The memory server, a real process
-# `agentstate memory serve --db PATH` runs an MCP server with the anchor's
+# `agentstate memory serve --db PATH` runs an MCP server with Mycelian Memory's
 # tools over a SQLite file. Here it runs over streamable HTTP on 127.0.0.1
 # (a free port), and the agent side loads its tools with
 # `langchain-mcp-adapters`, as any MCP client would.
@@ -49,8 +49,7 @@ versions
 import tempfile
 from pathlib import Path
 
-from agentstate.memory.client import MemoryClient
-from agentstate.memory.process import ServerProcess
+from agentstate.memory import MemoryClient, ServerProcess
 
 workdir = Path(tempfile.mkdtemp(prefix="stage06-"))
 server = ServerProcess(workdir / "memory.sqlite").start()
@@ -66,15 +65,13 @@ assert server.running and server.url.startswith("http://127.0.0.1:")
 # memory is applied. One round trip through the adapter's tool:
 
 # %%
-import json
-
 by_name = {t.name: t for t in tools}
 demo = {"vault_id": "demo", "memory_id": "demo.chat"}
 await client.call("create_memory", **demo)
 reply = await by_name["add_entry"].ainvoke(
     {**demo, "raw_entry": "Olá 👋", "summary": "greeting", "tags": {"role": "user", "msg_idx": 1}})
 consistent = await client.call("await_consistency", memory_id="demo.chat")
-listed = json.loads(await client.call("list_entries", **demo, limit=10))
+listed = await client.call("list_entries", **demo, limit=10)  # structured: a dict
 assert reply[0]["text"] == "enqueued" and consistent == "consistent"
 {"add_entry": reply[0]["text"], "await_consistency": consistent,
  "stored": [(e["raw_entry"], e["tags"]) for e in listed["entries"]]}
@@ -85,7 +82,7 @@ assert reply[0]["text"] == "enqueued" and consistent == "consistent"
 
 # %%
 from agentstate.display import Table
-from agentstate.memory.client import MemoryToolError
+from agentstate.memory import MemoryToolError
 
 bad = [("list_entries", {**demo, "limit": 0}), ("list_entries", {**demo, "limit": 51}),
        ("list_entries", {**demo, "before": "2026-01-01T00:00:00Z", "after": "2026-01-01Z"}),
@@ -111,9 +108,7 @@ Table(errors)
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.conversations import load
-from agentstate.memory.observer import ReactRun
-from agentstate.memory.policy import AS_REPORTED, CapturePolicy, policy_model
+from agentstate.memory import AS_REPORTED, CapturePolicy, ReactRun, load, policy_model
 
 travel = load("solo_travel")
 reported = policy_model(CapturePolicy(AS_REPORTED, one_call_per_step=True), "reported")
@@ -133,7 +128,7 @@ messages = (await react.state("trip"))["messages"]
 # stored twice:
 
 # %%
-from agentstate.memory.lesson import message_rows
+from agentstate.memory import message_rows
 
 rows = message_rows(messages)[:24]
 assert [r["calls"] for r in rows[1:9:2]] == [["get_context"], ["list_entries"]] * 2
@@ -150,7 +145,7 @@ Table(rows[10:24])
 # call log, flushes and bootstraps. It never looks at the agent's state.
 
 # %%
-from agentstate.memory.auditor import audit, counts
+from agentstate.memory import audit, counts
 
 violations = audit(server.db, travel, react.memories(travel))
 assert counts(violations) == {"duplicated": 3, "wrong_role": 3, "extra_entry": 4,
@@ -176,7 +171,7 @@ Table(v.row() for v in violations)
 
 # %%
 from agentstate.display import graph_mermaid
-from agentstate.memory.observer import CaptureRun
+from agentstate.memory import CaptureRun
 
 capture = CaptureRun(client, policy_model(CapturePolicy(), "policy"), tools, run="capture",
                      checkpointer=InMemorySaver())
@@ -230,8 +225,7 @@ corrections
 # (two chats interleaved). Violations found in each store:
 
 # %%
-from agentstate.memory.conversations import available
-from agentstate.memory.lesson import compare
+from agentstate.memory import available, compare
 
 results = {name: await compare(client, server.db, load(name)) for name in available()}
 totals = [{"conversation": name, **{agent: len(vs) for agent, vs in found.items()}}
@@ -241,7 +235,7 @@ assert all(row["react"] > 0 for row in totals)
 Table(totals)
 
 # %%
-from agentstate.memory.auditor import side_by_side
+from agentstate.memory import side_by_side
 
 merged = {agent: [v for found in results.values() for v in found[agent]]
           for agent in ("react", "capture")}
@@ -255,7 +249,7 @@ table
 # `SystemMessage`, never a guess from the text):
 
 # %%
-from agentstate.memory.auditor import read_memory
+from agentstate.memory import read_memory
 
 hard = load("hard_cases")
 edge = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run="edge")
@@ -344,7 +338,7 @@ assert flaky_client.stats["retries"] >= 1 and after_restart == []
 # NBVAL_IGNORE_OUTPUT
 import ipywidgets as widgets
 
-from agentstate.memory.lesson import FAULTS, compare_sync
+from agentstate.memory import FAULTS, compare_sync
 
 
 def knob(conversation="solo_travel", fault="writes twice"):
@@ -370,7 +364,7 @@ fixed
 # Finally, stop both servers: no process is left behind.
 
 # %%
-from agentstate.memory.process import port_open
+from agentstate.memory import port_open
 
 await client.close()
 await flaky_client.close()

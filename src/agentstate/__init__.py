@@ -2,8 +2,30 @@
 
 The package is the single source of truth for the notebook series in
 ``notebooks/``: every notebook imports its broken baseline and its fix from
-here. Subpackages are one system each (``rds`` for stages 01-04); shared
-modules hold the scripted model, the model factory and the tracer.
+here, and readers import the same pieces into their own agents.
+
+Where each stage lives:
+
+- 01 file-based storage: ``agentstate.rds`` (``FileStorage``,
+  ``build_file_storage_agent``).
+- 02 the state reducer: ``agentstate.core`` (``merge_fields``,
+  ``SecretRedactionMiddleware``) used by ``agentstate.rds``
+  (``build_reducer_agent``, ``RequirementsSyncMiddleware``).
+- 03 same-turn visibility: ``agentstate.core.TurnCacheMiddleware``;
+  ``agentstate.rds.build_turn_cache_agent`` and the broken baselines in
+  ``agentstate.rds.baselines``.
+- 04 subagents: ``agentstate.core`` (``SharedStateMiddleware``,
+  ``undeclared_keys``, ``append_unique``); ``agentstate.rds``
+  (``build_shared_schema_agent`` and the broken builders).
+- 05 prefix-cached experts: ``agentstate.experts`` on the local engine of
+  ``agentstate.engine``.
+- 06 tool-only memory capture: ``agentstate.memory``.
+
+Shared modules: ``models`` (the scripted model and the real-model factory),
+``tracing`` (timelines, state by step, tool replies), ``display`` (tables,
+source display), ``simulation`` (tool latency), ``persistence``
+(checkpointers on private files) and ``fixtures`` (the lessons' scenarios and
+scripted models, for notebooks and tests only: library modules never import it).
 """
 
 __version__ = "0.1.0"

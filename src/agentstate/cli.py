@@ -1,7 +1,8 @@
 """The ``agentstate`` command: one subcommand per system.
 
 Each system registers its own subcommands from ``agentstate.<system>.cli``
-(``register(subparsers)``), so this file never grows with them.
+(``register(subparsers)``), so this file never grows with them. The systems it
+runs are taught in notebooks 05 (experts, engine) and 06 (memory).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Locate the files in ``data/`` whether the package is installed or checked out.
 
 A wheel carries ``data/`` inside the package (``agentstate/data``); an editable
-install reads it from the repository root. No network, ever.
+install reads it from the repository root. No network, ever. Shared by
+notebooks 01-04 (the RDS spec), 05 (the manual) and 06 (the conversations).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ class Table:
         return len(self.rows)
 
     def column(self, name: str) -> list[Any]:
+        """The values of one column, top to bottom (what a notebook asserts on)."""
         return [r.get(name) for r in self.rows]
 
     def _cells(self) -> list[list[str]]:
@@ -86,15 +87,16 @@ class Source:
         import inspect
         import textwrap
 
-        text = textwrap.dedent(inspect.getsource(obj))
+        text = inspect.getsource(obj)
         if start is not None:
             if start not in text:
                 raise ValueError(f"{start!r} is not in the source of {obj!r}")
-            text = text[text.index(start) :]
+            line_start = text.rfind("\n", 0, text.index(start)) + 1  # cut at a line's start
+            text = text[line_start:]
         if stop is not None:
             if stop not in text:
                 raise ValueError(f"{stop!r} is not in the selected source of {obj!r}")
-            text = text[: text.index(stop)]
+            text = text[: text.rfind("\n", 0, text.index(stop)) + 1]
         self.name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
         self.module = getattr(obj, "__module__", "")
         self.text = textwrap.dedent(text).rstrip() + "\n"
@@ -110,5 +112,6 @@ class Source:
 
 
 def show_source(obj: Any, *, start: str | None = None, stop: str | None = None) -> Source:
-    """Display ``obj``'s source (optionally from the line holding ``start`` up to ``stop``)."""
+    """Display ``obj``'s source, optionally from the line holding ``start`` to the line
+    before the one holding ``stop``; the selection is dedented as a whole."""
     return Source(obj, start=start, stop=stop)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import operator
 import threading
+import traceback
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from deepagents import create_deep_agent
@@ -33,6 +35,7 @@ from agentstate.rds.storage import (
     NAIVE_KEY,
     REQUIREMENTS_PATH,
     NaiveSharedCacheStorage,
+    json_file,
     read_json_file,
 )
 from agentstate.tracing import ToolEvent, tool_replies
@@ -87,6 +90,7 @@ def one_call_per_step_model(fields: Mapping[str, Any]) -> ScriptedChatModel:
 
 
 def user_turn(text: str = USER_REQUEST) -> dict[str, Any]:
+    """The input of one user turn."""
     return {"messages": [{"role": "user", "content": text}]}
 
 
@@ -282,6 +286,200 @@ def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict
         row["after restart"] = fields_seen_by_reader(state)
         row["file after restart"] = len(file_fields(state))
     return row
+
+
+# --- notebooks 01-02 ---
+
+
+class PerFieldFileStorage:
+    """Stage 01's smallest safe file layout: one file per field, never a shared file.
+
+    ``write`` puts each field in its own path (``/requirements/<field>.json``
+    by default), so parallel calls write different keys of ``files`` and the
+    files reducer keeps every one of them; ``read`` merges every file under
+    ``/requirements/``. ``path_for`` chooses the path: give every field the
+    same path and the loss of stage 01 comes back.
+    """
+
+    PREFIX = "/requirements/"
+
+    def __init__(self, path_for: Callable[[str], str] | None = None) -> None:
+        self.path_for = path_for or (lambda field: f"{self.PREFIX}{field}.json")
+
+    def write(self, state: Mapping[str, Any], runtime: Any, field: str, value: Any) -> dict:
+        """One field, one file: parallel calls write different paths."""
+        return {"files": {self.path_for(field): json_file({field: value})}}
+
+    def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
+        """Every field file under ``/requirements/``, merged in path order."""
+        files = state.get("files") or {}
+        merged: dict[str, Any] = {}
+        for path in sorted(p for p in files if p.startswith(self.PREFIX)):
+            merged.update(read_json_file(files, path))
+        return merged
+
+
+def store_then_read_model(fields: Mapping[str, Any]) -> ScriptedChatModel:
+    """Store ``fields`` in parallel, then, in the NEXT model step, read them back, then answer."""
+    return ScriptedChatModel(
+        script=[
+            reply(*store_calls(fields)),
+            reply(tool_call("get_collected_requirements")),
+            reply(text="Done."),
+        ],
+        model_name="store-then-read",
+    )
+
+
+def graph_steps(history: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Rows of :func:`agentstate.tracing.state_by_step` keyed by super-step number."""
+    return {row["step"]: dict(row) for row in history}
+
+
+class ReducerProbe:
+    """Wrap a reducer and record every call LangGraph makes to it, and from where.
+
+    ``site`` is ``"edge read (throwaway copy)"`` when the call comes from a
+    node's outgoing edge reading state on a copy of the channels (LangGraph's
+    ``local_read``), ``"apply_writes (the real state)"`` when the super-step's
+    writes are applied, ``"other"`` otherwise; each call also records its
+    write and thread. :meth:`wait_for` blocks until
+    that many throwaway calls happened (used to hold a reader until then).
+    """
+
+    THROWAWAY = "edge read (throwaway copy)"
+    APPLY = "apply_writes (the real state)"
+
+    def __init__(self, reducer: Callable[[Any, Any], Any]) -> None:
+        self.reducer = reducer
+        # LangGraph compares reducers by ``__name__`` when it merges schemas.
+        self.__name__ = f"probe({getattr(reducer, '__name__', 'reducer')})"
+        self.calls: list[dict[str, Any]] = []
+        self._done = threading.Condition()
+
+    @classmethod
+    def _site(cls) -> str:
+        names = {frame.name for frame in traceback.extract_stack()}
+        if "local_read" in names:
+            return cls.THROWAWAY
+        return cls.APPLY if "apply_writes" in names else "other"
+
+    def __call__(self, left: Any, right: Any) -> Any:
+        site, thread = self._site(), threading.current_thread().name
+        result = self.reducer(left, right)
+        with self._done:
+            self.calls.append({"site": site, "write": dict(right or {}), "thread": thread})
+            self._done.notify_all()
+        return result
+
+    def sites(self) -> dict[str, int]:
+        """How many calls came from each site."""
+        counts: dict[str, int] = {}
+        for call in self.calls:
+            counts[call["site"]] = counts.get(call["site"], 0) + 1
+        return counts
+
+    def wait_for(self, throwaway_calls: int, timeout: float = 10.0) -> None:
+        """Block until ``throwaway_calls`` calls came from edge reads (TimeoutError otherwise)."""
+        with self._done:
+            ok = self._done.wait_for(
+                lambda: self.sites().get(self.THROWAWAY, 0) >= throwaway_calls, timeout
+            )
+        if not ok:
+            raise TimeoutError(f"fewer than {throwaway_calls} throwaway reducer calls")
+
+
+class HoldReaderMiddleware(AgentMiddleware):
+    """Hold ``reader`` tool calls until ``probe`` saw ``throwaway_calls`` edge-read calls.
+
+    Makes "a reader in the writers' batch runs after their edges read state"
+    deterministic instead of a matter of thread timing.
+    """
+
+    def __init__(
+        self,
+        probe: ReducerProbe,
+        throwaway_calls: int,
+        reader: str = "get_collected_requirements",
+    ) -> None:
+        super().__init__()
+        self.probe = probe
+        self.throwaway_calls = throwaway_calls
+        self.reader = reader
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Wait for the probe before running a reader call; other calls run at once."""
+        if request.tool_call["name"] == self.reader:
+            self.probe.wait_for(self.throwaway_calls)
+        return handler(request)
+
+
+def merge_in_place(left: dict[str, Any] | None, right: Mapping[str, Any] | None) -> dict:
+    """An IMPURE field merge (notebook 02's counter-example): it mutates ``left``.
+
+    Same result as :func:`agentstate.core.merge_fields` when called once per
+    write; wrong when LangGraph also calls it on throwaway copies, whose
+    channels share ``left`` with the live state.
+    """
+    if left is None:
+        left = {}
+    left.update(right or {})
+    return left
+
+
+def replace_whole(left: Any, right: Any) -> Any:
+    """A reducer that keeps only the newest write: an ``Annotated`` key, no merge."""
+    return right
+
+
+def sqlite_bytes(db_path: Any) -> bytes:
+    """Every byte of a SQLite database and its side files (``-wal``, ``-shm``)."""
+    path = Path(db_path)
+    return b"".join(p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")))
+
+
+# What each node a state-history table names does (read from deepagents' and
+# LangChain's sources at the pinned versions).
+NODE_GLOSSARY: dict[str, tuple[str, str]] = {
+    "__start__": (
+        "LangGraph",
+        "the entry: writes the invoke input (the user's message) into state; that write is step 0",
+    ),
+    "PatchToolCallsMiddleware.before_agent": (
+        "deepagents",
+        "once per invoke, before the first model call: gives every tool call in the history "
+        "that has no reply an error ToolMessage ('did not complete'), so the model accepts "
+        "the history; with nothing to patch it writes nothing",
+    ),
+    "model": (
+        "LangChain create_agent",
+        "calls the chat model on the messages (through each middleware's wrap_model_call) "
+        "and appends its AIMessage",
+    ),
+    "tools": (
+        "LangChain create_agent",
+        "runs the AIMessage's tool calls, one task per call ('tools x5' = five tasks) in one "
+        "super-step; their updates are applied together when the step ends",
+    ),
+    "RequirementsSyncMiddleware.after_agent": (
+        "agentstate (notebook 02)",
+        "once per turn, after the last model call: renders `requirements` to /requirements.json",
+    ),
+    "_ParentNotifierMiddleware.after_agent": (
+        "deepagents",
+        "on every deep agent: under ainvoke it tells a parent that started this agent as an "
+        "async subagent that it finished; under invoke it does nothing and writes nothing",
+    ),
+    "__end__": ("LangGraph", "the end of the graph: nothing runs after it"),
+}
+
+
+def glossary_rows(graph: Any) -> list[dict[str, str]]:
+    """One row per node of a compiled graph from :data:`NODE_GLOSSARY` (fails on unknown ones)."""
+    return [
+        {"node": name, "from": NODE_GLOSSARY[name][0], "what it does": NODE_GLOSSARY[name][1]}
+        for name in sorted(graph.get_graph().nodes, key=list(NODE_GLOSSARY).index)
+    ]
 
 
 # --- notebooks 03-04 ---

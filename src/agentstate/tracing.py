@@ -65,6 +65,7 @@ class ToolTimeline(AgentMiddleware):
         self._t0 = time.perf_counter()
 
     def clear(self) -> None:
+        """Forget recorded events and restart the clock (to reuse the middleware)."""
         with self._lock:
             self._events.clear()
             self._t0 = time.perf_counter()
@@ -76,9 +77,11 @@ class ToolTimeline(AgentMiddleware):
             return sorted(self._events, key=lambda e: (e.step, e.position, e.start))
 
     def finish_order(self) -> list[ToolEvent]:
+        """Events in the order the calls finished."""
         return sorted(self.events, key=lambda e: e.end)
 
     def thread_count(self, step: int | None = None) -> int:
+        """How many threads ran tool calls (in one super-step if given)."""
         return len({e.thread for e in self.events if step is None or e.step == step})
 
     def _record(self, request: Any, start: float, end: float) -> None:

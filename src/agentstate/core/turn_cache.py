@@ -60,6 +60,7 @@ class Batch:
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = field(default_factory=list)
 
     def record(self, call_id: str, value: Any) -> None:
+        """Keep what writer ``call_id`` wrote to the key."""
         with self.cond:
             self.writes[call_id] = value
 

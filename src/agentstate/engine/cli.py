@@ -2,8 +2,9 @@
 
 ``start`` launches a detached server on 127.0.0.1 (free port) and prints the
 ``AGENTSTATE_LLM_BASE_URL`` to export; ``stop`` ends exactly that process;
-``serve`` runs in the foreground until Ctrl-C. Without the engine installed,
-each says to run ``make engine``.
+``serve`` runs in the foreground until Ctrl-C; ``quantize`` makes the faster
+Q4_0 model the server uses (``make engine`` runs it). Without the engine installed,
+each says how to install it (``make engine``, or the pip commands). Notebook 05 uses the same server.
 """
 
 from __future__ import annotations
@@ -12,21 +13,17 @@ import argparse
 import json
 import time
 
-from agentstate.engine.model import (
-    EngineNotInstalledError,
-    engine_installed,
-    engine_version,
-    locate_model,
-)
+from agentstate.engine.model import HOW_TO_INSTALL, engine_installed, engine_version, locate_model
+from agentstate.engine.quantize import build_fast_model, default_model, fast_model_path
 from agentstate.engine.server import (
     EngineServer,
-    EngineStartError,
     answers,
     read_state,
     start_detached,
     state_file,
     stop_detached,
 )
+from agentstate.loopback import LoopbackServerError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,20 +32,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start = sub.add_parser("start", help="start a detached server on 127.0.0.1")
     serve = sub.add_parser("serve", help="run the server in the foreground until Ctrl-C")
     for p in (start, serve):
-        p.add_argument("--port", type=int, default=None, help="default: a free port")
+        p.add_argument("--port", type=_port, default=None, help="default: a free port")
         p.add_argument("--threads", type=int, default=2, help="n_threads and n_threads_batch")
     start.set_defaults(func=_start)
     serve.set_defaults(func=_serve)
     sub.add_parser("stop", help="stop the server that `start` launched").set_defaults(func=_stop)
+    quantize = sub.add_parser("quantize", help="make the faster Q4_0 model from the shipped GGUF")
+    quantize.add_argument("--force", action="store_true", help="rebuild even if it verifies")
+    quantize.set_defaults(func=_quantize)
     status = sub.add_parser("status", help="installed? running? where?")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)
 
 
+def _port(text: str) -> int:
+    """argparse type: an integer TCP port (argparse turns the error into one line, exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {port}")
+    return port
+
+
 def _start(args: argparse.Namespace) -> int:
     try:
         record = start_detached(port=args.port, threads=args.threads)
-    except (EngineNotInstalledError, EngineStartError) as err:
+    except LoopbackServerError as err:
         print(f"error: {err}")
         return 2
     verb = "already running" if record["reused"] else "started"
@@ -61,12 +72,12 @@ def _start(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     try:
         server = EngineServer(port=args.port, threads=args.threads).start()
-    except (EngineNotInstalledError, EngineStartError) as err:
+    except LoopbackServerError as err:
         print(f"error: {err}")
         return 2
     print(f"serving {server.base_url} (Ctrl-C to stop)", flush=True)
     try:
-        while server.process is not None and server.process.poll() is None:
+        while server.running:
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
@@ -76,29 +87,59 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    record = stop_detached()
+    try:
+        record = stop_detached()
+    except LoopbackServerError as err:
+        print(f"error: {err}")
+        return 2
     if record is None:
         print(f"no server recorded in {state_file()}; nothing to stop")
-        return 0
-    print(f"stopped pid {record['pid']} ({record['base_url']})")
+    elif record["stopped"]:
+        print(f"stopped pid {record['pid']} ({record['base_url']})")
+    else:
+        print(f"nothing stopped: pid {record['pid']} no longer runs the llama.cpp server that "
+              f"`agentstate engine start` launched; forgot the stale record")  # fmt: skip
     return 0
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    try:
+        manifest = build_fast_model(force=args.force)
+    except LoopbackServerError as err:
+        print(f"error: {err}")
+        return 2
+    print(f"{manifest['type']} model ready: {fast_model_path()} "
+          f"({manifest['bytes'] / 1e6:.0f} MB, sha256 {manifest['sha256'][:12]}...)")  # fmt: skip
+    return 0
+
+
+def _served_model() -> str:
+    try:
+        return str(default_model())
+    except LoopbackServerError as err:
+        return f"not ready: {err}"
 
 
 def _status(args: argparse.Namespace) -> int:
     installed = engine_installed()
-    record = read_state()
+    try:
+        record = read_state()
+    except LoopbackServerError as err:
+        print(f"error: {err}")
+        return 2
     running = bool(record and answers(record["base_url"]))
     info = {
         "installed": installed,
         "engine": f"llama-cpp-python {engine_version()}" if installed else None,
-        "model": str(locate_model()) if installed else None,
+        "model": _served_model() if installed else None,
+        "shipped_model": str(locate_model()) if installed else None,
         "running": running,
         "base_url": record["base_url"] if running else None,
     }
     if args.json:
         print(json.dumps(info, indent=2))
     elif not installed:
-        print("engine not installed: run `make engine`")
+        print(f"engine not installed: {HOW_TO_INSTALL}")
     else:
         print(f"{info['engine']}, model {info['model']}")
         print(

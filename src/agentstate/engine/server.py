@@ -13,30 +13,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from agentstate.engine.model import require_engine
+from agentstate.engine.model import HOW_TO_INSTALL
+from agentstate.engine.quantize import default_model
+from agentstate.loopback import HOST, LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
 
-HOST = "127.0.0.1"
-
-
-class EngineStartError(RuntimeError):
-    """The server process exited or never answered; the message carries its log tail."""
-
-
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
+_PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 
 
 def answers(base_url: str, timeout: float = 1.0) -> bool:
@@ -48,8 +37,13 @@ def answers(base_url: str, timeout: float = 1.0) -> bool:
         return False
 
 
-class EngineServer:
-    """``python -m llama_cpp.server`` for the SmolLM2 GGUF; a context manager that stops it."""
+class EngineServer(LoopbackProcess):
+    """``python -m llama_cpp.server`` for SmolLM2 (default: the verified Q4_0); stops on exit."""
+
+    name = "llama.cpp server"
+    hint = HOW_TO_INSTALL
+    slug = "engine"
+    log_mode = "wb"
 
     def __init__(
         self,
@@ -60,76 +54,46 @@ class EngineServer:
         alias: str = "local",
         model_path: Path | None = None,
         log_path: Path | None = None,
+        verbose: bool = False,
     ):
-        self.model_path = Path(model_path) if model_path else require_engine()
-        self.port = port or free_port()
+        self.model_path = Path(model_path) if model_path else default_model()
+        super().__init__(port=port, log_path=log_path)
         self.threads = threads
         self.n_ctx = n_ctx
         self.alias = alias
-        self.log_path = (
-            Path(log_path)
-            if log_path
-            else Path(tempfile.gettempdir(), f"agentstate-engine-{self.port}.log")
-        )
-        self.process: subprocess.Popen[bytes] | None = None
+        self.verbose = verbose
 
     @property
     def base_url(self) -> str:
+        """The OpenAI-compatible base URL (``.../v1``)."""
         return f"http://{HOST}:{self.port}/v1"
 
     def command(self) -> list[str]:
+        """The server's argv: the measured flags, loopback only."""
         return [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(self.model_path), "--model_alias", self.alias,
             "--host", HOST, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-            "--interrupt_requests", "false", "--verbose", "false",
+            "--interrupt_requests", "false", "--verbose", str(self.verbose).lower(),
         ]  # fmt: skip
 
-    def start(self, timeout: float = 90.0, *, detach: bool = False) -> EngineServer:
-        """Launch the server and wait until it answers; ``detach`` outlives this process."""
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=detach,
-            )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                raise EngineStartError(
-                    f"llama.cpp server exited with code {code}:\n{self.log_tail()}"
-                )
-            if answers(self.base_url):
-                return self
-            time.sleep(0.2)
-        self.stop()
-        raise EngineStartError(
-            f"llama.cpp server did not answer within {timeout:.0f} s:\n" + self.log_tail()
-        )
+    def ready(self) -> bool:
+        """The OpenAI ``/models`` route answers."""
+        return answers(self.base_url)
 
-    def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+    def prefix_hits(self) -> list[int]:
+        """Prompt tokens reused from the KV cache, one entry per request that reused any.
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Terminate the process we started (then kill it if it lingers)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout)
+        Needs ``verbose=True``: llama-cpp-python then logs "Llama.generate: N
+        prefix-match hit" for each request that reuses N cached tokens (and no
+        line when it reuses none). A count, not a timing: tests use it to prove
+        the cache works whatever the machine's load.
+        """
+        return [int(m) for m in _PREFIX_HIT.findall(self.log_path.read_text(errors="replace"))]
 
     def __enter__(self) -> EngineServer:
-        return self.start() if self.process is None else self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.start()  # type: ignore[return-value]
 
 
 # --- a detached server shared across CLI invocations: a small JSON state file ---
@@ -147,41 +111,81 @@ def state_file() -> Path:
     )
 
 
+STATE_KEYS = {"pid": int, "port": int, "base_url": str}
+
+
 def read_state(path: Path | None = None) -> dict | None:
+    """The record ``start`` wrote, None if there is none, a clear error if it is damaged."""
     path = path or state_file()
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return None
-
-
-def _is_our_server(pid: int) -> bool:
-    """The pid still runs llama_cpp.server (a recycled pid must not be killed)."""
+    except OSError as err:
+        raise LoopbackServerError(f"cannot read the engine state file {path}: {err}") from None
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        record = json.loads(text)
+    except ValueError:
+        record = None
+    bad = (
+        list(STATE_KEYS)
+        if not isinstance(record, dict)
+        else [k for k, kind in STATE_KEYS.items() if not isinstance(record.get(k), kind)]
+    )
+    if bad:
+        raise LoopbackServerError(
+            f"the engine state file {path} is damaged (missing or invalid: {', '.join(bad)}); "
+            "if a server is still running, stop it by its pid, then delete the file and run "
+            "`agentstate engine start`"
+        )
+    return record
+
+
+def command_line(pid: int) -> str | None:
+    """The process's command line (NUL-separated args joined by spaces), None if it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return raw.replace(b"\0", b" ").decode(errors="replace").strip() or None
+    except FileNotFoundError:
+        return None
     except OSError:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
-    return b"llama_cpp.server" in cmdline
+        pass
+    try:  # no /proc (macOS): ask ps
+        out = subprocess.run(["ps", "-p", str(pid), "-o", "command="], capture_output=True,
+                             text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def is_our_server(record: dict) -> bool:
+    """The recorded pid still runs llama_cpp.server on the recorded port (not a recycled pid)."""
+    cmdline = command_line(record["pid"])
+    if cmdline is None or not pid_alive(record["pid"]):
+        return False
+    return "llama_cpp.server" in cmdline and f"--port {record['port']}" in cmdline
 
 
 def start_detached(port: int | None = None, threads: int = 2, path: Path | None = None) -> dict:
     """Start a server that outlives this process and record it; reuse a running one."""
     path = path or state_file()
     current = read_state(path)
-    if current and _is_our_server(current["pid"]) and answers(current["base_url"]):
-        return {**current, "reused": True}
+    if current and is_our_server(current) and answers(current["base_url"]):
+        if port is None or port == current["port"]:
+            return {**current, "reused": True}
+        raise LoopbackServerError(
+            f"a server started by agentstate already runs on port {current['port']}; "
+            "stop it first with `agentstate engine stop`"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     server = EngineServer(port=port, threads=threads, log_path=path.with_suffix(".log"))
     server.start(detach=True)
-    assert server.process is not None
+    assert server.pid is not None
     record = {
-        "pid": server.process.pid,
+        "pid": server.pid,
         "port": server.port,
         "base_url": server.base_url,
+        "n_ctx": server.n_ctx,
         "model": str(server.model_path),
         "log": str(server.log_path),
     }
@@ -190,35 +194,23 @@ def start_detached(port: int | None = None, threads: int = 2, path: Path | None 
 
 
 def stop_detached(path: Path | None = None, timeout: float = 10.0) -> dict | None:
-    """Stop the recorded server (only if that pid is still llama_cpp.server)."""
+    """Stop the recorded server, only if that pid still is it; wait until it is gone.
+
+    Returns the record with ``stopped`` (False: the pid no longer runs our
+    server, e.g. after a reboot, so nothing was signalled), or None when
+    nothing is recorded. The record is removed either way.
+    """
     path = path or state_file()
     record = read_state(path)
     if record is None:
         return None
-    pid = int(record["pid"])
-    if _is_our_server(pid):
+    pid = record["pid"]
+    stopped = is_our_server(record)
+    if stopped:
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.1)
-        if _alive(pid):
+        if not wait_gone(pid, timeout):
             os.kill(pid, signal.SIGKILL)
+            if not wait_gone(pid, timeout):
+                raise LoopbackServerError(f"llama.cpp server pid {pid} survived SIGKILL")
     path.unlink(missing_ok=True)
-    return record
-
-
-def _alive(pid: int) -> bool:
-    try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        if waited == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    state = Path(f"/proc/{pid}/stat")
-    if state.exists():
-        return state.read_text().split(")")[-1].split()[0] != "Z"
-    return True
+    return {**record, "stopped": stopped}

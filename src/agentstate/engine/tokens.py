@@ -3,39 +3,22 @@
 ``Llama(vocab_only=True)`` loads only the vocabulary (about 0.2 s), so
 ``agentstate experts manual-stats`` and the benchmark can report how many
 prompt tokens the manual costs on SmolLM2. Without the engine: ``None``.
+Notebook 05.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from agentstate.engine.model import engine_installed, locate_model
-
-
-@contextmanager
-def _quiet_fd2() -> Iterator[None]:
-    """llama.cpp writes load notes to file descriptor 2 from C; keep them out of outputs."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as sink:
-            os.dup2(sink.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+from agentstate.engine.model import engine_installed, locate_model, quiet_fd2
 
 
 @lru_cache(maxsize=1)
 def _vocab() -> Any:
     from llama_cpp import Llama
 
-    with _quiet_fd2():
+    with quiet_fd2():
         return Llama(str(locate_model()), vocab_only=True, verbose=False)
 
 

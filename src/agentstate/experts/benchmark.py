@@ -25,11 +25,13 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from agentstate.engine import MODEL_FILE, count_tokens, engine_version, locate_model, model_sha256
+from agentstate.engine import count_tokens, engine_version, locate_model, model_sha256
+from agentstate.experts.budget import turn_budget
 from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.experts.llm import RequestRecorder, chat_model
 from agentstate.experts.manual import load_manual
@@ -42,6 +44,9 @@ QUERY = (
     "and what do we tell the customer?"
 )
 CASES = ("cache_busted", "sequential", "parallel", "primed", "no_manual")
+SWEEP_CASES = ("cache_busted", "sequential", "no_manual")
+SWEEP_SECTIONS = (1, 2, 4, 8, 16)
+BENCH_TIMEOUT = 900.0  # a benchmark waits: a cold 6k-token prefill on a loaded machine is slow
 SERVER_FLAGS = "--n_ctx 8192 --n_threads 2 --n_threads_batch 2 --interrupt_requests false"
 
 
@@ -100,15 +105,25 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def provenance(command: str) -> dict[str, Any]:
+def provenance(command: str, model_path: Path | None = None) -> dict[str, Any]:
+    """What produced the figures: engine, model file and its origin, manual, machine, load."""
     cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if "model name" in line), "")
     manual = load_manual()
+    model = Path(model_path) if model_path else None
+    shipped = locate_model()
     return {
         "engine": "llama-cpp-python",
         "engine_version": engine_version(),
         "server_flags": SERVER_FLAGS,
-        "model_file": MODEL_FILE,
-        "model_sha256": model_sha256(locate_model()),
+        "model_file": model.name if model else None,
+        "model_sha256": model_sha256(model) if model else None,
+        "model_made_from": None
+        if model is None or model == shipped
+        else {
+            "file": shipped.name,
+            "sha256": model_sha256(shipped),
+            "how": "agentstate engine quantize (llama_cpp.llama_model_quantize)",
+        },
         "manual_file": manual.name,
         "manual_sha256": manual.sha256,
         "manual_bytes": manual.size,
@@ -117,8 +132,16 @@ def provenance(command: str) -> dict[str, Any]:
         "cpu": cpu or platform.processor(),
         "python": platform.python_version(),
         "date": datetime.now(UTC).date().isoformat(),
+        "load_average_at_start": _load(),
         "command": command,
     }
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _cpuinfo() -> list[str]:
@@ -129,17 +152,65 @@ def _cpuinfo() -> list[str]:
         return []
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def sweep_point(sections: int, prefix_tokens: int | None, runs: dict[str, list]) -> dict[str, Any]:
+    """One size of the sweep: cold, warm and floor medians and the share of the ideal saving."""
+    figures = summarise(runs)
+    keep = ("cold_ms", "warm_ms", "floor_ms", "warm_cold_ratio", "saving_share")
+    return {"sections": sections, "prefix_tokens": prefix_tokens,
+            **{k: figures[k] for k in keep}, "raw": runs}  # fmt: skip
+
+
+def run_sweep(
+    model,
+    sections: list[int],
+    rounds: int,
+    max_tokens: int,
+    n_ctx: int,
+    log: Callable[[str], None] = _stderr,
+) -> dict[str, Any]:
+    """TTFT against prefix size: cold, warm and floor at each size that fits ``n_ctx``."""
+    points, skipped = [], []
+    for k in sections:
+        manual = load_manual(sections=k)
+        needed = turn_budget(manual, QUERY, max_tokens).total
+        if needed > n_ctx:
+            skipped.append({"sections": k, "tokens_needed": needed})
+            log(f"sweep: {k} chapters need {needed} tokens > context {n_ctx}: skipped")
+            continue
+        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in SWEEP_CASES}
+        for r in range(rounds):
+            for case in SWEEP_CASES:
+                runs[case].append(run_case(case, manual, model))
+                log(f"sweep: {k} chapters round {r + 1} {case}: {runs[case][-1]['ttft_ms']}")
+        prefix = system_prefix(manual)
+        point = sweep_point(k, count_tokens(prefix.text), runs)
+        points.append({**point, "part_sha256": manual.sha256, "prefix_sha256": prefix.sha256})
+    return {"cases": list(SWEEP_CASES), "n_ctx": n_ctx, "rounds": rounds, "points": points,
+            "skipped": skipped}  # fmt: skip
+
+
 def run_benchmark(
     base_url: str,
     sections: list[int],
     rounds: int,
     max_tokens: int,
     command: str,
-    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    log: Callable[[str], None] = _stderr,
+    *,
+    sweep: list[int] | None = None,
+    sweep_rounds: int | None = None,
+    n_ctx: int = 8192,
+    model_path: Path | None = None,
 ) -> dict[str, Any]:
     """The whole benchmark against a running server; returns the results document."""
     recorder = RequestRecorder()
-    model = chat_model(ModelSettings(base_url=base_url), max_tokens=max_tokens, recorder=recorder)
+    model = chat_model(ModelSettings(base_url=base_url), max_tokens=max_tokens, recorder=recorder,
+                       timeout=BENCH_TIMEOUT)  # fmt: skip
+    start_provenance = provenance(command, model_path)
     sizes = []
     for k in sections:
         manual = load_manual(sections=k)
@@ -161,11 +232,14 @@ def run_benchmark(
             **summarise(runs),
             "raw": runs,
         })  # fmt: skip
-    return {
-        "provenance": provenance(command),
+    document = {
+        "provenance": start_provenance,
         "query": QUERY,
         "rounds": rounds,
         "max_tokens": max_tokens,
         "cases": list(CASES),
         "sizes": sizes,
     }
+    if sweep:
+        document["sweep"] = run_sweep(model, sweep, sweep_rounds or rounds, max_tokens, n_ctx, log)
+    return document

@@ -2,7 +2,10 @@
 
 TTFT is taken at the first streamed chunk that carries text (a role-only
 first chunk does not count); latency at the end of the stream. A reply with
-no text at all has TTFT = latency. Also the offline stub answer, which cites
+no text at all has TTFT = latency; a stream with neither text nor a finish
+reason (no choices at all) is no reply and an error. A client-side failure of the endpoint
+(HTTP error, timeout, a reply that is not a chat stream) is raised as one
+:class:`~agentstate.experts.llm.ModelEndpointError`. Also the offline stub answer, which cites
 the manual chapter that best matches the query. Taught in notebook 05.
 """
 
@@ -17,6 +20,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
+from agentstate.experts.llm import NO_REPLY, ModelEndpointError, endpoint_error
 from agentstate.experts.manual import Manual
 from agentstate.experts.personas import EXPERTS
 
@@ -46,11 +50,21 @@ def timed_stream(
     start = time.perf_counter()
     first: float | None = None
     parts: list[str] = []
-    for chunk in model.stream(list(messages), **kwargs):
-        text = _chunk_text(chunk.content)
-        if text and first is None:
-            first = time.perf_counter()
-        parts.append(text)
+    finished = False
+    try:
+        for chunk in model.stream(list(messages), **kwargs):
+            text = _chunk_text(chunk.content)
+            if text and first is None:
+                first = time.perf_counter()
+            parts.append(text)
+            finished = finished or bool(chunk.response_metadata.get("finish_reason"))
+    except Exception as err:
+        failure = endpoint_error(err, getattr(model, "request_timeout", None))
+        if failure is None:
+            raise
+        raise failure from err
+    if first is None and not finished:
+        raise ModelEndpointError(NO_REPLY)
     end = time.perf_counter()
     return TimedReply(
         text="".join(parts).strip(),

@@ -2,22 +2,23 @@
 
 ``run`` answers one query; with ``--checkpoint-db`` and ``--thread-id`` the
 thread lives in a SQLite file and grows across runs (the manual never does).
-Errors (bad input, no endpoint, unreachable server) print one line that says
-what to do, and exit 2.
+Errors (bad input, no endpoint, an unreachable, failing or hanging server, a
+prompt longer than the engine's context) print one line that says what to do,
+and exit 2. The system is taught in notebook 05.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from contextlib import nullcontext
 from typing import Any
 
-import httpx
-import openai
-
+from agentstate.experts.budget import ContextTooSmallError, check_fits
 from agentstate.experts.checkpoints import memory_checkpointer, sqlite_checkpointer
 from agentstate.experts.graph import build_experts_graph, user_turn
+from agentstate.experts.llm import DEFAULT_TIMEOUT, ModelEndpointError
 from agentstate.experts.manual import load_manual
 from agentstate.experts.prompts import system_prefix
 from agentstate.experts.settings import make_config
@@ -43,9 +44,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--sections", type=int, help="use the first N chapters of the manual")
     run.add_argument("--max-tokens", type=int, default=64, help="reply length per call (llm)")
     run.add_argument("--base-url", help="OpenAI-compatible endpoint (else AGENTSTATE_LLM_BASE_URL)")
+    run.add_argument(
+        "--timeout",
+        type=_positive,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds to wait for the endpoint (default {DEFAULT_TIMEOUT:.0f})",
+    )
+    run.add_argument(
+        "--context-tokens",
+        type=int,
+        help="the endpoint's context window; default: AGENTSTATE_LLM_CONTEXT, or "
+        "the one `agentstate engine start` recorded for this URL",
+    )
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--show-metrics", action="store_true", help="TTFT and latency per call")
     run.set_defaults(func=_run)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _context_tokens(args: argparse.Namespace, base_url: str | None) -> int | None:
+    """The endpoint's context: the flag, the environment, or the local engine's record."""
+    if args.context_tokens:
+        return args.context_tokens
+    configured = os.environ.get("AGENTSTATE_LLM_CONTEXT", "").strip()
+    if configured:
+        if not configured.isdigit():
+            raise ValueError(
+                f"AGENTSTATE_LLM_CONTEXT must be a number of tokens, got {configured!r}"
+            )
+        return int(configured)
+    from agentstate.engine.server import read_state
+
+    try:
+        record = read_state()
+    except RuntimeError:
+        return None
+    if record and base_url and record["base_url"].rstrip("/") == base_url.rstrip("/"):
+        return record.get("n_ctx")
+    return None
 
 
 def _manual_stats(args: argparse.Namespace) -> int:
@@ -93,8 +138,13 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = make_config(mode=args.mode, router=args.router, execution=args.execution,
                              sections=args.sections, max_tokens=args.max_tokens,
-                             base_url=args.base_url)  # fmt: skip
-    except (ValueError, FileNotFoundError) as err:
+                             base_url=args.base_url, timeout=args.timeout)  # fmt: skip
+        if args.mode == "llm":
+            base_url = config.expert_model.openai_api_base  # type: ignore[union-attr]
+            context = _context_tokens(args, base_url)
+            if context:
+                check_fits(config.manual, args.input, args.max_tokens, context)
+    except (ValueError, FileNotFoundError, ContextTooSmallError) as err:
         print(f"error: {err}")
         return 2
     saver_cm = sqlite_checkpointer(args.checkpoint_db) if args.checkpoint_db else nullcontext(None)
@@ -107,9 +157,8 @@ def _run(args: argparse.Namespace) -> int:
     except FileNotFoundError as err:
         print(f"error: {err}")
         return 2
-    except (openai.APIConnectionError, httpx.ConnectError) as err:
-        print(f"error: cannot reach the model endpoint ({err}); start the local engine with "
-              "`agentstate engine start` (install it with `make engine`)")  # fmt: skip
+    except ModelEndpointError as err:
+        print(f"error: {err}")
         return 2
     result = _result(state, args.thread_id)
     if args.json:

@@ -16,6 +16,7 @@ from typing import Any
 
 from agentstate.datafiles import data_path
 from agentstate.engine.model import MODEL_FILE
+from agentstate.engine.quantize import FAST_MODEL_FILE
 from agentstate.experts.manual import load_manual
 from agentstate.experts.prompts import system_prefix
 
@@ -32,7 +33,8 @@ def provenance_checks(results: dict[str, Any]) -> dict[str, bool]:
     manual = load_manual()
     checks = {
         "engine is llama-cpp-python": prov["engine"] == "llama-cpp-python",
-        f"model file is {MODEL_FILE}": prov["model_file"] == MODEL_FILE,
+        # the shipped Q4_1 file, or the Q4_0 that `agentstate engine quantize` makes from it
+        f"model file is {prov['model_file']}": prov["model_file"] in (MODEL_FILE, FAST_MODEL_FILE),
         "model sha256 recorded": len(prov.get("model_sha256") or "") == 64,
         "manual sha256 matches data/manual": prov["manual_sha256"] == manual.sha256,
     }
@@ -41,6 +43,12 @@ def provenance_checks(results: dict[str, Any]) -> dict[str, bool]:
         checks[f"{size['sections']} sections: part and prefix hashes match"] = (
             size["part_sha256"] == part.sha256
             and size["prefix_sha256"] == system_prefix(part).sha256
+        )
+    for point in results.get("sweep", {}).get("points", []):
+        part = manual.leading(point["sections"])
+        checks[f"sweep {point['sections']} sections: part and prefix hashes match"] = (
+            point["part_sha256"] == part.sha256
+            and point["prefix_sha256"] == system_prefix(part).sha256
         )
     return checks
 
@@ -62,6 +70,21 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "share of ideal saving": f"{s['saving_share']:.0%}",
         }
         for s in results["sizes"]
+    ]
+
+
+def sweep_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """TTFT against prefix size (the sweep): one row per size, in seconds."""
+    return [
+        {
+            "chapters": p["sections"],
+            "prefix tokens": p["prefix_tokens"],
+            "cold TTFT s": _s(p["cold_ms"]),
+            "warm TTFT s": _s(p["warm_ms"]),
+            "floor TTFT s": _s(p["floor_ms"]),
+            "share of ideal saving": f"{p['saving_share']:.1%}",
+        }
+        for p in results.get("sweep", {}).get("points", [])
     ]
 
 

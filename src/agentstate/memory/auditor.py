@@ -43,12 +43,15 @@ KINDS = (
 
 @dataclass(frozen=True)
 class Violation:
+    """One broken capture rule: its kind (one of ``KINDS``), where, and what was found."""
+
     kind: str
     thread: str
     msg_idx: int | None
     detail: str
 
     def row(self) -> dict[str, Any]:
+        """The violation as a table row."""
         return {
             "kind": self.kind,
             "thread": self.thread,

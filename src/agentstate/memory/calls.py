@@ -16,10 +16,12 @@ BOOTSTRAP_LIMIT = 10
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
+    """A tool call in LangChain's dict form (the id is filled in when it is planned)."""
     return {"name": name, "args": args, "id": None, "type": "tool_call"}
 
 
 def summary_of(role: str, msg_idx: int, content: str) -> str:
+    """The default one-line summary: role, index and the first line, cut at 60 characters."""
     first = content.strip().splitlines()[0] if content.strip() else "(empty message)"
     return f"{role} #{msg_idx}: {first[:60]}"
 
@@ -27,6 +29,7 @@ def summary_of(role: str, msg_idx: int, content: str) -> str:
 def add_entry(
     vault_id: str, memory_id: str, role: str, msg_idx: int, content: str, summary: str | None = None
 ) -> dict[str, Any]:
+    """The one ``add_entry`` of a message: content verbatim, tags exactly {role, msg_idx}."""
     return call(
         "add_entry",
         vault_id=vault_id,
@@ -38,6 +41,7 @@ def add_entry(
 
 
 def bootstrap(vault_id: str, memory_id: str) -> list[dict[str, Any]]:
+    """SESSION_START: ``get_context``, then ``list_entries(limit=10)``."""
     return [
         call("get_context", vault_id=vault_id, memory_id=memory_id),
         call("list_entries", vault_id=vault_id, memory_id=memory_id, limit=BOOTSTRAP_LIMIT),
@@ -45,6 +49,7 @@ def bootstrap(vault_id: str, memory_id: str) -> list[dict[str, Any]]:
 
 
 def flush(vault_id: str, memory_id: str, content: str) -> list[dict[str, Any]]:
+    """A flush: ``await_consistency``, then ``put_context`` with ``content``."""
     return [
         call("await_consistency", memory_id=memory_id),
         call("put_context", vault_id=vault_id, memory_id=memory_id, content=content),
@@ -61,4 +66,5 @@ def digest(messages: list[BaseMessage], memory_id: str) -> str:
 
 
 def periodic_flush_due(msg_idx: int) -> bool:
+    """True after every ``FLUSH_EVERY``-th message."""
     return msg_idx % FLUSH_EVERY == 0

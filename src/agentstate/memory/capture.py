@@ -9,12 +9,17 @@ the model only what is the model's to say (a summary, a context document):
 
 - one ``add_entry`` per (thread, msg_idx): a resent message is skipped;
 - role and content copied from the message itself, tags exactly {role, msg_idx};
-- SESSION_START -> get_context, list_entries(limit=10), once per thread;
+- SESSION_START -> get_context, list_entries(limit=10), once per SESSION_START
+  message (a thread may hold several sessions; a resent one is skipped), the
+  same rule the auditor checks;
+- a ``ChatMessage`` with role ``system`` is never persisted;
 - FLUSH_CONTEXT / SESSION_END, and after every msg_idx % 6 == 0 -> await_consistency,
   put_context; control messages are typed, never persisted.
 
-``dispatch`` then sends the plan to a ``ToolNode`` one call at a time, so the
-store sees the calls in plan order. Every change the guard made to the model's
+``llm_call`` hands the plan's first call to a ``ToolNode`` and ``dispatch``
+the others, one call at a time, so the store sees the calls in plan order and
+each call is checkpointed before it is sent (what ``observer.CaptureRun.resume``
+relies on after a kill). Every change the guard made to the model's
 proposal is recorded in ``corrections``. State stays bounded: at each turn the
 previous turns' tool messages and chat beyond the model's window are removed
 (the memory server holds the history), so a 1,000-message thread costs the
@@ -50,13 +55,56 @@ def _union(left: list[int] | None, right: list[int] | None) -> list[int]:
     return sorted(set(left or []) | set(right or []))
 
 
+def _union_ids(left: list[str] | None, right: list[str] | None) -> list[str]:
+    return list(dict.fromkeys([*(left or []), *(right or [])]))
+
+
 class CaptureState(TypedDict):
+    """The graph's state per thread: the curated messages, the turn and what was done."""
+
     messages: Annotated[list[AnyMessage], add_messages]
     turn: NotRequired[BaseMessage]
     plan: NotRequired[list[dict[str, Any]]]
-    persisted: NotRequired[Annotated[list[int], _union]]
-    bootstrapped: NotRequired[bool]
+    persisted: NotRequired[Annotated[list[int], _union]]  # msg_idx already sent to add_entry
+    bootstrapped: NotRequired[Annotated[list[str], _union_ids]]  # SESSION_START ids handled
     corrections: NotRequired[Annotated[list[str], operator.add]]
+
+
+class InvalidTurn(ValueError):
+    """A message the capture graph cannot take; raised before anything is sent or stored."""
+
+
+STORED_ROLES = ("user", "assistant")
+
+
+def check_turn(turn: Any) -> BaseMessage:
+    """Validate one turn at the boundary, so bad input fails here and changes nothing.
+
+    A conversation message is a ``ChatMessage`` with role ``user`` or
+    ``assistant`` (``system``: accepted, never stored) and ``msg_idx`` in
+    ``additional_kwargs``, a non-negative int (a string would poison the
+    thread's ``persisted`` list and every later turn). A control message is a
+    ``SystemMessage`` whose content is one of ``CONTROLS``.
+    """
+    if isinstance(turn, ChatMessage):
+        if turn.role not in (*STORED_ROLES, "system"):
+            raise InvalidTurn(
+                f"role must be one of {STORED_ROLES} (or 'system', never stored), got {turn.role!r}"
+            )
+        idx = turn.additional_kwargs.get("msg_idx")
+        if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+            raise InvalidTurn(f"msg_idx must be a non-negative int, got {idx!r}")
+        if not isinstance(turn.content, str):
+            raise InvalidTurn("a conversation message's content must be a string")
+        return turn
+    if isinstance(turn, SystemMessage):
+        if turn.content not in CONTROLS:
+            raise InvalidTurn(f"a control message must be one of {CONTROLS}, got {turn.content!r}")
+        return turn
+    raise InvalidTurn(
+        "a turn is a ChatMessage (role user/assistant, msg_idx) or a control SystemMessage, "
+        f"got {type(turn).__name__}"
+    )
 
 
 def curated(messages: list[BaseMessage], window: int = MODEL_WINDOW) -> list[BaseMessage]:
@@ -106,7 +154,10 @@ def guard(
         ),
         None,
     ) or calls.digest(state.get("messages", []), memory_id)
-    if isinstance(turn, ChatMessage):
+    if isinstance(turn, ChatMessage) and turn.role == "system":
+        plan = []
+        update["corrections"] = [f"{label}: system message, not persisted"]
+    elif isinstance(turn, ChatMessage):
         idx = turn.additional_kwargs["msg_idx"]
         plan = []
         if idx in state.get("persisted", []):
@@ -127,18 +178,30 @@ def guard(
         if calls.periodic_flush_due(idx):
             plan += calls.flush(vault_id, memory_id, context)
     elif turn.content == "SESSION_START":
-        if state.get("bootstrapped"):
+        key = _session_key(turn)
+        if key in state.get("bootstrapped", []):
             plan = []
-            update["corrections"] = ["SESSION_START: already bootstrapped, skipped"]
+            update["corrections"] = ["SESSION_START: this session is already bootstrapped, skipped"]
         else:
             plan = calls.bootstrap(vault_id, memory_id)
-            update["bootstrapped"] = True
+            update["bootstrapped"] = [key]
     elif turn.content in ("FLUSH_CONTEXT", "SESSION_END"):
         plan = calls.flush(vault_id, memory_id, context)
     else:
         plan = []
     update["corrections"] = update.get("corrections", []) + _differences(label, proposed, plan)
     return plan, update
+
+
+def _session_key(turn: BaseMessage) -> str:
+    """Which SESSION_START this is: its message id (stable when the observer resends it)."""
+    position = turn.additional_kwargs.get("position")
+    return str(turn.id) if turn.id is not None else f"position {position}"
+
+
+def _one_call(call: dict[str, Any]) -> AIMessage:
+    """The AIMessage that hands one planned call to the ToolNode."""
+    return AIMessage(content="", tool_calls=[call], id=f"ai-{call['id']}")
 
 
 def _differences(label: str, proposed: list[dict], plan: list[dict]) -> list[str]:
@@ -167,6 +230,7 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         turn = state.get("turn")
         if turn is None:
             return {"plan": []}
+        check_turn(turn)
         conf = config["configurable"]
         vault_id, memory_id = conf["vault_id"], conf["memory_id"]
         prompt = SystemMessage(f"{system_prompt(vault_id, memory_id)}\n{turn_line(turn)}")
@@ -175,16 +239,25 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         plan, update = guard(turn, proposed, state, vault_id, memory_id)
         for n, c in enumerate(plan):
             c["id"] = f"{turn.id}-c{n}"
-        return {"plan": plan, **update, "messages": stale(state["messages"], turn, window)}
+        removed = stale(state["messages"], turn, window)
+        if not plan:
+            return {"plan": [], **update, "messages": removed}
+        # the first call goes out from here: one checkpointed step per turn fewer than a
+        # separate dispatch, and the call is still checkpointed before the tools run it
+        first, *rest = plan
+        return {"plan": rest, **update, "messages": [*removed, _one_call(first)]}
 
-    def dispatch(state: CaptureState) -> dict[str, Any]:
+    # async on purpose: under ainvoke LangGraph runs a sync node or router in a worker
+    # thread, a hand-off that costs more than these few lines on a busy machine
+    async def dispatch(state: CaptureState) -> dict[str, Any]:
         first, *rest = state["plan"]
-        return {
-            "messages": [AIMessage(content="", tool_calls=[first], id=f"ai-{first['id']}")],
-            "plan": rest,
-        }
+        return {"messages": [_one_call(first)], "plan": rest}
 
-    def more(state: CaptureState) -> str:
+    async def planned(state: CaptureState) -> str:
+        last = state["messages"][-1] if state.get("messages") else None
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    async def more(state: CaptureState) -> str:
         return "dispatch" if state.get("plan") else END
 
     builder = StateGraph(CaptureState)
@@ -192,7 +265,7 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
     builder.add_node("dispatch", dispatch)
     builder.add_node("tools", ToolNode(tools))
     builder.add_edge(START, "llm_call")
-    builder.add_conditional_edges("llm_call", more, ["dispatch", END])
+    builder.add_conditional_edges("llm_call", planned, ["tools", END])
     builder.add_edge("dispatch", "tools")
     builder.add_conditional_edges("tools", more, ["dispatch", END])
     return builder.compile(checkpointer=checkpointer)

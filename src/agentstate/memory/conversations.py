@@ -25,12 +25,43 @@ ROLES = ("user", "assistant")
 
 @dataclass(frozen=True)
 class Event:
+    """One event the observer sees: a control message or a conversation message.
+
+    Checked when made, so a bad event fails where it is built and never
+    reaches an agent: roles ``user``/``assistant`` only, ``msg_idx`` a
+    non-negative int, controls one of ``CONTROLS``.
+    """
+
     thread: str
     position: int  # index of the event in its thread (control and conversation alike)
     kind: str  # "control" or "message"
     content: str
     role: str | None = None
     msg_idx: int | None = None
+
+    def __post_init__(self) -> None:
+        def whole(value: object) -> bool:
+            return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+        if not isinstance(self.thread, str) or not self.thread.strip():
+            raise ValueError(f"thread must be a non-empty string, got {self.thread!r}")
+        if not whole(self.position):
+            raise ValueError(f"position must be a non-negative int, got {self.position!r}")
+        if not isinstance(self.content, str):
+            raise ValueError(f"content must be a string, got {type(self.content).__name__}")
+        if self.kind == "control":
+            if self.content not in CONTROLS:
+                raise ValueError(f"a control event is one of {CONTROLS}, got {self.content!r}")
+        elif self.kind == "message":
+            if self.role not in ROLES:
+                raise ValueError(
+                    f"role must be one of {ROLES} (system messages are never stored), "
+                    f"got {self.role!r}"
+                )
+            if not whole(self.msg_idx):
+                raise ValueError(f"msg_idx must be a non-negative int, got {self.msg_idx!r}")
+        else:
+            raise ValueError(f"kind must be 'control' or 'message', got {self.kind!r}")
 
     def to_message(self) -> BaseMessage:
         """The message the observer sends: typed, with a stable id (resending replaces)."""
@@ -50,18 +81,23 @@ class Event:
 
 @dataclass(frozen=True)
 class Conversation:
+    """A named, numbered list of events, possibly over several threads."""
+
     name: str
     title: str
     events: tuple[Event, ...]
 
     @property
     def threads(self) -> list[str]:
+        """Thread names in order of first appearance."""
         return list(dict.fromkeys(e.thread for e in self.events))
 
     def messages(self, thread: str) -> list[Event]:
+        """The conversation messages of ``thread`` (no controls), in order."""
         return [e for e in self.events if e.thread == thread and e.kind == "message"]
 
     def thread_events(self, thread: str) -> list[Event]:
+        """Every event of ``thread``, controls included, in order."""
         return [e for e in self.events if e.thread == thread]
 
 
@@ -91,6 +127,7 @@ def parse(raw: dict, name: str = "conversation") -> Conversation:
 
 
 def available() -> list[str]:
+    """The names of the conversations in ``data/conversations``."""
     return sorted(p.stem for p in data_path("conversations").glob("*.json"))
 
 

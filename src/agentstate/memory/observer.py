@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.capture import build_capture_graph
+from agentstate.memory.capture import build_capture_graph, check_turn
 from agentstate.memory.client import WRITE_TOOLS, MemoryClient
 from agentstate.memory.conversations import Conversation, Event
 from agentstate.memory.react import build_react_agent
@@ -31,12 +31,15 @@ class _Run:
         self._created: set[str] = set()
 
     def memory_id(self, thread: str) -> str:
+        """The memory of ``thread`` in this run: ``<run>.<thread>``."""
         return f"{self.run}.{thread}"
 
     def memories(self, conversation: Conversation) -> dict[str, str]:
+        """thread -> memory id, for every thread of ``conversation`` (what the auditor takes)."""
         return {t: self.memory_id(t) for t in conversation.threads}
 
     async def ensure_memory(self, thread: str) -> str:
+        """Create the thread's memory on the server once; return its id."""
         memory_id = self.memory_id(thread)
         if memory_id not in self._created:
             await self.client.call("create_memory", vault_id=self.vault_id, memory_id=memory_id)
@@ -52,6 +55,7 @@ class _Run:
         return sent
 
     async def send(self, event: Event) -> Any:  # pragma: no cover - abstract
+        """Hand one event to the agent."""
         raise NotImplementedError
 
 
@@ -72,6 +76,7 @@ class CaptureRun(_Run):
         self.graph = build_capture_graph(model, tools, checkpointer or InMemorySaver())
 
     def config(self, thread: str) -> dict[str, Any]:
+        """The invoke config of ``thread``: its checkpointer thread and memory ids."""
         return {
             "configurable": {
                 "thread_id": self.memory_id(thread),
@@ -81,13 +86,15 @@ class CaptureRun(_Run):
         }
 
     async def send(self, event: Event) -> dict[str, Any]:
+        """Capture one event: validated first, so a bad one changes nothing."""
+        message = check_turn(event.to_message())
         await self.ensure_memory(event.thread)
-        message = event.to_message()
         return await self.graph.ainvoke(
             {"messages": [message], "turn": message}, self.config(event.thread), durability="sync"
         )
 
     async def state(self, thread: str) -> dict[str, Any]:
+        """The graph's checkpointed state of ``thread``."""
         return (await self.graph.aget_state(self.config(thread))).values
 
     async def resume(self, thread: str) -> str:
@@ -137,9 +144,11 @@ class ReactRun(_Run):
         self.agents: dict[str, Any] = {}
 
     def config(self, thread: str) -> dict[str, Any]:
+        """The invoke config of ``thread`` (its checkpointer thread)."""
         return {"configurable": {"thread_id": self.memory_id(thread)}}
 
     async def send(self, event: Event) -> dict[str, Any]:
+        """Send one event to the thread's prebuilt agent (built on first use)."""
         memory_id = await self.ensure_memory(event.thread)
         if event.thread not in self.agents:
             self.agents[event.thread] = build_react_agent(
@@ -150,4 +159,5 @@ class ReactRun(_Run):
         )
 
     async def state(self, thread: str) -> dict[str, Any]:
+        """The prebuilt agent's checkpointed state of ``thread``."""
         return (await self.agents[thread].aget_state(self.config(thread))).values

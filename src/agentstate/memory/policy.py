@@ -38,6 +38,7 @@ class Faults:
     control_words_in_text: bool = False
 
     def hits(self, every: int, msg_idx: int, at: int) -> bool:
+        """Does a fault configured as ``every`` fire at ``msg_idx`` (offset ``at``)?"""
         return bool(every) and msg_idx % every == at % every
 
 
@@ -89,6 +90,7 @@ class CapturePolicy:
     def plan(
         self, turn: BaseMessage, history: list[BaseMessage], vault_id: str, memory_id: str
     ) -> list[dict[str, Any]]:
+        """Every call this policy makes for ``turn``, faults included, in order."""
         f = self.faults
         text = turn.content if isinstance(turn.content, str) else str(turn.content)
         control = isinstance(turn, SystemMessage) or (f.control_words_in_text and text in CONTROLS)
@@ -116,6 +118,7 @@ class CapturePolicy:
         return plan
 
     def final_text(self, turn: BaseMessage) -> str:
+        """What the model says once its calls are made ("" unless it answers the user)."""
         f = self.faults
         if isinstance(turn, ChatMessage) and turn.role == "user":
             idx = turn.additional_kwargs.get("msg_idx") or 0

@@ -5,107 +5,63 @@ The notebook and the tests talk to the same server a user would run with
 picks a free loopback port, waits until the port answers, and on ``stop()``
 (or at interpreter exit) terminates the process, so nothing is left behind.
 ``kill()`` is a real SIGKILL, for the restart lessons. The server's own log
-goes to ``<db>.log``, never to the notebook.
+goes to ``<db>.log``, never to the notebook. Ports, readiness, stopping and
+errors (:class:`~agentstate.loopback.LoopbackServerError`) come from
+:mod:`agentstate.loopback`, shared with stage 05's engine.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from agentstate.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
 
 
-def port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-class ServerProcess:
+class ServerProcess(LoopbackProcess):
     """One ``python -m agentstate.memory.server --transport http`` child process."""
+
+    name = "memory server"
+    hint = "start one yourself with `agentstate memory serve --db PATH --transport http`"
+    slug = "memory"
 
     def __init__(self, db: str | Path, port: int | None = None, write_delay: float = 0.0):
         self.db = Path(db)
-        self.port = port or free_port()
+        super().__init__(port=port, log_path=f"{self.db}.log")
         self.write_delay = write_delay
-        self.proc: subprocess.Popen | None = None
         atexit.register(self.stop)
 
     @property
     def url(self) -> str:
+        """The MCP endpoint (streamable HTTP)."""
         return f"http://127.0.0.1:{self.port}/mcp"
 
     @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The child while it runs, else None (older name kept for the memory tests)."""
+        return self.process if self.running else None
 
-    def start(self, timeout: float = 20.0) -> ServerProcess:
-        if self.running:
-            return self
-        if port_open(self.port):
-            raise RuntimeError(f"port {self.port} on 127.0.0.1 is already in use")
-        args = [
-            sys.executable,
-            "-m",
-            "agentstate.memory.server",
-            "--db",
-            str(self.db),
-            "--transport",
-            "http",
-            "--port",
-            str(self.port),
-        ]
+    def command(self) -> list[str]:
+        """The server's argv."""
+        args = [sys.executable, "-m", "agentstate.memory.server", "--db", str(self.db),
+                "--transport", "http", "--port", str(self.port)]  # fmt: skip
         if self.write_delay:
             args += ["--write-delay", str(self.write_delay)]
-        log = open(f"{self.db}.log", "ab")  # noqa: SIM115 - the child owns it
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while not port_open(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                tail = Path(f"{self.db}.log").read_text(errors="replace")[-800:]
-                self.stop()
-                raise RuntimeError(f"memory server did not start on port {self.port}:\n{tail}")
-            time.sleep(0.05)
+        return args
+
+    def environment(self) -> dict[str, str]:
+        """Unbuffered output, so the log shows what happened before a crash."""
+        return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def start(self, timeout: float = 20.0, *, detach: bool = False) -> ServerProcess:
+        """Launch the server and wait until its port answers (20 s by default)."""
+        super().start(timeout, detach=detach)
         return self
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """Terminate gracefully (the writer finishes its queue); kill if it hangs."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code, self.proc = self.proc.returncode, None
-        return code
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no flush; what a crash looks like."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
 
     def __enter__(self) -> ServerProcess:
         return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

@@ -1,6 +1,6 @@
 """The capture prompt shared by both agents of notebook 06 (the ReAct baseline and the fix).
 
-The rules are the anchor's: tools only, one ``add_entry`` per message with
+The rules are Mycelian Memory's capture rules: tools only, one ``add_entry`` per message with
 tags ``{role, msg_idx}`` and the content verbatim, the bootstrap and flush
 sequences, system messages never persisted. The baseline gets only this text
 (prompt-only enforcement); the tool-only graph appends a line naming the
@@ -30,6 +30,7 @@ _ID = re.compile(r"^(vault_id|memory_id): (\S+)$", re.M)
 
 
 def system_prompt(vault_id: str, memory_id: str) -> str:
+    """The capture rules with this memory's ids filled in."""
     return RULES.format(vault_id=vault_id, memory_id=memory_id)
 
 

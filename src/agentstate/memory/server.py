@@ -1,23 +1,33 @@
-"""The memory MCP server: the anchor's tools over SQLite, run as its own process.
+"""The memory MCP server: the Mycelian Memory tools over SQLite, run as its own process.
 
-Tools (names and parameters of the Mycelian Memory anchor): ``add_entry``,
+Tools (names and parameters of Mycelian Memory's MCP server): ``add_entry``,
 ``list_entries``, ``get_entry``, ``put_context``, ``get_context``,
 ``await_consistency``, ``search_memories``; plus ``create_memory``, ours,
 because a memory must exist before it is written. Bad input raises a
 ``ToolError`` whose message says what is wrong; the client receives it as an
-MCP error result and nothing is written. Run it with
-``agentstate memory serve --db PATH`` (stdio) or ``--transport http --port N``
-(streamable HTTP, bound to 127.0.0.1 only). Taught in notebook 06.
+MCP error result and nothing is written. Reads return structured content
+(``list_entries`` with the cursor of its next page).
+
+Run it with ``agentstate memory serve --db PATH`` (stdio) or ``--transport
+http --port N`` (streamable HTTP, bound to 127.0.0.1 only). Over HTTP any
+local process can read and write unless a bearer token is set (``--token`` or
+``AGENTSTATE_MEMORY_TOKEN``); then a request without ``Authorization: Bearer
+<token>`` gets HTTP 401. One server per SQLite file: a second one on the same
+file exits with an error. Taught in notebook 06.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import hmac
 import json
+import os
+import socket
+import sqlite3
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 # jsonschema (imported by mcp) loads rfc3987_syntax, if installed, only for its optional "iri"
 # format check, and that module builds a grammar at import: ~3 s of every server start on a
@@ -28,11 +38,16 @@ if __name__ == "__main__":
 import anyio  # noqa: E402
 from mcp.server.fastmcp import FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
+from pydantic import WithJsonSchema  # noqa: E402
 
+from agentstate.memory.cli import TOKEN_ENV, OneLineParser, add_serve_arguments  # noqa: E402
 from agentstate.memory.store import (  # noqa: E402
-    MemoryError_,
+    MAX_TAGS_CHARS,
+    MemoryInputError,
     MemoryStore,
+    StoreInUseError,
     check_id,
+    check_text,
     new_entry_id,
     parse_time,
 )
@@ -42,6 +57,28 @@ CONSISTENCY_TIMEOUT = 30.0
 HOST = "127.0.0.1"
 
 
+def _int_arg(low: int, high: int, default: int):
+    """An integer argument checked by the tool itself, not coerced by pydantic first.
+
+    Pydantic's lax mode would turn ``True`` into 1 and ``"10"`` into 10; typed
+    ``Any`` with the integer schema, the value arrives as sent and ``_int``
+    refuses it with a plain message (the schema clients see is unchanged).
+    """
+    schema = {"type": "integer", "minimum": low, "maximum": high, "default": default}
+    return Annotated[Any, WithJsonSchema(schema)]
+
+
+Limit = _int_arg(1, 50, 25)
+TopKe = _int_arg(0, 25, 5)
+TopKc = _int_arg(1, 10, 1)
+
+
+def _int(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MemoryInputError(f"{name} must be an integer between {low} and {high}, got {value!r}")
+    return value
+
+
 def _tags(tags: Any) -> dict[str, Any]:
     if tags is None:
         return {}
@@ -49,20 +86,21 @@ def _tags(tags: Any) -> dict[str, Any]:
         try:
             tags = json.loads(tags)
         except json.JSONDecodeError:
-            raise MemoryError_('tags must be a JSON object, e.g. {"role": "user"}') from None
+            raise MemoryInputError('tags must be a JSON object, e.g. {"role": "user"}') from None
     if not isinstance(tags, dict):
-        raise MemoryError_("tags must be an object of key/value pairs")
+        raise MemoryInputError("tags must be an object of key/value pairs")
+    text = json.dumps(tags, ensure_ascii=False)
+    if len(text) > MAX_TAGS_CHARS or "\\u0000" in text:
+        raise MemoryInputError(f"tags must be at most {MAX_TAGS_CHARS} characters, without NUL")
     return tags
 
 
-def _int(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise MemoryError_(f"{name} must be an integer between {low} and {high}, got {value!r}")
-    return value
-
-
 def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0) -> FastMCP:
-    """A FastMCP app over the SQLite file at ``db_path`` (created if missing)."""
+    """A FastMCP app over the SQLite file at ``db_path`` (created 0600 if missing).
+
+    Raises ``MemoryInputError`` for a path that cannot be a store and
+    ``StoreInUseError`` if another process serves the file.
+    """
     store = MemoryStore(db_path)
     writer = Writer(store, delay=write_delay)
     mcp = FastMCP(
@@ -70,25 +108,36 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         host=HOST,
         port=port,
         log_level="WARNING",
-        stateless_http=True,
+        # a kept session: a stateless server sets up a transport and a session per request
+        stateless_http=False,
         json_response=True,
     )
 
     def tool(fn):
-        """Register ``fn`` as a tool whose input errors become MCP errors with their message."""
+        """Register ``fn`` as a tool whose input errors become MCP errors with their message.
+
+        A tool that answers one word ("enqueued", "consistent", a context's text)
+        is registered without an output schema: the MCP client checks every
+        structured result against its schema with jsonschema, which costs more
+        CPU than the rest of the call. The reads that return records
+        (``list_entries``, ``get_entry``, ``search_memories``) stay structured.
+        """
 
         @functools.wraps(fn)
         async def wrapper(*args, **kwargs):
             try:
                 return await fn(*args, **kwargs)
-            except (MemoryError_, TimeoutError) as exc:
+            except (MemoryInputError, TimeoutError) as exc:
                 raise ToolError(str(exc)) from None
 
-        return mcp.tool()(wrapper)
+        returns_text = fn.__annotations__.get("return") in ("str", str)
+        return mcp.tool(structured_output=not returns_text)(wrapper)
 
     @tool
     async def create_memory(vault_id: str, memory_id: str, title: str = "") -> str:
         """Create a memory in a vault (memory ids are unique). Returns "created" or "exists"."""
+        if title:
+            check_text(title, "title")
         return "created" if store.create_memory(vault_id, memory_id, title) else "exists"
 
     @tool
@@ -101,6 +150,8 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     ) -> str:
         """Queue one entry; raw_entry is kept byte for byte. Returns "enqueued"."""
         store.require_memory(vault_id, memory_id)
+        check_text(raw_entry, "raw_entry", blank_ok=True)
+        check_text(summary, "summary")
         entry_tags = _tags(tags)
         entry_id = new_entry_id()
         payload = {
@@ -118,36 +169,42 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     async def list_entries(
         vault_id: str,
         memory_id: str,
-        limit: int = 25,
+        limit: Limit = 25,
         before: str | None = None,
         after: str | None = None,
-    ) -> str:
-        """Entries oldest first as JSON; limit 1..50; at most one of before/after (RFC3339)."""
+    ) -> dict[str, Any]:
+        """A page of entries, oldest first, and ``next``: the cursor of the next page or null.
+
+        limit 1..50; at most one of before/after (RFC3339, exclusive). Without
+        ``after`` the page holds the newest entries and ``next`` = {"before": ...}
+        pages back in time; with ``after``, ``next`` = {"after": ...} pages forward.
+        """
         store.require_memory(vault_id, memory_id)
         _int(limit, "limit", 1, 50)
         if before is not None and after is not None:
-            raise MemoryError_("give before or after, not both")
+            raise MemoryInputError("give before or after, not both")
         cursors = {
             "before": parse_time(before, "before") if before is not None else None,
             "after": parse_time(after, "after") if after is not None else None,
         }
-        entries = store.list_entries(memory_id, limit, **cursors)
+        entries, more = store.list_entries(memory_id, limit, **cursors)
         store.log_op(memory_id, "list_entries", {"limit": limit, **cursors})
-        return json.dumps({"entries": entries}, ensure_ascii=False)
+        return {"entries": entries, "next": more}
 
     @tool
-    async def get_entry(vault_id: str, memory_id: str, entry_id: str) -> str:
-        """One entry as JSON."""
+    async def get_entry(vault_id: str, memory_id: str, entry_id: str) -> dict[str, Any]:
+        """One entry: entry_id, raw_entry, summary, tags, created_at."""
         store.require_memory(vault_id, memory_id)
         check_id(entry_id, "entry_id")
         entry = store.get_entry(memory_id, entry_id)
         store.log_op(memory_id, "get_entry", {"entry_id": entry_id})
-        return json.dumps(entry, ensure_ascii=False)
+        return entry
 
     @tool
     async def put_context(vault_id: str, memory_id: str, content: str) -> str:
         """Queue a new context snapshot (plain text; every write kept). Returns "enqueued"."""
         store.require_memory(vault_id, memory_id)
+        check_text(content, "content")
         with writer.submitting(memory_id):
             store.enqueue(
                 memory_id,
@@ -174,9 +231,12 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return "consistent"
 
     @tool
-    async def search_memories(memory_id: str, query: str, top_ke: int = 5, top_kc: int = 1) -> str:
+    async def search_memories(
+        memory_id: str, query: str, top_ke: TopKe = 5, top_kc: TopKc = 1
+    ) -> dict[str, Any]:
         """Full-text search of entries (top_ke 0..25) plus the latest contexts (top_kc 1..10)."""
         store.vault_of(memory_id)
+        check_text(query, "query", blank_ok=True)
         _int(top_ke, "top_ke", 0, 25)
         _int(top_kc, "top_kc", 1, 10)
         found = {
@@ -184,36 +244,102 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
             "contexts": store.contexts(memory_id, top_kc),
         }
         store.log_op(memory_id, "search_memories", {"top_ke": top_ke, "top_kc": top_kc})
-        return json.dumps(found, ensure_ascii=False)
+        return found
 
     mcp.agentstate_store = store  # type: ignore[attr-defined]  # in-process inspection
     mcp.agentstate_writer = writer  # type: ignore[attr-defined]
     return mcp
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="agentstate memory MCP server (notebook 06)")
-    parser.add_argument("--db", required=True, help="SQLite file (created if missing)")
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--port", type=int, default=8765, help="HTTP port (127.0.0.1 only)")
-    parser.add_argument(
-        "--write-delay",
-        type=float,
-        default=0.0,
-        help="seconds the writer waits before each queued write (demos, tests)",
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``.
+
+    Compared in constant time; a refused request gets 401 and never reaches MCP.
+    """
+
+    def __init__(self, app, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = b'{"error": "missing or wrong bearer token"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve_http(server: FastMCP, token: str | None) -> None:
+    """Run the streamable HTTP app on 127.0.0.1 (behind the token check when one is set)."""
+    import uvicorn
+
+    app = server.streamable_http_app()
+    config = uvicorn.Config(
+        BearerToken(app, token) if token else app,
+        host=HOST,
+        port=server.settings.port,
+        log_level="warning",
+        lifespan="on",
     )
-    args = parser.parse_args(argv)
-    db = Path(args.db)
-    if not db.parent.exists():
-        parser.error(f"--db {db}: directory {db.parent} does not exist")
-    server = build_server(db, port=args.port, write_delay=args.write_delay)
+    anyio.run(uvicorn.Server(config).serve)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def run(args: argparse.Namespace, error) -> int:
+    """Serve until interrupted; ``error(message)`` ends bad arguments in one line (exit 2)."""
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    if args.transport == "http" and not _port_free(args.port):
+        error(f"--port {args.port}: 127.0.0.1:{args.port} is already in use")
     try:
-        server.run("streamable-http" if args.transport == "http" else "stdio")
+        server = build_server(args.db, port=args.port, write_delay=args.write_delay)
+    except (MemoryInputError, StoreInUseError, sqlite3.Error, OSError) as exc:
+        error(f"--db {args.db}: {exc}")
+    try:
+        if args.transport == "http":
+            url = f"http://{HOST}:{args.port}/mcp"
+            auth = "bearer token required" if token else "no token: any local process can use it"
+            print(f"memory server on {url} ({auth})", flush=True)
+            serve_http(server, token)
+        else:
+            server.run("stdio")
     except KeyboardInterrupt:
         pass
     finally:
         server.agentstate_writer.close()  # type: ignore[attr-defined]
+        server.agentstate_store.close()  # type: ignore[attr-defined]
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentstate.memory.server``: the same options as ``agentstate memory serve``."""
+    cli = add_serve_arguments(
+        OneLineParser(
+            prog="agentstate memory serve", description="the memory MCP server of notebook 06"
+        )
+    )
+    return run(cli.parse_args(argv), cli.error)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,21 @@ snapshot plus marking it applied), so nothing is ever half-written. The
 ``ops`` log records every successful tool call on a memory, reads included,
 which lets the auditor of notebook 06 check bootstraps and flushes from the
 store alone. Entries are indexed with SQLite FTS5. Timestamps are RFC3339 UTC.
+
+Durability: WAL with ``synchronous=NORMAL``. A transaction is in the WAL
+file when COMMIT returns, so a killed server (even SIGKILL) loses nothing it
+answered "enqueued" for: the operating system still writes the file out. What
+NORMAL gives up is the fsync at each commit: after a power loss or an OS
+crash the last transactions before it (up to the previous checkpoint of the
+WAL) can be missing, though the file is never corrupted. ``synchronous=FULL``
+(``MemoryStore(path, fsync=True)``) keeps those too, at one fsync per write.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -20,6 +30,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from agentstate.persistence import private_db_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -48,54 +60,152 @@ CREATE TABLE IF NOT EXISTS ops (
 CREATE INDEX IF NOT EXISTS ops_by_memory ON ops (memory_id, seq);
 """
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+# Whole-string patterns, used with ``fullmatch``: ``$`` alone would accept a trailing newline.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
+# Longest text each field accepts (characters): a message, a summary line, a title, a query.
+MAX_CHARS = {
+    "raw_entry": 100_000,
+    "content": 100_000,
+    "summary": 1_000,
+    "title": 200,
+    "query": 1_000,
+}
+MAX_TAGS_CHARS = 4_000
 
 
-class MemoryError_(ValueError):
-    """Bad input or an unknown memory: the message says which and why."""
+class MemoryInputError(ValueError):
+    """Bad input or an unknown memory: the message says which and why; nothing was written."""
+
+
+class StoreInUseError(RuntimeError):
+    """Another process already serves this SQLite file (one writer per file)."""
 
 
 def now() -> str:
+    """The current time as RFC3339 UTC with microseconds (``...Z``)."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def parse_time(value: Any, name: str) -> str:
-    """Validate an RFC3339 cursor and return it normalised to UTC ``...Z``."""
+    """Validate an RFC3339 cursor and return it normalised to UTC ``...Z``.
+
+    Python's ``fromisoformat`` also takes dates, basic ISO forms and missing
+    seconds; a cursor must be a full RFC3339 timestamp, so the shape is checked first.
+    """
     if not isinstance(value, str):
-        raise MemoryError_(f"{name} must be an RFC3339 timestamp string")
+        raise MemoryInputError(f"{name} must be an RFC3339 timestamp string, got {value!r}")
+    if not RFC3339.fullmatch(value):
+        raise MemoryInputError(
+            f"{name} must be an RFC3339 timestamp such as 2026-01-01T00:00:00Z, got {value!r}"
+        )
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise MemoryError_(f"{name} must be an RFC3339 timestamp, got {value!r}") from None
-    if moment.tzinfo is None:
-        raise MemoryError_(f"{name} must include a timezone, e.g. 2026-01-01T00:00:00Z")
+        raise MemoryInputError(f"{name} must be an RFC3339 timestamp, got {value!r}") from None
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def check_id(value: Any, name: str) -> str:
+    """An id: 1-128 of letters, digits, ``.``, ``_``, ``:``, ``-``, starting alphanumeric."""
     if not isinstance(value, str) or not value:
-        raise MemoryError_(f"{name} is required")
-    if not ID_PATTERN.match(value):
-        raise MemoryError_(f"{name} {value!r} must be 1-128 letters, digits, '.', '_', ':' or '-'")
+        raise MemoryInputError(f"{name} is required")
+    if not ID_PATTERN.fullmatch(value):
+        raise MemoryInputError(
+            f"{name} {value!r} must be 1-128 letters, digits, '.', '_', ':' or '-'"
+        )
     return value
 
 
-class MemoryStore:
-    """Thread-safe access to one SQLite file (one connection, one lock, WAL)."""
+def check_text(value: Any, name: str, *, blank_ok: bool = False) -> str:
+    """A text field: a string without NUL, within ``MAX_CHARS``, not blank unless allowed.
 
-    def __init__(self, path: str | Path) -> None:
+    ``raw_entry`` may be empty or only spaces (a message is stored verbatim,
+    whatever it is); a summary, a context or a query that is only whitespace says nothing.
+    """
+    if not isinstance(value, str):
+        raise MemoryInputError(f"{name} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise MemoryInputError(f"{name} must not contain a NUL character")
+    if len(value) > MAX_CHARS[name]:
+        raise MemoryInputError(f"{name} is {len(value)} characters; the limit is {MAX_CHARS[name]}")
+    if not blank_ok and not value.strip():
+        raise MemoryInputError(f"{name} must not be empty or only whitespace")
+    return value
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Refuse an existing non-empty file that is not SQLite, before opening or locking it."""
+    if path.is_file() and path.stat().st_size:
+        with path.open("rb") as f:
+            if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+                raise MemoryInputError(f"{path} exists and is not an SQLite database")
+
+
+def _lock_writer(path: Path) -> int:
+    """Hold an exclusive lock on ``<db>.lock`` for this process's lifetime, or refuse.
+
+    Two servers on one file would each keep their own count of queued writes
+    (one answers "consistent" too early, the other waits for writes it never
+    sees) and both would drain the queue. The kernel drops the lock when the
+    process dies, even by SIGKILL, so a restart after a crash is never blocked.
+    """
+    lock_path = private_db_file(path.with_name(path.name + ".lock"))
+    fd = os.open(lock_path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StoreInUseError(
+            f"another memory server (pid {holder}) already serves {path}; "
+            "point every client at that server, or give this one another --db"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+class MemoryStore:
+    """Thread-safe access to one SQLite file (one connection, one lock, WAL).
+
+    One process at a time may open a file as its store (``StoreInUseError``
+    otherwise). The file and its lock file are created 0600: entries are
+    conversations. Raises ``MemoryInputError`` if ``path`` is a folder, its
+    folder is missing, or the file is not an SQLite database.
+    """
+
+    def __init__(self, path: str | Path, fsync: bool = False) -> None:
         self.path = Path(path)
+        _check_sqlite_file(self.path)  # before anything touches it: bad input changes nothing
+        try:
+            private_db_file(self.path)
+        except OSError as exc:
+            raise MemoryInputError(str(exc)) from None
+        self._lock_fd = _lock_writer(self.path)
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.executescript(SCHEMA)
+        self._vaults: dict[str, str] = {}  # memory_id -> vault_id; memories are never moved
+        try:
+            with self._lock:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+                self._conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise MemoryInputError(f"{self.path} is not a memory store: {exc}") from None
 
     def close(self) -> None:
+        """Close the connection and release the file for another server."""
         with self._lock:
             self._conn.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _transaction(self, statements: list[tuple[str, tuple]]) -> list[int]:
         """Run statements in one IMMEDIATE transaction; return their lastrowids."""
@@ -120,7 +230,7 @@ class MemoryStore:
         rows = self._rows("SELECT vault_id FROM memories WHERE memory_id = ?", (memory_id,))
         if rows:
             if rows[0]["vault_id"] != vault_id:
-                raise MemoryError_(
+                raise MemoryInputError(
                     f"memory id {memory_id!r} already belongs to vault {rows[0]['vault_id']!r}"
                 )
             return False
@@ -136,18 +246,22 @@ class MemoryStore:
         return True
 
     def require_memory(self, vault_id: Any, memory_id: Any) -> None:
-        check_id(vault_id, "vault_id"), check_id(memory_id, "memory_id")
-        rows = self._rows("SELECT vault_id FROM memories WHERE memory_id = ?", (memory_id,))
-        if not rows or rows[0]["vault_id"] != vault_id:
-            raise MemoryError_(
+        """Raise ``MemoryInputError`` unless ``memory_id`` exists in ``vault_id``."""
+        check_id(vault_id, "vault_id")
+        if self.vault_of(memory_id) != vault_id:
+            raise MemoryInputError(
                 f"unknown memory {memory_id!r} in vault {vault_id!r}; create it with create_memory"
             )
 
     def vault_of(self, memory_id: Any) -> str:
+        """The vault of an existing memory (cached: a memory never changes vault)."""
         check_id(memory_id, "memory_id")
+        if memory_id in self._vaults:
+            return self._vaults[memory_id]
         rows = self._rows("SELECT vault_id FROM memories WHERE memory_id = ?", (memory_id,))
         if not rows:
-            raise MemoryError_(f"unknown memory {memory_id!r}; create it with create_memory")
+            raise MemoryInputError(f"unknown memory {memory_id!r}; create it with create_memory")
+        self._vaults[memory_id] = rows[0]["vault_id"]
         return rows[0]["vault_id"]
 
     # queue and call log ---------------------------------------------------
@@ -175,6 +289,7 @@ class MemoryStore:
         return seq
 
     def log_op(self, memory_id: str, tool: str, detail: dict[str, Any] | None = None) -> None:
+        """Record a successful read in the call log (the auditor checks bootstraps with it)."""
         self._transaction(
             [
                 (
@@ -190,6 +305,27 @@ class MemoryStore:
 
     def apply(self, item: dict[str, Any]) -> None:
         """Apply one queued write and mark it applied, atomically (idempotent by seq)."""
+        self.apply_many([item])
+
+    def apply_many(self, items: list[dict[str, Any]]) -> None:
+        """Apply queued writes in one transaction, each at most once (checked inside it)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for item in items:
+                    still = self._conn.execute(
+                        "SELECT 1 FROM queue WHERE seq = ? AND applied_at IS NULL", (item["seq"],)
+                    ).fetchone()
+                    if still:
+                        for statement in self._apply_statements(item):
+                            self._conn.execute(*statement)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @staticmethod
+    def _apply_statements(item: dict[str, Any]) -> list[tuple[str, tuple]]:
         payload = json.loads(item["payload"])
         stamp = payload["enqueued_at"]
         mark = (
@@ -216,12 +352,14 @@ class MemoryStore:
                 "VALUES (?, ?, ?, ?)",
                 (payload["vault_id"], item["memory_id"], payload["content"], stamp),
             )
-        with self._lock:
-            still = self._rows(
-                "SELECT 1 FROM queue WHERE seq = ? AND applied_at IS NULL", (item["seq"],)
-            )
-            if still:
-                self._transaction([write, mark])
+        return [write, mark]
+
+    def pending_count(self, memory_id: str) -> int:
+        """Queued writes of ``memory_id`` not applied yet, counted in the database."""
+        return self._rows(
+            "SELECT COUNT(*) AS n FROM queue WHERE memory_id = ? AND applied_at IS NULL",
+            (memory_id,),
+        )[0]["n"]
 
     # reads ----------------------------------------------------------------
     def list_entries(
@@ -230,27 +368,39 @@ class MemoryStore:
         limit: int = 25,
         before: str | None = None,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Entries oldest first; ``before``/``after`` are exclusive RFC3339 cursors."""
-        sql = "SELECT * FROM entries WHERE memory_id = ?"
-        params: list[Any] = [memory_id]
+    ) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
+        """One page of entries, oldest first, and the cursor of the next page (or None).
+
+        ``before``/``after`` are exclusive RFC3339 cursors. Without ``after`` the
+        page is the newest ``limit`` entries (before ``before``) and the next page
+        is older: ``{"before": <oldest created_at>}``; with ``after`` it is the
+        oldest ``limit`` entries after it and the next page is newer.
+        """
         if after is not None:
             rows = self._rows(
-                sql + " AND created_at > ? ORDER BY seq ASC LIMIT ?", (memory_id, after, limit)
+                "SELECT * FROM entries WHERE memory_id = ? AND created_at > ? "
+                "ORDER BY seq ASC LIMIT ?",
+                (memory_id, after, limit + 1),
             )
-            return [self._entry(r) for r in rows]
+            page = [self._entry(r) for r in rows[:limit]]
+            more = {"after": page[-1]["created_at"]} if len(rows) > limit else None
+            return page, more
+        sql, params = "SELECT * FROM entries WHERE memory_id = ?", [memory_id]
         if before is not None:
             sql += " AND created_at < ?"
             params.append(before)
-        rows = self._rows(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit))
-        return [self._entry(r) for r in reversed(rows)]
+        rows = self._rows(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit + 1))
+        page = [self._entry(r) for r in reversed(rows[:limit])]
+        more = {"before": page[0]["created_at"]} if len(rows) > limit else None
+        return page, more
 
     def get_entry(self, memory_id: str, entry_id: str) -> dict[str, Any]:
+        """One entry of ``memory_id``; ``MemoryInputError`` if there is none."""
         rows = self._rows(
             "SELECT * FROM entries WHERE memory_id = ? AND entry_id = ?", (memory_id, entry_id)
         )
         if not rows:
-            raise MemoryError_(f"no entry {entry_id!r} in memory {memory_id!r}")
+            raise MemoryInputError(f"no entry {entry_id!r} in memory {memory_id!r}")
         return self._entry(rows[0])
 
     @staticmethod
@@ -286,4 +436,5 @@ class MemoryStore:
 
 
 def new_entry_id() -> str:
+    """A fresh entry id (32 hex digits)."""
     return uuid.uuid4().hex

@@ -1,11 +1,14 @@
 """A capture process that can be killed and restarted (notebook 06, the crash test).
 
 ``python -m agentstate.memory.worker --url URL --checkpoints PATH --conversation NAME``
-replays a conversation through the tool-only graph with a SQLite checkpointer.
+replays a conversation through the tool-only graph with a SQLite checkpointer
+(``checkpoints.async_capture_checkpointer``: a 0600 file, WAL).
 Started again on the same checkpoint file, it first finishes any turn the
 killed process left half done (``CaptureRun.resume``), then sends only the
 events the checkpoints do not show as handled. It prints ``sent <thread>
-<position>`` after each event and ``done`` at the end.
+<position>`` after each event and ``done`` at the end. A missing server, a
+wrong token, an unknown conversation or a bad checkpoint path end in one
+line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -17,22 +20,28 @@ import sys
 if __name__ == "__main__":  # see agentstate.memory.server: ~3 s less per start
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: E402
-
-from agentstate.memory.client import MemoryClient  # noqa: E402
+from agentstate.memory.checkpoints import async_capture_checkpointer  # noqa: E402
+from agentstate.memory.cli import OneLineParser  # noqa: E402
+from agentstate.memory.client import (  # noqa: E402
+    MemoryAccessDenied,
+    MemoryClient,
+    MemoryServerUnavailable,
+    MemoryToolError,
+)
 from agentstate.memory.conversations import load, synthetic  # noqa: E402
 from agentstate.memory.observer import CaptureRun  # noqa: E402
 from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
 
 
 async def run(args: argparse.Namespace) -> int:
+    """Resume what the checkpoints show half done, then send the events not yet handled."""
     conversation = (
         synthetic(int(args.conversation.split(":")[1]))
         if args.conversation.startswith("synthetic:")
         else load(args.conversation)
     )
     async with (
-        AsyncSqliteSaver.from_conn_string(args.checkpoints) as saver,
+        async_capture_checkpointer(args.checkpoints) as saver,
         MemoryClient(args.url, retry_for=args.retry_for) as client,
     ):
         capture = CaptureRun(
@@ -59,7 +68,10 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Command line entry point (see the module docstring)."""
+    parser = OneLineParser(
+        prog="python -m agentstate.memory.worker", description=__doc__.splitlines()[0]
+    )
     parser.add_argument(
         "--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp"
     )
@@ -69,8 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--run", default="worker", help="memory ids are <run>.<thread>")
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between events")
-    parser.add_argument("--retry-for", type=float, default=30.0)
-    return asyncio.run(run(parser.parse_args(argv)))
+    parser.add_argument(
+        "--retry-for", type=float, default=30.0, help="seconds to wait for a missing server"
+    )
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(run(args))
+    except (
+        MemoryServerUnavailable,
+        MemoryAccessDenied,
+        MemoryToolError,
+        FileNotFoundError,
+        IsADirectoryError,
+        ValueError,
+    ) as exc:
+        parser.error(str(exc))  # one line, exit status 2
+    return 2  # pragma: no cover - parser.error exits
 
 
 if __name__ == "__main__":

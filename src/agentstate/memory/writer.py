@@ -1,11 +1,14 @@
 """The writer: one thread drains the durable write queue of the memory server.
 
-``add_entry`` and ``put_context`` are asynchronous in the anchor service: they
-answer "enqueued" and a writer applies them later. A client that needs its
+``add_entry`` and ``put_context`` are asynchronous in Mycelian Memory, the
+service whose tools the server reproduces: they answer "enqueued" and a
+writer applies them later. A client that needs its
 writes visible (and durable in their final tables) calls
 ``await_consistency``, which waits here until no write of that memory is
 queued. The queue lives in SQLite (see ``store``), so writes queued before a
-server kill are applied by the next server on the same file. Notebook 06.
+server kill are applied by the next server on the same file. The pending
+counts are exact because one process at a time serves a file
+(``store.StoreInUseError``). Notebook 06.
 """
 
 from __future__ import annotations
@@ -52,11 +55,15 @@ class Writer:
                 self._cond.wait_for(lambda: self._stopping or +self._pending, timeout=0.5)
                 if self._stopping and not +self._pending:
                     return
-            for item in self.store.pending():
+            queued = self.store.pending()
+            # one transaction for what is queued now (one commit, not one per write);
+            # with a delay (tests, the notebook's slow writer) one write at a time
+            batches = [[item] for item in queued] if self.delay else [queued] if queued else []
+            for batch in batches:
                 if self.delay:
                     time.sleep(self.delay)
                 try:
-                    self.store.apply(item)
+                    self.store.apply_many(batch)
                 except Exception as exc:  # reported by await_consistency; retried
                     with self._cond:
                         self._error = f"{type(exc).__name__}: {exc}"
@@ -64,10 +71,12 @@ class Writer:
                     break
                 with self._cond:
                     self._error = None
-                    self._pending[item["memory_id"]] -= 1
+                    for item in batch:
+                        self._pending[item["memory_id"]] -= 1
                     self._cond.notify_all()
 
     def pending(self, memory_id: str) -> int:
+        """Writes of ``memory_id`` queued and not applied yet."""
         with self._cond:
             return self._pending[memory_id]
 

@@ -1,4 +1,7 @@
-"""Chat models for the series: a scripted model (the offline default) and a factory."""
+"""Chat models for the series: a scripted model (the offline default) and a factory.
+
+Used by every notebook.
+"""
 
 from agentstate.models.factory import ModelSettings, get_chat_model, model_settings
 from agentstate.models.scripted import (

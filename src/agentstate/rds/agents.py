@@ -54,6 +54,7 @@ def rds_redaction(store: SecretStore | None = None) -> SecretRedactionMiddleware
         store if store is not None else SecretStore(),
         tool_name=WRITER_TOOLS[0],
         secret_fields=[n for n, f in load_spec().fields.items() if f.secret],
+        text_args={"task": ["description"]},  # what a parent hands its subagent (stage 04)
         name_for=lambda field: f"rds-master-{field}",
     )
 
@@ -216,11 +217,12 @@ def build_split_schema_agent(
         model,
         StateStorage(),
         middleware=[
+            rds_redaction(),
             SharedStateMiddleware(RdsAgentState),
             RequirementsSyncMiddleware(),
             *middleware,
         ],
-        subagents=[collector_spec(collector, StateStorage())],
+        subagents=[collector_spec(collector, StateStorage(), [rds_redaction()])],
         checkpointer=checkpointer,
     )
 
@@ -241,16 +243,18 @@ def build_cache_fix_agent(
     """
     caches = TurnCaches()
     storage = CacheFixStorage(caches)
+    secrets = SecretStore()
     return assemble_rds_agent(
         model,
         storage,
         middleware=[
+            rds_redaction(secrets),
             SharedStateMiddleware(RdsAgentState),
             CacheFixMiddleware(caches),
             RequirementsSyncMiddleware(read=storage.read),
             *middleware,
         ],
-        subagents=[collector_spec(collector, storage, middleware)],
+        subagents=[collector_spec(collector, storage, [rds_redaction(secrets), *middleware])],
         checkpointer=checkpointer,
     )
 

@@ -121,7 +121,9 @@ class FieldSpec:
 class Check(Protocol):
     """A condition over a whole requirement set."""
 
-    def holds(self, requirements: Mapping[str, Any]) -> bool: ...
+    def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy the condition."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class Present:
     is_map: bool = False
 
     def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy this condition."""
         if self.is_map:
             return any(k.startswith(f"{self.field}.") for k in requirements)
         value = requirements.get(self.field)
@@ -144,6 +147,7 @@ class Equals:
     value: Any
 
     def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy this condition."""
         stored = requirements.get(self.field)
         return type(stored) is type(self.value) and stored == self.value
 
@@ -154,6 +158,7 @@ class MinItems:
     n: int
 
     def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy this condition."""
         value = requirements.get(self.field)
         return isinstance(value, list) and len(value) >= self.n
 
@@ -163,6 +168,7 @@ class AllOf:
     checks: tuple[Check, ...]
 
     def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy this condition."""
         return all(c.holds(requirements) for c in self.checks)
 
 
@@ -171,6 +177,7 @@ class AnyOf:
     checks: tuple[Check, ...]
 
     def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy this condition."""
         return any(c.holds(requirements) for c in self.checks)
 
 
@@ -179,6 +186,7 @@ class Not:
     check: Check
 
     def holds(self, requirements: Mapping[str, Any]) -> bool:
+        """True when ``requirements`` satisfy this condition."""
         return not self.check.holds(requirements)
 
 

@@ -66,11 +66,13 @@ def json_file(payload: dict[str, Any]) -> dict[str, Any]:
 class RequirementsStorage(Protocol):
     """How a tool reads the collected requirements and turns one field into a state update."""
 
-    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]: ...
+    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Every requirement the tool can see now."""
+        ...
 
-    def write(
-        self, state: dict[str, Any], runtime: Any, field: str, value: Any
-    ) -> dict[str, Any]: ...
+    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        """The state update that stores ``field = value`` (validated by the tool already)."""
+        ...
 
 
 class FileStorage:
@@ -85,9 +87,11 @@ class FileStorage:
         self.delay = delay
 
     def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """Parse ``/requirements.json`` as the tool sees it (the state from before the step)."""
         return read_json_file(state.get("files"), REQUIREMENTS_PATH)
 
     def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        """Read the file, add one field, write the whole file back: the lossy step."""
         current = self.read(state, runtime)
         if self.delay is not None:
             time.sleep(self.delay(field))
@@ -99,9 +103,11 @@ class StateStorage:
     """One field per update on the ``requirements`` key; the reducer merges them."""
 
     def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """The ``requirements`` key as the tool sees it."""
         return dict(state.get("requirements") or {})
 
     def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        """One field as an update; the key's reducer merges parallel updates."""
         return {"requirements": {field: value}}
 
 
@@ -115,9 +121,11 @@ class NaiveSharedCacheStorage:
         return configurable[NAIVE_KEY]
 
     def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """State merged with whatever the shared dict holds at this instant."""
         return {**(state.get("requirements") or {}), **self._cache(runtime)}
 
     def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        """Write to the shared dict (unsynchronised) and to state."""
         self._cache(runtime)[field] = value
         return {"requirements": {field: value}}
 
@@ -137,6 +145,7 @@ class TurnCaches:
 
     @staticmethod
     def thread_of(config: dict[str, Any] | None) -> str:
+        """The thread id of a running config, or a clear error saying how to give one."""
         thread = ((config or {}).get("configurable") or {}).get("thread_id")
         if thread is None:
             raise ValueError(
@@ -146,18 +155,22 @@ class TurnCaches:
         return str(thread)
 
     def open(self, thread: str) -> None:
+        """Start an empty cache for ``thread`` (the parent's turn begins)."""
         with self._lock:
             self._caches[thread] = {}
 
     def close(self, thread: str) -> None:
+        """Drop ``thread``'s cache (the parent's turn ended)."""
         with self._lock:
             self._caches.pop(thread, None)
 
     def put(self, thread: str, field: str, value: Any) -> None:
+        """Record one field written during ``thread``'s turn."""
         with self._lock:
             self._caches.setdefault(thread, {})[field] = value
 
     def snapshot(self, thread: str) -> dict[str, Any]:
+        """A copy of what ``thread``'s turn has written so far."""
         with self._lock:
             return dict(self._caches.get(thread, {}))
 
@@ -177,8 +190,10 @@ class CacheFixStorage:
         return TurnCaches.thread_of(config if config is not None else get_config())
 
     def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+        """State merged with the thread's turn cache."""
         return {**(state.get("requirements") or {}), **self.caches.snapshot(self._thread(runtime))}
 
     def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+        """Write to the thread's turn cache and to state."""
         self.caches.put(self._thread(runtime), field, value)
         return {"requirements": {field: value}}

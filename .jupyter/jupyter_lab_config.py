@@ -1,0 +1,17 @@
+"""JupyterLab settings for this tutorial: nothing calls home, nothing pops up.
+
+``make lab`` and the browser check (tests/test_notebook_browser.py) both start
+JupyterLab with ``--config=.jupyter/jupyter_lab_config.py``. The server side
+turns off the news feed, the update check and the PyPI extension manager; the
+frontend defaults in ``lab/settings/overrides.json`` answer the "Jupyter news"
+question with "Never", so no pop-up asks it.
+"""
+
+from pathlib import Path
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+
+c.LabApp.news_url = None
+c.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+c.LabApp.extension_manager = "readonly"
+c.LabApp.app_settings_dir = str(Path(__file__).resolve().parent / "lab" / "settings")

@@ -1,0 +1,102 @@
+# %% [markdown]
+# # NN · Title: the failure, and the fix that holds
+#
+# The story in one paragraph: who the agent is, what it does for a user, and
+# the moment it goes wrong (a lost write, a stale read, a cold cache). Say
+# what this notebook does: reproduce the failure with the real libraries,
+# show where it comes from, write the fix, and prove it.
+#
+# (Copy this file to `notebooks/_src/NN_snake_name.py`; the build script skips
+# files that start with `_`. CONTRIBUTING.md has the whole checklist.)
+
+# %% [markdown]
+# ## Recap
+# What the previous stage established, in two or three sentences, and the
+# question it left open.
+#
+# ## Goals
+# - Reproduce the failure: one sentence, with the number the reader will see.
+# - Look inside: which state, thread or message shows the cause.
+# - Write the fix, piece by piece, and prove each piece is needed.
+# - Turn a knob and see the claim hold for every setting.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from importlib.metadata import version
+
+versions = {p: version(p) for p in ("langgraph", "langchain", "langchain-core", "deepagents")}
+versions
+
+# %% [markdown]
+# ## Reproduce: the failure in one run
+# One idea per cell: build the broken agent from the package, run it on the
+# scripted model, end the cell on a domain value (a count, field names).
+
+# %%
+reproduced = {"expected": 5, "kept": 1}  # replace with a run of the broken builder
+assert reproduced["kept"] < reproduced["expected"]
+reproduced
+
+# %% [markdown]
+# ## Look inside: where it comes from
+# The state after each super-step, the thread timeline, or the message that
+# crossed a boundary, as a small table (`agentstate.display.Table`).
+
+# %%
+from agentstate.display import Table
+
+Table([{"step": 1, "what happened": "replace with the real trace"}])
+
+# %% [markdown]
+# ## The fix: one sentence that names the mechanism
+# Show the package's code (e.g. `inspect.getsource`), never a pasted copy, one
+# piece per cell, each with why it is needed and what breaks without it.
+
+# %%
+import inspect
+
+from agentstate.rds import merge_requirements  # replace with this stage's fix
+
+print(inspect.getsource(merge_requirements))
+
+# %% [markdown]
+# ## Prove: the claim, asserted
+# Every claim in the markdown is asserted by a cell; the output is the value
+# the assertion checked.
+
+# %%
+fixed = {"expected": 5, "kept": 5}  # replace with a run of the fixed builder
+assert fixed["kept"] == fixed["expected"]
+fixed
+
+# %% [markdown]
+# ## A knob: one setting to turn
+# Widget output is not compared by nbval; the cell after it asserts the same
+# claim for fixed values.
+
+
+# %%
+def outcome(n_calls: int) -> dict:
+    return {"parallel calls": n_calls, "kept": n_calls}  # replace with a real run
+
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import ipywidgets as widgets
+
+widgets.interact(outcome, n_calls=widgets.IntSlider(value=5, min=1, max=20));
+
+# %%
+knob = Table(outcome(n) for n in (1, 5, 20))
+assert knob.column("kept") == [1, 5, 20]
+knob
+
+# %% [markdown]
+# ## Summary
+# - The failure, with its number.
+# - Its cause, in the terms the reader saw inside.
+# - The fix, and what proved it.
+#
+# ## Exercises
+# 1. A question the reader answers by changing one thing and re-running.
+# 2. A question that transfers the fix to the reader's own agent.

@@ -1,0 +1,207 @@
+"""One way to run a real server process on 127.0.0.1: free port, readiness, clean stop.
+
+Stage 05's llama.cpp engine (:class:`agentstate.engine.EngineServer`) and
+stage 06's memory server (:class:`agentstate.memory.process.ServerProcess`)
+are both child processes listening on loopback that notebooks, tests and
+benchmarks start and stop. They share this helper so that they pick ports,
+report a failed start and leave nothing behind in the same way, and so that
+every failure is a :class:`LoopbackServerError` whose message says how to
+start, or install, the missing piece. Taught in notebooks 05 and 06.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+HOST = "127.0.0.1"
+
+
+class LoopbackServerError(RuntimeError):
+    """A loopback server is missing, did not start, or its port is taken; says what to do."""
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def port_open(port: int, timeout: float = 0.2) -> bool:
+    """True when something accepts TCP connections on 127.0.0.1:``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        return sock.connect_ex((HOST, port)) == 0
+
+
+def valid_port(port: int) -> int:
+    """``port`` if it is an integer TCP port (1-65535), else a clear error."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise LoopbackServerError(f"port must be an integer between 1 and 65535, got {port!r}")
+    return port
+
+
+def check_port(port: int) -> int:
+    """``port`` if it is a valid TCP port that is free on 127.0.0.1, else a clear error."""
+    if port_open(valid_port(port)):
+        raise LoopbackServerError(
+            f"port {port} on {HOST} is already in use; choose another port, or omit it "
+            "to get a free one"
+        )
+    return port
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs; an exited child of ours is reaped, so its pid is gone after.
+
+    For our own child only ``waitpid`` decides: a multi-threaded server whose
+    main thread has exited shows "Z" in ``/proc`` while its other threads are
+    still shutting down, and ``waitpid`` reports it only once all are gone.
+    For another process's child, "Z" means it has exited (its parent reaps it).
+    """
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not our child (or already reaped)
+    else:
+        return waited != pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _zombie(pid)
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """Wait until ``pid`` has exited (reaped, if it is our child); False on timeout."""
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class LoopbackProcess:
+    """A server child process on 127.0.0.1:``port``; a context manager that stops it.
+
+            Subclasses give :meth:`command`, a ``name`` for messages and a ``hint``
+            saying how to install or start the piece (``slug`` names its default log
+        file in the temporary directory, ``log_mode`` says whether a restart appends to
+    it); :meth:`ready` defaults to "the
+            port accepts connections". ``start`` refuses a port that is already taken
+            (otherwise another server would answer the readiness check while ours dies).
+    """
+
+    name = "server"
+    hint = ""
+    slug = "server"
+    log_mode = "ab"
+
+    def __init__(self, *, port: int | None = None, log_path: str | Path | None = None):
+        self.port = valid_port(port) if port is not None else free_port()
+        default_log = Path(tempfile.gettempdir(), f"agentstate-{self.slug}-{self.port}.log")
+        self.log_path = Path(log_path) if log_path else default_log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> Sequence[str]:
+        """The argv of the server process."""
+        raise NotImplementedError
+
+    def environment(self) -> Mapping[str, str] | None:
+        """The child's environment (None: inherit ours)."""
+        return None
+
+    def ready(self) -> bool:
+        """True once the server answers (default: its port accepts connections)."""
+        return port_open(self.port)
+
+    @property
+    def running(self) -> bool:
+        """True while the child process we started is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid (None before ``start``)."""
+        return self.process.pid if self.process is not None else None
+
+    def error(self, what: str) -> LoopbackServerError:
+        """An error for this server: what happened, the hint, and the log tail."""
+        hint = f" ({self.hint})" if self.hint else ""
+        tail = self.log_tail()
+        return LoopbackServerError(f"{self.name} {what}{hint}; log {self.log_path}:\n{tail}")
+
+    def start(self, timeout: float = 90.0, *, detach: bool = False) -> LoopbackProcess:
+        """Launch the process and wait until it is ready; ``detach`` outlives this process."""
+        if self.running:
+            return self
+        check_port(self.port)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, self.log_mode) as log:
+            self.process = subprocess.Popen(
+                list(self.command()), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=self.environment(), start_new_session=detach,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.process = None
+                raise self.error(f"exited with code {code} on port {self.port}")
+            if self.ready():
+                if self.process.poll() is None:
+                    return self
+                continue  # it answered, then died: report the exit above
+            if time.monotonic() > deadline:
+                self.stop()
+                raise self.error(f"did not answer on port {self.port} within {timeout:.0f} s")
+            time.sleep(0.05)
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, wait, SIGKILL if it lingers; always reaped. Returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL, no shutdown: what a crash looks like (reaped)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the server's log (where its own messages go)."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> LoopbackProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
