@@ -144,21 +144,28 @@ history
 
 # %% [markdown]
 # **How to read this table.** One row per checkpoint, oldest first.
-# `step` is the super-step that wrote the checkpoint (-1 is the input);
-# `next` is what runs in the following super-step (`tools x11`: eleven tasks
-# of the `tools` node, one per tool call, all in that one step); `changed`
-# lists the state keys that differ from the row above, i.e. what the row
-# above's `next` wrote; `requirements` counts the fields in state.
+# `step` is the super-step that just ended (-1 is the empty state before the
+# input, 0 is the input being written); `next` is what runs in the following
+# super-step (`tools x11`: eleven tasks of the `tools` node, one per tool
+# call, all in that one step; `(end)`: nothing left to run); `changed` lists
+# the state keys that differ from the row above, i.e. what the nodes in the
+# previous row's `next` wrote; `requirements` counts the fields in state.
 #
-# **Node names.** `__start__` takes the input;
-# `PatchToolCallsMiddleware.before_agent` is deepagents' hook
-# that, before the agent starts, answers any tool call left without a reply
-# (here there is none, so it changes nothing); `model` calls the chat model;
-# `tools` runs tool calls; `RequirementsSyncMiddleware.after_agent` is our
-# stage 02 hook that writes `/requirements.json`; `_ParentNotifierMiddleware.
-# after_agent` is deepagents' hook that tells a parent run this run ended (it
-# does nothing in a plain invoke); `(end)` means nothing is left to run.
-# The next cell checks each of these statements against the rows:
+# The nodes in `next`, and what each does (exactly the nodes of this graph):
+
+# %%
+from agentstate.fixtures import glossary_rows
+
+glossary = Table(glossary_rows(stage02))
+shown = {n for r in history.rows for n in r["next"].replace(" x11", "").split(", ")} - {"(end)"}
+assert shown <= set(glossary.column("node"))
+glossary
+
+# %% [markdown]
+# The next cell checks the table against the glossary: the patch hook and
+# deepagents' parent notifier write nothing here, the readers ran in the tools
+# step while state still held 0 fields, the 8 fields are in the checkpoint that
+# step wrote, and the sync hook writes only `files`:
 
 # %%
 rows = history.rows
