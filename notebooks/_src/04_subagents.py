@@ -99,9 +99,9 @@ assert undeclared_keys(collector_graph, ["requirements"]) == ["requirements"]
 
 # %% [markdown]
 # The write-up's explanation, **"isolated execution contexts"**, is not the
-# cause: the subagent runs in the same process and, as the cache comparison
-# below shows, its tools share objects with the parent's tools. The cause is
-# the schema.
+# cause: the subagent's tools can share objects with the parent's tools (the
+# cache comparison below shows the parent reading, in the same turn, what the
+# subagent's tools put in a shared cache). The cause is the schema.
 #
 # ## The fix: one schema for both
 # `create_deep_agent(state_schema=RdsAgentState)` forwards the schema to
@@ -429,7 +429,6 @@ assert inside.startswith("At key 'requirements': Can receive only one value per 
 inside
 
 # %% [markdown]
-#
 # ## Summary
 # - With only the parent declaring `requirements`, the collector's writes are
 #   dropped silently inside the subagent; `task` returns only `messages`, and
@@ -440,7 +439,8 @@ inside
 #   not inherit it) returns `requirements` with the message; the fields
 #   persist across turns and a SQLite restart. `undeclared_keys` turns the
 #   silent drop into a check you can assert.
-# - The turn-cache fix shows the fields in the same turn only: 5, then 0, 0.
+# - The write-up's cache fix shows the fields in the same turn only: 5, then
+#   0, 0.
 # - Parallel subagents need the reducer: without it, `InvalidUpdateError`.
 # - `operator.add` lists come back duplicated; use an idempotent reducer.
 # - The user's message is stored once; the subagent sees one human message,
@@ -452,9 +452,9 @@ inside
 # ## Exercises
 # 1. Give the collector its own schema that declares `requirements` *without*
 #    the reducer, and the parent the one with it. Which parallel runs fail?
-# 2. Make the collector also write `todos` (with deepagents' `write_todos`
-#    tool). Do its todos reach the parent's state? Compare with a key of your
-#    own that the collector writes.
+# 2. Give the collector a tool that writes `todos` (the key of the todo list),
+#    and declare `todos` on it with `share_state`. Do its todos reach the
+#    parent's state? Compare with `requirements`.
 # 3. Write a reducer for a list of dicts with an `id` field that merges by id
 #    (a later item with the same id replaces the earlier one), and show that
 #    a returning subagent does not double the parent's items.

@@ -61,8 +61,9 @@ runs
 
 # %% [markdown]
 # ## Exercise 2
-# Make the collector also write `todos`. Do its todos reach the parent's
-# state? Compare with a key of your own that the collector writes.
+# Give the collector a tool that writes `todos` (the key of the todo list),
+# and declare `todos` on it with `share_state`. Do its todos reach the
+# parent's state? Compare with `requirements`.
 #
 # The collector gets a `plan` tool that writes `todos`, and `share_state`
 # declares `todos` on it (with langchain's `PlanningState`, the schema of the
