@@ -417,8 +417,9 @@ assert min(no_wait) < 5
 # The wait has a timeout because it can be unsatisfiable. With
 # `max_concurrency=1` LangGraph runs the calls one by one in tool-call order;
 # a reader placed before its writers would wait forever for calls that cannot
-# start until it returns. Instead it returns an error to the model after the
-# timeout, and the writers then run:
+# start until it returns. (The same happens whenever the readers placed before
+# the writers fill every call LangGraph runs at once: exercise 1.) Instead it
+# returns an error to the model after the timeout, and the writers then run:
 
 # %%
 import time
@@ -593,7 +594,7 @@ knob
 # 1. Put the three readers *first* in the reply, before the stores
 #    (`all_in_one_reply_model(readers_first=True)`). What does the
 #    turn-cached `get_collected_requirements` see, and why?
-# 2. Force the naive cache's race: slow every store down by 0.05 s
+# 2. Force the naive cache's race: slow every store down by 0.5 s
 #    (`SlowToolMiddleware`). What does the naive cache's reader see on every
 #    turn, and what does the turn cache's reader see?
 # 3. Invoke one turn-cached agent from two Python threads at once, each with

@@ -25,22 +25,49 @@ reader_summary(first)
 # %% [markdown]
 # All eight fields: a reader waits for every writer call of its own AIMessage,
 # wherever it stands in the reply, because the calls run in parallel threads
-# and the writers can finish while the readers wait (only `max_concurrency=1`
-# would make the wait unsatisfiable, as the lesson showed).
+# and the writers can run while the readers wait. That needs a free thread:
+# LangGraph runs at most `max_concurrency` calls at once (by default, as many
+# as its thread pool has workers). Readers placed first that fill every slot
+# leave none for the writers, and all of them time out:
+
+# %%
+from agentstate.fixtures import POSTGRES_FIELDS, store_calls
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.tracing import tool_replies
+
+
+def readers_first(readers, slots):
+    """Status of each reader placed before five stores, with ``slots`` calls at once."""
+    calls = [tool_call("get_collected_requirements")] * readers + store_calls(POSTGRES_FIELDS)
+    model = ScriptedChatModel(script=[reply(*calls), reply(text="Done.")])
+    state = build_turn_cache_agent(model, timeout=0.3).invoke(
+        user_turn(), {"max_concurrency": slots}
+    )
+    return [m.status for m in tool_replies(state, "get_collected_requirements")]
+
+
+# %%
+statuses = {"1 reader, 2 slots": readers_first(1, 2), "2 readers, 2 slots": readers_first(2, 2)}
+assert statuses == {"1 reader, 2 slots": ["success"], "2 readers, 2 slots": ["error", "error"]}
+statuses
+
+# %% [markdown]
+# With two slots, one waiting reader leaves a slot for the stores; two
+# waiting readers hold both until the timeout returns their errors.
 
 # %% [markdown]
 # ## Exercise 2
-# Force the naive cache's race: slow every store down by 0.05 s
+# Force the naive cache's race: slow every store down by 0.5 s
 # (`SlowToolMiddleware`). What does the naive cache's reader see on every
 # turn, and what does the turn cache's reader see?
 
 # %%
-from agentstate.fixtures import POSTGRES_FIELDS, reader_batch_model, same_batch_reader_trials
+from agentstate.fixtures import reader_batch_model, same_batch_reader_trials
 from agentstate.rds import NAIVE_KEY, build_naive_cache_agent
 from agentstate.simulation import SlowToolMiddleware
 
-TURNS = 10
-slow = SlowToolMiddleware("store_requirement", 0.05)
+TURNS = 3
+slow = SlowToolMiddleware("store_requirement", 0.5)
 naive = build_naive_cache_agent(reader_batch_model(POSTGRES_FIELDS, TURNS), middleware=[slow])
 naive_seen = same_batch_reader_trials(
     naive, TURNS, config=lambda: {"configurable": {NAIVE_KEY: {}}}
@@ -66,10 +93,7 @@ assert naive_seen == [0] * TURNS and cached_seen == [5] * TURNS
 import json
 import threading
 
-from agentstate.fixtures import store_calls
-from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.simulation import ToolLatencyMiddleware
-from agentstate.tracing import tool_replies
 
 FIELDS = {"a": {"labels.a": "1", "labels.b": "2"}, "b": {"labels.c": "3"}}
 
