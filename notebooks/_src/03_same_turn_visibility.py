@@ -348,7 +348,7 @@ writer_branch = {"start": "        if name in self.writers:", "stop": "        m
 show_source(TurnCacheMiddleware.wrap_tool_call, **writer_branch)
 
 # %%
-from agentstate.core.turn_cache import written_value
+from agentstate.core import written_value
 
 show_source(written_value)
 
@@ -395,7 +395,7 @@ assert no_record == [0] * PROOF_TURNS
 show_source(TurnCacheMiddleware.wrap_tool_call, start="        missing =", stop="    finally:")
 
 # %%
-from agentstate.core.turn_cache import Batch
+from agentstate.core import Batch
 
 show_source(Batch.wait_for_writers)
 
