@@ -140,7 +140,10 @@ messages = (await react.state("trip"))["messages"]
 # again). Then, below: after storing the first user message, the agent
 # answers the user itself (an AI message with text, kept in state); at the
 # next turn it stores that text as the assistant's message #1; message 3 is
-# stored twice:
+# stored twice. One row per message in the agent's state: its `type`, the
+# `role` and `msg_idx` of a conversation message, the start of its `text`,
+# and the tool `calls` an AI message makes (`add_entry(user #3)`: an entry
+# tagged role `user`, `msg_idx` 3; `-> name`: a tool's result):
 
 # %%
 from agentstate.memory import message_rows
@@ -206,14 +209,11 @@ Table(v.row() for v in violations)
 # message it is supposed to store.
 #
 # ## The fix: a tool-only graph
-# The model is shown only the capture prompt (with the current message's
-# role and `msg_idx`) plus the control and user/assistant messages; of its
-# reply only the tool calls are kept; a guard in code builds the turn's plan
-# from the rules (one `add_entry` per message, role and content copied from
-# the message, tags exactly `{role, msg_idx}`, bootstrap once, flush after
-# `msg_idx % 6 == 0`, at FLUSH_CONTEXT and SESSION_END, always
-# `await_consistency` first); a `ToolNode` runs the plan one call at a time.
-# State is checkpointed per thread and each invoke sends only the new message.
+# Three nodes: `llm_call` shows the model the capture prompt and the
+# conversation, keeps only its tool calls, and lets a guard in code build the
+# turn's calls from the capture rules above; `tools` (a `ToolNode`) runs
+# them one at a time, `dispatch` handing over the next; a checkpointer keeps
+# the state per thread. "How the fix is written", below, shows each piece.
 
 # %%
 from agentstate.display import graph_mermaid
@@ -229,7 +229,9 @@ diagram
 # The state after three events (SESSION_START, user #1, assistant #2): the
 # conversation, and the current turn's tool call with its result. Earlier
 # turns' tool traffic is removed when a new turn starts: the memory server
-# holds the history, so the state (and each checkpoint) stays small.
+# holds the history, so the state (and each checkpoint) stays small (the
+# next cell: 21 messages after the whole chat, against the prebuilt agent's
+# 92). Same columns as the table above.
 
 # %%
 events = list(travel.events)
@@ -246,6 +248,7 @@ await client.call("await_consistency", memory_id=capture.memory_id("trip"))
 state = await capture.state("trip")
 ai = [m for m in state["messages"] if type(m).__name__ == "AIMessage"]
 assert all(m.content == "" and len(m.tool_calls) == 1 for m in ai)
+assert len(state["messages"]) < len(messages) / 4  # the prebuilt agent's state: 92
 assert audit(server.db, travel, capture.memories(travel)) == []
 {"events sent": len(events), "messages in state": len(state["messages"]),
  "persisted msg_idx": state["persisted"], "violations": 0}
@@ -267,7 +270,9 @@ corrections[:6]
 
 # %% [markdown]
 # ## Prove it: a model that proposes nothing
-# Correctness comes from the guard; the model is optional for it. The
+# A natural reading of the last two cells is **"the graph is clean because
+# the model is good enough"**. It is not: correctness comes from the guard,
+# and the model is optional for it. The
 # strongest test: a model that proposes no tool call at all (every reply is
 # empty). The prebuilt agent with it stores nothing, so every message is
 # `missing`; the tool-only graph with it stores every message, bootstraps and
@@ -385,9 +390,11 @@ update["corrections"]
 # %% [markdown]
 # Remove the guard (`without_guard` replaces it with a pass-through: the
 # plan is whatever the model proposed) and run the same graph with the
-# misbehaving model. The curated prompt, the `ToolNode` and the checkpointer
-# are all still there; the duplicates, wrong roles, missing flushes and the
-# second bootstrap come back:
+# misbehaving model. This disproves **"hiding the agent's own text from the
+# model is the fix"**: the curated prompt, the `ToolNode` and the
+# checkpointer are all still there, the agent's text stays out, and the
+# duplicates, wrong roles, missing flushes and the second bootstrap come
+# back:
 
 # %%
 from agentstate.memory.lesson import without_guard
@@ -439,10 +446,12 @@ from agentstate.memory import CaptureState
 show_source(CaptureState, start="persisted:", stop="corrections:")
 
 # %% [markdown]
-# Without a checkpointer each invoke starts from an empty state: an observer
-# that resends a message (a retry after a timeout, say) gets it stored
-# twice. The first three events, then user message #1 again, with and
-# without a checkpointer:
+# The belief this corrects: **"the memory server holds the history, so the
+# graph needs no state of its own"**. Without a checkpointer each invoke
+# starts from an empty state: an observer that resends a message (a retry
+# after a timeout, say) gets it stored twice. The first three events, then
+# user message #1 again, with and without a checkpointer (the `msg_idx` of
+# each stored entry):
 
 # %%
 stored_twice = {}
@@ -613,9 +622,9 @@ assert fixed.column("capture + faulty model") == [0, 0, 0, 0]
 fixed
 
 # %% [markdown]
-# How fast is it? `scripts/bench_memory.py` pushes 1,000 messages through the
-# real server and the tool-only graph, checks the store with the auditor, and
-# prints the median messages per second (see the README); no timings here.
+# (No timings here: for throughput, the repository's
+# `scripts/bench_memory.py` measures the real server and graph; see the
+# README.)
 #
 # Finally, stop the notebook's two servers. With the knob's servers (each
 # already stopped by the knob), no process is left behind and no port is
