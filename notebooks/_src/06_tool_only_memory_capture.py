@@ -42,9 +42,9 @@ versions
 
 # %% [markdown]
 # ## The memory server, a real process
-# `agentstate memory serve --db PATH` runs an MCP server with Mycelian Memory's
-# tools over a SQLite file. Here it runs over streamable HTTP on 127.0.0.1
-# (a free port), and the agent side loads its tools with
+# `agentstate memory serve --db PATH` runs an MCP server whose memory tools
+# (listed by the next cell) keep their data in one SQLite file. Here it runs
+# over streamable HTTP on 127.0.0.1 (a free port), and the agent side loads its tools with
 # `langchain-mcp-adapters`, as any MCP client would.
 
 # %%
@@ -64,8 +64,9 @@ assert server.running and server.url.startswith("http://127.0.0.1:")
 # %% [markdown]
 # `add_entry` and `put_context` only queue the write and answer "enqueued";
 # a writer thread applies the queue (which is itself a SQLite table, so it
-# survives a kill). `await_consistency` returns once every queued write of the
-# memory is applied. One round trip through the adapter's tool:
+# survives a kill: "kill the server", below, proves it). `await_consistency`
+# returns once every queued write of the memory is applied. One round trip
+# through the adapter's tool:
 
 # %%
 by_name = {t.name: t for t in tools}
@@ -518,7 +519,8 @@ same = [{"msg_idx": m.msg_idx, "role": m.role, "bytes": len(m.content.encode()),
         for m, s in zip(hard.messages("edge"), stored, strict=True)]
 assert all(r["identical"] for r in same)
 texts = [m.content for m in hard.messages("edge")]
-assert "" in texts and "SESSION_END" in texts and max(r["bytes"] for r in same) > 25_000
+assert {"", "SESSION_END", "FLUSH_CONTEXT"} <= set(texts) and any("```" in t for t in texts)
+assert any("👋" in t for t in texts) and max(r["bytes"] for r in same) > 25_000
 Table(same)
 
 # %% [markdown]
