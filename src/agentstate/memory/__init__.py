@@ -24,7 +24,7 @@ from typing import Any
 
 _HOMES = {
     # the failure and the fix
-    "AS_REPORTED": "policy",  # the faults the write-up reports of the prebuilt agent
+    "AS_REPORTED": "policy",  # the faults reported of the prebuilt agent (notebook 06)
     "CaptureRun": "observer",  # replays a conversation through the tool-only graph
     "CaptureState": "capture",  # the tool-only graph's state
     "CapturePolicy": "policy",  # the offline model: what a well-behaved model emits

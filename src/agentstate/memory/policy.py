@@ -3,7 +3,7 @@
 A policy is a function ``messages -> AIMessage``, played by
 ``ScriptedChatModel``. ``CapturePolicy()`` emits what a well-behaved model
 emits for the current turn. ``CapturePolicy(AS_REPORTED, one_call_per_step=
-True)`` behaves as the original write-up reports of the prebuilt ReAct
+True)`` behaves as users report of the prebuilt ReAct
 agent: it answers the user in its own words (and later persists that text),
 writes some messages twice, tags some assistant turns as the user's,
 bootstraps twice, skips the periodic flush, and takes a user who types

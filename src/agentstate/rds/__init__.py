@@ -5,14 +5,14 @@
 - stage 02: broken :func:`build_plain_dict_agent`; fixed :func:`build_reducer_agent`.
 - stage 03: broken :func:`build_original_cache_agent` and
   :func:`build_naive_cache_agent`; fixed :func:`build_turn_cache_agent`.
-- stage 04: broken :func:`build_split_schema_agent`, the write-up's
+- stage 04: broken :func:`build_split_schema_agent`, the commonly proposed
   :func:`build_cache_fix_agent` (same turn only); fixed
   :func:`build_shared_schema_agent`.
 
 Modules: ``spec``/``validator``/``manifest`` (the AwsRdsInstance domain),
 ``tools`` (the six tools over a storage), ``storage`` (every storage, broken
 and fixed), ``state`` (the schemas), ``sync`` (the file mirror),
-``baselines`` (the write-up's caches) and ``agents`` (the one assembler and
+``baselines`` (the commonly proposed caches) and ``agents`` (the one assembler and
 the builders above). The mechanisms themselves are generic and live in
 :mod:`agentstate.core`.
 """

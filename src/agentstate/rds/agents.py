@@ -234,11 +234,11 @@ def build_cache_fix_agent(
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 04, the original write-up's fix: split schema plus a per-turn cache.
+    """Stage 04, the commonly proposed cache fix: split schema plus a per-turn cache.
 
     The collector's tools write into the thread's turn cache, which the
     parent reads during the same turn; ``/requirements.json`` mirrors state
-    merged with the cache, as in the write-up. Needs a ``thread_id``.
+    merged with the cache, as that fix proposes. Needs a ``thread_id``.
     ``middleware`` is added to the parent and to the collector.
     """
     caches = TurnCaches()

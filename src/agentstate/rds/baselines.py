@@ -1,10 +1,10 @@
-"""The caches of the original write-up, kept beside the fixes so tests prove what they do.
+"""The commonly proposed caches, kept beside the fixes so tests prove what they do.
 
 - :class:`OriginalCacheMiddleware` (notebook 03, broken): a ``before_agent``
   hook that puts a dict into ``runtime.config["configurable"]``. The
   middleware runtime (``langgraph.runtime.Runtime``) has no ``config``, so
   the first invoke raises ``AttributeError``.
-- :class:`CacheFixMiddleware` (notebook 04, the write-up's fix made to run):
+- :class:`CacheFixMiddleware` (notebook 04, the commonly proposed fix made to run):
   opens the thread's turn cache before the turn and drops it after, so the
   parent's readers see the fields its subagent wrote during this turn only:
   they never reach state, so the next turn and a restart see nothing.

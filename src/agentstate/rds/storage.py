@@ -13,7 +13,7 @@ swaps only the storage:
   a reader sees.
 - :class:`NaiveSharedCacheStorage` (notebook 03, broken): a dict the caller
   shares through the invoke config, written and read with no coordination.
-- :class:`CacheFixStorage` (notebook 04, the original write-up's fix): dual
+- :class:`CacheFixStorage` (notebook 04, the commonly proposed cache fix): dual
   write to a per-turn cache that the subagent's tools share, merged read.
 """
 
@@ -131,7 +131,7 @@ class NaiveSharedCacheStorage:
 
 
 class TurnCaches:
-    """Per-thread dicts that live for one turn: the original write-up's cache, made to work.
+    """Per-thread dicts that live for one turn: the commonly proposed cache, made to work.
 
     The parent's ``before_agent`` opens the thread's cache and its
     ``after_agent`` drops it; the subagent's tools run on the same thread, so
