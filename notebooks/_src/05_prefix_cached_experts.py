@@ -8,7 +8,7 @@
 # whole manual again. Engines with
 # a prefix cache can skip that work, but only for the leading tokens that are
 # byte-for-byte identical to a previous prompt. One innocent line (the current
-# time, a request id, the persona) before the manual and the cache never hits.
+# time, or the expert's persona) before the manual and the cache never hits.
 # This stage builds the system so the manual is an invariant prefix, and
 # shows what that buys on a real engine (llama.cpp on a 2-core CPU). That
 # engine's context holds 8,192 tokens, so the whole manual does not fit: the
@@ -60,6 +60,7 @@ manual = load_manual()
 stats = manual.stats()
 assert stats["bytes"] == len(manual.data) == 108_838 and stats["chapters"] == 28
 assert stats["sha256"] == hashlib.sha256(manual.data).hexdigest()
+assert manual.text == manual.data.decode("utf-8", errors="strict")
 {**stats, "sha256": stats["sha256"][:16]}
 
 # %% [markdown]
@@ -112,6 +113,8 @@ for policy in ("timestamp_first", "invariant"):
     rows.append({"policy": policy, "bytes shared by all 3": common if common > 100 else "< 100",
                  "covers the manual": common > manual.size})  # fmt: skip
 assert [r["covers the manual"] for r in rows] == [False, True]
+system1 = len(b"system: ") + system_prefix(manual).size  # the invariant message, labelled
+assert system1 < rows[1]["bytes shared by all 3"] < system1 + len(b"\nsystem: You are the ") + 40
 Table(rows)
 
 # %% [markdown]
@@ -219,6 +222,11 @@ assert manual.text[:500] not in repr(state) and manual.sha256 == state["manual_s
 from agentstate.display import show_source
 from agentstate.experts import prompts
 
+instructions = show_source(prompts, start="GLOBAL_INSTRUCTIONS = (", stop="NO_MANUAL =")
+assert "{" not in instructions.text  # no placeholder: nothing is formatted into it
+instructions
+
+# %%
 invariant = show_source(prompts.system_prefix, start='if policy == "invariant"',
                         stop='if policy == "timestamp_first"')  # fmt: skip
 assert "GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END" in invariant
@@ -430,9 +438,8 @@ assert steps_of["parallel"][2] == ["expert"] * 3 and steps_of["primed"][2] == ["
 per_step
 
 # ## Threads that persist, without the manual
-# A SQLite checkpointer keeps the thread across runs (and processes: the CLI's
-# `--checkpoint-db`). Two turns on one thread, then read the database file
-# as raw bytes:
+# A SQLite checkpointer keeps the thread in a file. Two turns on one thread,
+# then read the database file as raw bytes:
 
 # %%
 import tempfile
