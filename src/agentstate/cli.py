@@ -15,6 +15,7 @@ SYSTEMS = ("experts", "engine", "memory")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every system's subcommands."""
     parser = argparse.ArgumentParser(prog="agentstate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="system", required=True)
     for system in SYSTEMS:
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``agentstate`` command; the exit code of the subcommand."""
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -7,6 +7,7 @@ it is for lessons, tests and readers' experiments.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import operator
 import threading
@@ -16,19 +17,29 @@ from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from deepagents import create_deep_agent
+from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.config import get_config
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from agentstate.core.reducers import append_unique
+from agentstate.core.turn_cache import Batch, TurnCacheMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import sqlite_checkpointer
-from agentstate.rds.agents import COLLECTOR
+from agentstate.rds.agents import COLLECTOR, assemble_rds_agent, fixed_middleware
 from agentstate.rds.state import RdsAgentState
-from agentstate.rds.storage import REQUIREMENTS_PATH, json_file, read_json_file
+from agentstate.rds.storage import (
+    NAIVE_KEY,
+    REQUIREMENTS_PATH,
+    NaiveSharedCacheStorage,
+    json_file,
+    read_json_file,
+)
 from agentstate.tracing import ToolEvent, tool_replies
 
 USER_REQUEST = "Give me a Postgres 15.5 manifest with sensible defaults"
@@ -404,6 +415,12 @@ class HoldReaderMiddleware(AgentMiddleware):
             self.probe.wait_for(self.throwaway_calls)
         return handler(request)
 
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The async twin: the wait runs in a worker thread, off the event loop."""
+        if request.tool_call["name"] == self.reader:
+            await asyncio.to_thread(self.probe.wait_for, self.throwaway_calls)
+        return await handler(request)
+
 
 def merge_in_place(left: dict[str, Any] | None, right: Mapping[str, Any] | None) -> dict:
     """An IMPURE field merge (notebook 02's counter-example): it mutates ``left``.
@@ -471,6 +488,182 @@ def glossary_rows(graph: Any) -> list[dict[str, str]]:
         {"node": name, "from": NODE_GLOSSARY[name][0], "what it does": NODE_GLOSSARY[name][1]}
         for name in sorted(graph.get_graph().nodes, key=list(NODE_GLOSSARY).index)
     ]
+
+
+# --- notebooks 03-04 ---
+# Lesson code for notebook 03's "How the fix is written": the turn cache with
+# one piece taken out at a time (each proof cell shows the failure return),
+# the obvious but silently broken repair of the ``runtime.config`` cache, and
+# the same middleware on a small agent that has nothing to do with RDS.
+
+
+def _nobody_missing(timeout: float) -> list[str]:
+    return []
+
+
+async def _anobody_missing(timeout: float) -> list[str]:
+    return []
+
+
+def _forget(call_id: str, value: Any) -> None:
+    return None
+
+
+class NoWaitTurnCache(TurnCacheMiddleware):
+    """The turn cache without the wait: a reader merges whatever its batch has recorded so far."""
+
+    def _join(self, request: Any) -> tuple[Any, Batch] | None:
+        joined = super()._join(request)
+        if joined is not None:
+            joined[1].wait_for_writers = _nobody_missing  # type: ignore[method-assign]
+            joined[1].await_writers = _anobody_missing  # type: ignore[method-assign]
+        return joined
+
+
+class NoRecordTurnCache(TurnCacheMiddleware):
+    """The turn cache without the record: writers' values are never kept for the batch."""
+
+    def _join(self, request: Any) -> tuple[Any, Batch] | None:
+        joined = super()._join(request)
+        if joined is not None:
+            joined[1].record = _forget  # type: ignore[method-assign]
+        return joined
+
+
+class NoMergeTurnCache(TurnCacheMiddleware):
+    """The turn cache without the merge: a reader waits, then runs on the unchanged state."""
+
+    def _reader_view(self, request: Any, batch: Batch) -> Any:
+        return request
+
+
+class KeepBatchesTurnCache(TurnCacheMiddleware):
+    """The turn cache without the removal: a finished batch stays in memory."""
+
+    def _leave(self, key: Any, batch: Batch, call_id: str) -> None:
+        batch.finish(call_id)
+
+
+def last_write_wins(left: Any, right: Any) -> Any:
+    """A reducer that is not the key's: each write replaces the value (for the merge proof)."""
+    return right
+
+
+class GetConfigCacheMiddleware(AgentMiddleware):
+    """The obvious repair of the ``runtime.config`` cache, broken silently (notebook 03).
+
+    ``before_agent`` puts a fresh dict into ``get_config()["configurable"]``.
+    That call succeeds, but each super-step gets a new shallow copy of
+    ``configurable``, so the tools of later steps never see the key.
+    """
+
+    def before_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+        get_config()["configurable"][NAIVE_KEY] = {}
+        return None
+
+    async def abefore_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+
+class ConfigCacheStorage(NaiveSharedCacheStorage):
+    """Tools that use ``config["configurable"][NAIVE_KEY]`` and create it when it is missing.
+
+    ``found`` records, per tool call, whether the cache put there by
+    :class:`GetConfigCacheMiddleware` was visible to the tool.
+    """
+
+    def __init__(self) -> None:
+        self.found: list[bool] = []
+        self._lock = threading.Lock()
+
+    def _cache(self, runtime: Any) -> dict[str, Any]:
+        configurable = runtime.config["configurable"]
+        with self._lock:
+            self.found.append(NAIVE_KEY in configurable)
+        return configurable.setdefault(NAIVE_KEY, {})
+
+
+def build_get_config_cache_agent(model: BaseChatModel, storage: ConfigCacheStorage) -> Any:
+    """The stage 02 agent with :class:`GetConfigCacheMiddleware` and tools over ``storage``."""
+    return assemble_rds_agent(
+        model,
+        storage,
+        middleware=[*fixed_middleware(), GetConfigCacheMiddleware()],
+        state_schema=RdsAgentState,
+    )
+
+
+class NoteState(AgentState):
+    """A non-RDS state: ``notes`` is a list that keeps each note once."""
+
+    notes: Annotated[NotRequired[list[str]], append_unique]
+
+
+@tool
+def save_note(text: str, runtime: ToolRuntime) -> Command:
+    """Save a note."""
+    return Command(
+        update={
+            "notes": [text],
+            "messages": [ToolMessage(f"Saved {text!r}.", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+@tool
+def read_notes(runtime: ToolRuntime) -> str:
+    """Read every saved note."""
+    return json.dumps(runtime.state.get("notes", []))
+
+
+def note_batch_model(*notes: str) -> ScriptedChatModel:
+    """One reply that saves ``notes`` in parallel and reads them in the same batch."""
+    calls = [tool_call("save_note", text=n) for n in notes]
+    return one_reply_model(*calls, tool_call("read_notes"), name="note-batch")
+
+
+def build_note_agent(model: BaseChatModel, *, middleware: Sequence[AgentMiddleware] = ()) -> Any:
+    """A plain ``create_agent`` with ``save_note`` / ``read_notes`` over :class:`NoteState`."""
+    return create_agent(
+        model, tools=[save_note, read_notes], state_schema=NoteState, middleware=list(middleware)
+    )
+
+
+def notes_read(state: Mapping[str, Any]) -> list[str]:
+    """What the last ``read_notes`` reply listed."""
+    return json.loads(tool_replies(state, "read_notes")[-1].content)
+
+
+READ_CALLS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")
+
+
+def all_in_one_reply_model(
+    fields: Mapping[str, Any] = VALID_REQUIREMENTS, *, readers_first: bool = False
+) -> ScriptedChatModel:
+    """One reply that stores ``fields`` and calls the three readers (after them, or before)."""
+    stores, reads = store_calls(fields), [tool_call(n) for n in READ_CALLS]
+    calls = [*reads, *stores] if readers_first else [*stores, *reads]
+    return one_reply_model(*calls, name="all-in-one")
+
+
+def reader_summary(state: Mapping[str, Any]) -> dict[str, str]:
+    """Each reader's last reply in one line: ``"N fields"`` for the lister, else its first line."""
+    out = {}
+    for name, text in reader_replies(state).items():
+        if name == "get_collected_requirements" and not text.startswith("Error"):
+            out[name] = f"{len(json.loads(text))} fields"
+        elif name != "store_requirement":
+            out[name] = text.splitlines()[0]
+    return out
+
+
+def overlapping_calls(events: Sequence[ToolEvent], name: str) -> int:
+    """How many calls of tool ``name`` ran while at least one other tool call was running."""
+    return sum(
+        any(o is not e and o.start < e.end and e.start < o.end for o in events)
+        for e in events
+        if e.name == name
+    )
 
 
 # --- notebook 05 ---

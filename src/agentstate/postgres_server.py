@@ -1,5 +1,7 @@
 """A throwaway PostgreSQL server: real ``initdb`` and ``postgres`` on a free loopback port.
 
+For the Postgres threads of notebooks 02-05 (and their tests).
+
 The Postgres checkpointer is tested against a real server, never a mock, and
 a reader can try it without setting one up. :class:`PostgresServer` creates a
 data directory in a temporary folder, starts ``postgres`` listening on

@@ -27,10 +27,11 @@ from agentstate.core.secrets import (
     secret_ref,
 )
 from agentstate.core.subagents import SharedStateMiddleware, share_state, undeclared_keys
-from agentstate.core.turn_cache import TurnCacheMiddleware
+from agentstate.core.turn_cache import Batch, TurnCacheMiddleware, written_value
 
 __all__ = [
     "REDACTED",
+    "Batch",
     "SecretRedactionMiddleware",
     "SecretStore",
     "SharedStateMiddleware",
@@ -43,4 +44,5 @@ __all__ = [
     "secret_ref",
     "share_state",
     "undeclared_keys",
+    "written_value",
 ]

@@ -152,6 +152,14 @@ class TurnCacheMiddleware(AgentMiddleware):
     ``readers`` are tools that read ``key`` from their runtime state (or an
     injected state). ``reducer`` must be the key's own reducer. Works in
     ``create_agent`` and ``create_deep_agent`` alike. Taught in notebook 03.
+
+    Limit: under ``invoke``/``stream`` a waiting reader holds one of the
+    step's worker threads (``max_concurrency``, or the thread pool's default,
+    ``min(32, cores + 4)``). Readers placed *before* the writers in one reply
+    can fill every slot, so the writers never start and the readers time out
+    with the error below. Put readers after writers, or raise
+    ``max_concurrency``; ``ainvoke``/``astream`` wait on the event loop and
+    hold no thread.
     """
 
     def __init__(
@@ -221,7 +229,7 @@ class TurnCacheMiddleware(AgentMiddleware):
             content=(
                 f"Error: {name} timed out after {self.timeout:g}s waiting for {len(missing)} "
                 f"writer call(s) of the same reply ({', '.join(sorted(self.writers))}); "
-                "nothing was read. Call it again in your next reply."
+                "nothing was read. Call it again in your next reply, after the writers."
             ),
             tool_call_id=request.tool_call["id"],
             name=name,

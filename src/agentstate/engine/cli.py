@@ -28,6 +28,7 @@ from agentstate.loopback import LoopbackServerError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``agentstate engine ...`` to the top-level parser."""
     parser = subparsers.add_parser("engine", help="the local llama.cpp server (stage 05)")
     sub = parser.add_subparsers(dest="action", required=True)
     start = sub.add_parser("start", help="start a detached server on 127.0.0.1")

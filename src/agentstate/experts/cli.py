@@ -25,6 +25,7 @@ from agentstate.experts.settings import make_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``agentstate experts ...`` to the top-level parser."""
     parser = subparsers.add_parser("experts", help="prefix-cached experts (stage 05)")
     sub = parser.add_subparsers(dest="action", required=True)
 

@@ -62,6 +62,7 @@ class Manual:
                       sections=sections)  # fmt: skip
 
     def stats(self) -> dict[str, object]:
+        """Size, hash and chapter count of the manual (tokens when the engine is installed)."""
         return {"name": self.name, "bytes": self.size, "chars": len(self.text),
                 "chapters": len(self.chapter_titles()), "sha256": self.sha256}  # fmt: skip
 

@@ -19,6 +19,7 @@ class Persona:
     """Manual chapters this expert knows best (the offline stub cites one of them)."""
 
     def system_text(self) -> str:
+        """The persona as the second system message (after the invariant manual prefix)."""
         return (
             f"You are the {self.title} of the operations desk. Focus: {self.focus}. "
             "Answer in at most four sentences, cite manual rule numbers such as 4.7, "

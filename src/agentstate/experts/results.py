@@ -24,6 +24,7 @@ RESULTS_FILE = "results/experts_benchmark.json"
 
 
 def load_results(path: str | Path | None = None) -> dict[str, Any]:
+    """The recorded benchmark results (``data/results/experts_benchmark.json``)."""
     return json.loads(Path(path or data_path(RESULTS_FILE)).read_text())
 
 
@@ -102,6 +103,7 @@ def case_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """Rows as a Markdown table (the README and notebook 05 show these)."""
     columns = list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(r.get(c, "")) for c in columns) + " |" for r in rows]

@@ -1,5 +1,7 @@
 """A loopback OpenAI-compatible endpoint that replays a lesson's replies over real HTTP.
 
+Used by every notebook's "with a real client" path and by the tests of notebooks 01-06.
+
 The lessons run on a scripted model; a reader runs them on a real endpoint
 through ``langchain_openai.ChatOpenAI``. :class:`ReplayServer` is the bridge
 that lets a test prove the agents work unchanged over the wire: a real HTTP

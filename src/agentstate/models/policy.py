@@ -1,5 +1,7 @@
 """An offline chat model whose reply is a function of the messages it is shown.
 
+Serves the lessons of notebooks 02-06 from a LangGraph server.
+
 A served graph (``langgraph dev``, see :mod:`agentstate.served`) must answer
 any number of runs on any number of threads, so a script that runs out is the
 wrong model there. :class:`PolicyChatModel` calls ``policy(messages)`` for every

@@ -1,4 +1,4 @@
-"""Every RDS agent of stages 01-04, broken and fixed, from one assembler.
+"""Every RDS agent of notebooks 01-04, broken and fixed, from one assembler.
 
 Each builder returns a compiled deepagents graph with the six RDS tools over
 a storage (``rds.storage``), so a lesson changes one thing at a time. The

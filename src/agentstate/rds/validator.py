@@ -1,11 +1,11 @@
 """Check requirements against every AwsRdsInstance rule, naming field and rule.
 
-Unlike the anchor's validator, this one checks the numeric bounds, accepts
-``db.t3.micro`` against ``^db\\.`` and evaluates the cross-field rules the
-spec data states. Every string (a value, a list item, a label key) must be
-non-blank, free of control characters and surrounding whitespace, and within
-the spec's length limit; list items are checked one by one. ``check_value``
-validates one field at store time; ``validate_requirements`` checks a whole
+It checks the numeric bounds, accepts ``db.t3.micro`` against ``^db\\.``
+and evaluates the cross-field rules the spec data states. Every string (a
+value, a list item, a label key) must be non-blank, free of control
+characters and surrounding whitespace, and within the spec's length limit;
+list items are checked one by one. ``check_value`` validates one field at
+store time; ``validate_requirements`` checks a whole
 set before a manifest is generated. Taught in notebook 02.
 """
 
