@@ -3,13 +3,17 @@
 #
 # A bank's operations desk asks questions that need three kinds of expert: a
 # technical specialist, a compliance auditor and a support concierge. Each one
-# must answer from the same operations manual, about 25k tokens. Sent naively,
-# every expert call makes the engine read the whole manual again. Engines with
+# must answer from the same operations manual (108 KB, 24,104 tokens for this
+# notebook's model). Sent naively, every expert call makes the engine read the
+# whole manual again. Engines with
 # a prefix cache can skip that work, but only for the leading tokens that are
 # byte-for-byte identical to a previous prompt. One innocent line (the current
-# time, a request id, the persona) before the manual and the cache never hits.
+# time, or the expert's persona) before the manual and the cache never hits.
 # This stage builds the system so the manual is an invariant prefix, and
-# measures what that buys on a real engine (llama.cpp on this machine's CPU).
+# shows what that buys on a real engine (llama.cpp on a 2-core CPU). That
+# engine's context holds 8,192 tokens, so the whole manual does not fit: the
+# recorded runs used its first 1, 2 and 4 chapters (prefixes of 609, 939 and
+# 2,152 tokens), and the notebook says so wherever it shows a figure.
 
 # %% [markdown]
 # ## Recap
@@ -23,10 +27,14 @@
 #   call a new prefix.
 # - Look inside: how many bytes two prompts share, which is what a prefix cache
 #   can reuse.
-# - Import the fix: system 1 = instructions + manual (invariant), system 2 =
-#   persona, then history and the query; a router picks 1-3 experts.
+# - Write the fix piece by piece: system 1 = instructions + manual (invariant),
+#   system 2 = persona, then history and the query; a router that falls back to
+#   rules; a `Send` fan-out whose writes meet in a reducer. Break each piece
+#   and watch the failure come back.
+# - Count the real super-steps of each execution mode.
 # - Keep threads across runs in SQLite while the manual never enters state.
-# - Prove it with figures measured on llama.cpp, and check where they came from.
+# - Prove it with time to first token recorded on llama.cpp against prefix
+#   size, and check where those figures came from.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -36,7 +44,6 @@ from agentstate.engine import engine_installed, engine_version
 
 versions = {p: version(p) for p in ("langgraph", "langchain-openai", "langgraph-checkpoint-sqlite")}
 versions["llama-cpp-python"] = engine_version() or "not installed (make engine)"
-assert all(versions.values())
 versions
 
 # %% [markdown]
@@ -45,11 +52,15 @@ versions
 # their strict UTF-8 decoding, and the sha256 of the bytes as its name.
 
 # %%
+import hashlib
+
 from agentstate.experts import load_manual
 
 manual = load_manual()
 stats = manual.stats()
-assert stats["bytes"] == len(manual.data) > 90_000 and stats["chapters"] == 28
+assert stats["bytes"] == len(manual.data) == 108_838 and stats["chapters"] == 28
+assert stats["sha256"] == hashlib.sha256(manual.data).hexdigest()
+assert manual.text == manual.data.decode("utf-8", errors="strict")
 {**stats, "sha256": stats["sha256"][:16]}
 
 # %% [markdown]
@@ -58,18 +69,24 @@ assert stats["bytes"] == len(manual.data) > 90_000 and stats["chapters"] == 28
 # prompt. Build system message 1 that way for three expert calls:
 
 # %%
-from agentstate.experts import common_prefix_length, system_prefix
+from agentstate.experts import system_prefix
+from agentstate.fixtures import shared_by_all
 
-busted = [system_prefix(manual, "timestamp_first") for _ in range(3)]
-shared = min(common_prefix_length(busted[0].text, p.text) for p in busted[1:])
-assert len({p.sha256 for p in busted}) == 3 and shared < 40
-{"distinct prefixes": len({p.sha256 for p in busted}), "bytes shared < 40": shared < 40,
+ticks = iter(["08:30:00.000117", "08:30:00.000482", "08:30:00.000903"])
+busted = [system_prefix(manual, "timestamp_first", clock=lambda: next(ticks)) for _ in range(3)]
+shared = shared_by_all([p.text.encode() for p in busted])
+assert len({p.sha256 for p in busted}) == 3 and shared == 26 < manual.size
+{"distinct prefixes": len({p.sha256 for p in busted}), "bytes shared": shared,
  "manual bytes": manual.size}  # fmt: skip
 
 # %% [markdown]
-# The three calls agree on fewer than 40 bytes: the clock's digits differ
-# before the manual even starts. A prefix cache reuses only the shared leading
-# tokens, so each call prefills about 25k tokens again.
+# The three calls (a clock read three times, microseconds apart) agree on
+# their first 26 bytes, `Current time: 08:30:00.000`, and differ in the
+# clock's next digit, before the manual even starts. A prefix cache reuses
+# only the shared leading tokens, so each call prefills the whole manual
+# again. **Wrong belief: "one small line at the top costs nothing, the manual
+# is still the same."** The manual is the same, but it no longer starts the
+# prompt, and 26 bytes are all three calls share.
 #
 # ## Look inside: what the engine could reuse
 # The full prompt of an expert call is system 1, system 2 (persona), history
@@ -79,38 +96,49 @@ assert len({p.sha256 for p in busted}) == 3 and shared < 40
 # %%
 from agentstate.display import Table
 from agentstate.experts import EXPERTS, build_messages
+from agentstate.fixtures import prompt_text
 
 
-def prompt_bytes(policy, expert):
-    messages = build_messages(system_prefix(manual, policy), expert, "Who approves a waiver?")
-    return "\n".join(f"{m.type}: {m.content}" for m in messages).encode("utf-8")
+def prompts_of(policy, query="Who approves a waiver?"):
+    """One prompt per expert, each with its own system message 1 (a clock ticks per call)."""
+    ticks = iter(f"08:30:00.{n:06d}" for n in range(117, 10**6, 365))
+    prefixes = [system_prefix(manual, policy, lambda: next(ticks)) for _ in EXPERTS]
+    pairs = zip(prefixes, EXPERTS, strict=True)
+    return [prompt_text(build_messages(prefix, e, query)) for prefix, e in pairs]
 
 
 rows = []
 for policy in ("timestamp_first", "invariant"):
-    prompts = [prompt_bytes(policy, e) for e in EXPERTS]
-    common = min(common_prefix_length(prompts[0], p) for p in prompts[1:])
+    common = shared_by_all(prompts_of(policy))
     rows.append({"policy": policy, "bytes shared by all 3": common if common > 100 else "< 100",
                  "covers the manual": common > manual.size})  # fmt: skip
 assert [r["covers the manual"] for r in rows] == [False, True]
+system1 = len(b"system: ") + system_prefix(manual).size  # the invariant message, labelled
+assert system1 < rows[1]["bytes shared by all 3"] < system1 + len(b"\nsystem: You are the ") + 40
 Table(rows)
 
 # %% [markdown]
-# With the invariant policy the prompts share everything up to the persona,
-# which comes right after the manual. The same holds for a persona or a
-# request id placed first: whatever varies must come after the manual.
+# Legend: one row per prefix policy; `bytes shared by all 3` counts the
+# leading bytes the three experts' prompts have in common (what a prefix cache
+# could reuse); `covers the manual` says whether that run of bytes reaches past
+# the manual's last byte. With the invariant policy the prompts share
+# everything up to the persona, which comes right after the manual.
 #
 # ### On the real engine
 # The next cell runs when the engine is installed (`make engine`): it starts
-# llama.cpp's server on 127.0.0.1, asks two experts the same question with a
-# timestamp first and then with the invariant prefix (a 1-chapter manual, so
-# it stays quick), and stops the server. Timings vary, so its output is not
-# compared; its assertions still run. Without the engine it says so, and the
-# recorded figures further down are what you read.
+# llama.cpp's server on 127.0.0.1 with its log on, asks two experts the same
+# question with a timestamp first and then with the invariant prefix (a
+# 1-chapter manual, so it stays quick), and stops the server. The engine logs
+# how many prompt tokens each request reused from its cache ("prefix-match
+# hit"): a count, not a timing, so the cell asserts on it whatever the
+# machine's load. The timings it shows vary, so its output is not compared.
+# Without the engine it says so, and the recorded figures further down are
+# what you read.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 from agentstate.engine import EngineServer
+from agentstate.engine.tokens import count_tokens
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.experts.benchmark import evict
 from agentstate.experts.llm import chat_model
@@ -119,20 +147,28 @@ from agentstate.models import ModelSettings
 TWO = "The overnight batch outage: what must we report to the regulator?"
 live = None
 if engine_installed():
-    with EngineServer() as server:
+    chapter1 = manual.leading(1)
+    with EngineServer(verbose=True) as server:
         model = chat_model(ModelSettings(base_url=server.base_url), max_tokens=8)
         live = {}
         for policy in ("timestamp_first", "invariant"):
             evict(model)
-            config = ExpertsConfig(manual=manual.leading(1), mode="llm", expert_model=model,
+            seen = len(server.prefix_hits())
+            config = ExpertsConfig(manual=chapter1, mode="llm", expert_model=model,
                                    prefix_policy=policy, synthesis="combine")  # fmt: skip
-            live[policy] = build_experts_graph(config).invoke(user_turn(TWO))["ttft_ms"]
-    first, second = list(live["invariant"])
-    assert live["timestamp_first"][second] > 3 * live["invariant"][second]
-    assert live["invariant"][first] > 3 * live["invariant"][second]
+            ttft = build_experts_graph(config).invoke(user_turn(TWO))["ttft_ms"]
+            live[policy] = {"most tokens reused": max(server.prefix_hits()[seen:], default=0),
+                            "TTFT ms": {e: round(ms) for e, ms in ttft.items()}}  # fmt: skip
+    manual_tokens = count_tokens(chapter1.text)
+    assert live["timestamp_first"]["most tokens reused"] < 50
+    assert live["invariant"]["most tokens reused"] > manual_tokens
 live or "engine not installed: run `make engine` to see this live"
 
 # %% [markdown]
+# With the engine installed, no request under `timestamp_first` reused more
+# than 50 tokens, and under `invariant` the second expert reused more tokens
+# than the whole 1-chapter manual holds.
+#
 # ## The fix: an invariant prefix, a router, experts and a synthesis
 # `ExpertsConfig` holds the manual (in the graph's closure, never in state),
 # the mode (`stub` offline, `llm` on an endpoint), the router (`rules` or
@@ -161,16 +197,103 @@ Table({"expert": e, "prefix sha256": h[:12], "answer": state["expert_outputs"][e
       for e, h in state["prefix_by_call"].items())  # fmt: skip
 
 # %% [markdown]
+# Legend: one row per expert call, in the order the experts ran; `prefix
+# sha256` is the first 12 hex digits of the hash of the system message 1 that
+# call sent (the same for all three), `answer` the stub's reply.
+#
 # What the state keeps: the query and the final answer as messages, hashes,
 # the route, the tasks and outputs. Not the manual, and no system message.
 
 # %%
 assert [m.type for m in state["messages"]] == ["human", "ai"]
-assert manual.text[:500] not in repr(state)
+assert manual.text[:500] not in repr(state) and manual.sha256 == state["manual_sha256"]
 {key: type(value).__name__ for key, value in state.items()}
 
 # %% [markdown]
-# ## The router
+# ## How the fix is written
+# Four pieces, each shown from the package and then broken on purpose.
+#
+# **1. System message 1 is the instructions and the manual, nothing else.**
+# The global instructions are fixed text, the manual is the file's bytes, and
+# no clock, id or name is added: every expert, every turn, every thread sends
+# the same bytes first.
+
+# %%
+from agentstate.display import show_source
+from agentstate.experts import prompts
+
+instructions = show_source(prompts, start="GLOBAL_INSTRUCTIONS = (", stop="NO_MANUAL =")
+assert "{" not in instructions.text  # no placeholder: nothing is formatted into it
+instructions
+
+# %%
+invariant = show_source(prompts.system_prefix, start='if policy == "invariant"',
+                        stop='if policy == "timestamp_first"')  # fmt: skip
+assert "GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END" in invariant
+invariant
+
+# %% [markdown]
+# Break it: add a clock line in front (the `timestamp_first` variant kept
+# beside the fix) and compare the three expert calls of one question, a
+# fraction of a millisecond apart. The bytes shared collapse from more than
+# the manual to the clock's unchanged leading digits.
+
+# %%
+fixed = shared_by_all(prompts_of("invariant", TWO))
+broken = shared_by_all(prompts_of("timestamp_first", TWO))
+assert fixed > manual.size and broken < 40
+{"invariant: bytes shared": fixed, "clock first: bytes shared": broken}
+
+# %% [markdown]
+# **2. The persona comes second.** Each expert differs from the others only in
+# system message 2, placed after the manual; history and the query follow.
+
+# %%
+show_source(prompts.build_messages, start="return [")
+
+# %% [markdown]
+# Break it: swap the two system messages, so each expert's persona comes
+# first. The three prompts now part ways inside the persona's first line, and
+# the manual behind it is never shared.
+
+# %%
+def persona_first(expert, query=TWO):
+    system1, system2, *rest = build_messages(system_prefix(manual), expert, query)
+    return prompt_text([system2, system1, *rest])
+
+
+swapped = shared_by_all([persona_first(e) for e in EXPERTS])
+assert swapped < 100 < manual.size < fixed
+{"persona second: bytes shared": fixed, "persona first: bytes shared": swapped}
+
+# %% [markdown]
+# **3. History and the query come last.** They change every turn; after the
+# persona, a new turn of the same expert still reuses the manual and the
+# persona. Break it: put the query first, and two questions to the same
+# expert share almost nothing.
+
+# %%
+expert = "compliance_auditor"
+turns = [build_messages(system_prefix(manual), expert, q) for q in (TWO, ALL3)]
+kept = shared_by_all([prompt_text(m) for m in turns])
+query_first = shared_by_all([prompt_text([m[-1], *m[:-1]]) for m in turns])
+persona = EXPERTS[expert].system_text().encode()
+assert kept > system_prefix(manual).size + len(persona) and query_first < 20
+{"query last: bytes shared": kept, "query first: bytes shared": query_first}
+
+# %% [markdown]
+# **4. The manual never enters state.** `start` writes the manual's hash, and
+# the prefix's hash when the prefix is invariant; the text stays in the
+# config the graph closes over. The SQLite cell further down proves that no
+# checkpoint holds it.
+
+# %%
+from agentstate.experts import graph as experts_graph
+
+show_source(experts_graph.build_experts_graph, start="def start(", stop="def router(")
+
+# %% [markdown]
+# ### The router and its fallback
 # `rules` is deterministic: keywords per expert, most hits first, at most
 # three, and the support concierge by default.
 
@@ -183,18 +306,31 @@ questions = ["The overnight batch job failed twice",
 routes = Table({"question": q[:48], "experts": route_by_rules(q)["experts"],
                 "reason": route_by_rules(q)["reason"] or ""} for q in questions)  # fmt: skip
 assert routes.column("experts")[-1] == ["support_concierge"]
+assert routes.column("experts")[3] == ["technical_specialist", "support_concierge",
+                                       "compliance_auditor"]  # fmt: skip
 routes
 
 # %% [markdown]
+# Legend: one row per question (cut to 48 characters); `experts` in the order
+# they will run, `reason` filled only when the default was used.
+#
 # `llm` asks a model, without the manual (routing must not cost a full
 # prefill), to reply with JSON. Small models reply with fences, aliases or
-# prose; anything unusable falls back to the rules with the reason recorded.
-# Here the model is scripted, so the replies are exactly the ones we test:
+# prose, so the reply is parsed defensively, and anything unusable falls back
+# to the rules with the reason recorded:
+
+# %%
+from agentstate.experts import route_by_llm
+
+show_source(route_by_llm, start="try:")
+
+# %% [markdown]
+# Here the router model is scripted, so the replies are exactly the ones we
+# test:
 
 # %%
 from langchain_core.messages import AIMessage
 
-from agentstate.experts import route_by_llm
 from agentstate.models import ScriptedChatModel
 
 replies = ['```json\n{"experts": ["Compliance Auditor", "support"]}\n```',
@@ -206,28 +342,104 @@ assert outcomes.column("mode") == ["llm", "llm->rules", "llm->rules"]
 outcomes
 
 # %% [markdown]
-# ## Execution modes
-# `sequential` runs one expert per super-step (the first fills the cache, the
-# next reuse it). `parallel` sends all experts in one super-step with `Send`;
-# their writes meet in reducer keys (`merge_or_reset`), so none is lost.
-# `primed` first makes a 1-token call with the bare prefix, then fans out.
+# Legend: `mode` is `llm` when the reply was used and `llm->rules` when the
+# rules answered instead; `reason` says what was wrong with the reply.
+#
+# Break it: without the fallback, the parser's error is the turn's error. The
+# second reply above would take the whole turn down:
 
 # %%
-by_mode = {}
+from agentstate.experts import parse_router_reply
+from agentstate.experts.router import RouterReplyError
+
+try:
+    parse_router_reply(replies[1])
+    unguarded = "parsed"
+except RouterReplyError as err:
+    unguarded = f"RouterReplyError: {err}"
+assert unguarded.startswith("RouterReplyError")
+unguarded
+
+# %% [markdown]
+# ### The `Send` fan-out and its reducer
+# In `parallel` mode the router's edge returns one `Send` per expert: LangGraph
+# runs them as tasks of one super-step, each with its own payload.
+
+# %%
+show_source(experts_graph.build_experts_graph, start="def fan_out(", stop="def expert(")
+
+# %% [markdown]
+# All of them write `expert_outputs` (and `prefix_by_call`) in that same
+# super-step. Those keys carry a reducer that merges dicts key by key, and
+# resets them when `start` writes `None` at the next turn:
+
+# %%
+from agentstate.experts import merge_or_reset
+
+assert merge_or_reset({"a": "1"}, {"b": "2"}) == {"a": "1", "b": "2"}
+assert merge_or_reset({"a": "1"}, None) == {}
+show_source(merge_or_reset)
+
+# %% [markdown]
+# Break it: the same fan-out with `expert_outputs` as a plain dict key. Three
+# experts write it in one super-step, and LangGraph refuses the update.
+
+# %%
+from langgraph.errors import InvalidUpdateError
+
+from agentstate.fixtures import plain_dict_fan_out
+
+try:
+    plain_dict_fan_out(list(EXPERTS)).invoke({"experts": list(EXPERTS)})
+    without_reducer = "no error"
+except InvalidUpdateError as err:
+    without_reducer = f"InvalidUpdateError: {str(err).splitlines()[0][:70]}"
+assert without_reducer.startswith("InvalidUpdateError")
+without_reducer
+
+# %% [markdown]
+# ## Prove it: the real super-steps of each execution mode
+# `sequential` runs one expert per super-step (the first fills the cache, the
+# next reuse it). `parallel` sends all experts in one super-step with `Send`.
+# `primed` first makes a 1-token call with the bare prefix, then fans out.
+# LangGraph's `debug` stream tags every node run with its super-step, so
+# counting distinct steps counts super-steps. **Wrong belief: "one
+# `stream_mode="updates"` chunk is one super-step."** A chunk is one node run:
+# three parallel experts are three chunks in one step, so that count makes
+# `parallel` look as long as `sequential` (6 and 6) and `primed` longer (7).
+
+# %%
+from agentstate.fixtures import super_steps
+
+by_mode, steps_of = {}, {}
 for execution in ("sequential", "parallel", "primed"):
     run = build_experts_graph(ExpertsConfig(manual=manual, execution=execution))
-    steps = list(run.stream(user_turn(ALL3), stream_mode="updates"))
+    steps_of[execution] = super_steps(run, user_turn(ALL3))
+    chunks = list(run.stream(user_turn(ALL3), stream_mode="updates"))
     result = run.invoke(user_turn(ALL3))
-    by_mode[execution] = {"super-steps": len(steps), "calls": list(result["prefix_by_call"]),
+    by_mode[execution] = {"super-steps": len(steps_of[execution]), "update chunks": len(chunks),
                           "same answer": result["response"] == state["response"]}  # fmt: skip
+assert [m["super-steps"] for m in by_mode.values()] == [6, 4, 5]
+assert [m["update chunks"] for m in by_mode.values()] == [6, 6, 7]
 assert all(m["same answer"] for m in by_mode.values())
 Table({"execution": k, **v} for k, v in by_mode.items())
 
 # %% [markdown]
+# Legend: `super-steps` = distinct steps in the debug stream (the input step
+# left out); `update chunks` = chunks of `stream_mode="updates"`, one per node
+# run; `same answer` = the final response equals the sequential one. What ran
+# in each super-step:
+
+# %%
+longest = max(len(s) for s in steps_of.values())
+per_step = Table({"super-step": i + 1, **{m: " + ".join(s[i]) if i < len(s) else ""
+                  for m, s in steps_of.items()}} for i in range(longest))  # fmt: skip
+assert steps_of["parallel"][2] == ["expert"] * 3 and steps_of["primed"][2] == ["prime"]
+per_step
+
 # ## Threads that persist, without the manual
-# A SQLite checkpointer keeps the thread across runs (and processes: the CLI's
-# `--checkpoint-db`). Two turns on one thread, then read the database file
-# as raw bytes:
+# A SQLite checkpointer keeps the thread in a file. Two turns on one thread,
+# then read the database file as raw bytes:
 
 # %%
 import tempfile
@@ -248,12 +460,12 @@ assert found == {"thread turns": 2, "manual hash in file": True, "manual text in
 found
 
 # %% [markdown]
-# ## Prove it: figures measured on llama.cpp
+# ## Prove it: time to first token recorded on llama.cpp
 # `scripts/bench_experts.py` runs the same 3-expert query on the real engine
-# (llama.cpp's server, SmolLM2-135M-Instruct, 2 CPU threads) at three manual
-# sizes, several rounds, each case from an evicted cache, and commits the
-# medians to `data/results/experts_benchmark.json`. First, where do these
-# figures come from, and do they match this repository's manual and prompts?
+# (llama.cpp's server, SmolLM2-135M-Instruct, 2 CPU threads), several rounds,
+# each case from an evicted cache, and commits the medians to
+# `data/results/experts_benchmark.json`. First, where do these figures come
+# from, and do they match this repository's manual and prompts?
 
 # %%
 from agentstate.experts.results import load_results, provenance_checks
@@ -265,11 +477,31 @@ checks
 
 # %%
 prov = results["provenance"]
-{k: prov[k] for k in ("engine", "engine_version", "model_file", "cores", "date")} | {
-    "model sha256": prov["model_sha256"][:16], "rounds": results["rounds"]}  # fmt: skip
+assert "--n_ctx 8192" in prov["server_flags"] and prov["manual_tokens"] > 8192
+shown = ("engine", "engine_version", "model_file", "cores", "date", "server_flags")
+{k: prov[k] for k in shown} | {"model sha256": prov["model_sha256"][:16],
+                               "rounds": results["rounds"]}  # fmt: skip
 
 # %% [markdown]
-# The headline per manual size: `cold` is an expert's time to first token with
+# What was measured, plainly: the whole manual is 24,104 tokens and the
+# engine's context holds 8,192 (`--n_ctx 8192`), so the whole manual was never
+# sent. The benchmark sent its first 1, 2 and 4 chapters, which with the
+# instructions make prefixes of 609, 939 and 2,152 tokens:
+
+# %%
+measured = Table({"chapters": s["sections"], "manual bytes": s["part_bytes"],
+                  "prefix tokens": s["prefix_tokens"]} for s in results["sizes"])  # fmt: skip
+assert measured.column("chapters") == [1, 2, 4]
+assert measured.column("prefix tokens") == [609, 939, 2152]
+if engine_installed():  # the engine's own tokenizer agrees with the recorded counts
+    for size in results["sizes"]:
+        text = system_prefix(manual.leading(size["sections"])).text
+        assert count_tokens(text) == size["prefix_tokens"]
+    assert count_tokens(manual.text) == prov["manual_tokens"] == 24_104
+measured
+
+# %% [markdown]
+# The headline per prefix size: `cold` is an expert's time to first token with
 # a timestamp first (every call cold), `warm` that of the second and third
 # sequential experts with the invariant prefix, `floor` the same calls with no
 # manual at all. The share of the ideal saving is (cold - warm) / (cold - floor).
@@ -283,21 +515,75 @@ for size in results["sizes"]:
 summary
 
 # %% [markdown]
-# Every case, medians in routing order (TTFT 1 is the first expert called).
-# Notice `parallel`: the engine has one slot, so concurrent calls queue behind
-# the cold one and the later experts wait longer than in sequence. `primed`
-# pays the cold prefill once, in its 1-token call, and then every expert starts
-# warm (still queued).
-
-# %%
-cases = Table(case_rows(results))
-largest = results["sizes"][-1]["cases"]
-assert largest["sequential"]["total_ms"] < largest["cache_busted"]["total_ms"]
-cases
+# Time to first token against prefix size, over the sizes measured: cold
+# grows with the prefix (the engine reads every token again), warm stays
+# close to the floor (only the persona and the query are new).
 
 # %%
 import matplotlib.pyplot as plt
 
+tokens = [s["prefix_tokens"] for s in results["sizes"]]
+lines = {k: [s[f"{k}_ms"] / 1000 for s in results["sizes"]] for k in ("cold", "warm", "floor")}
+assert all(a < b for a, b in zip(lines["cold"], lines["cold"][1:], strict=False))
+assert all(w < 2 * f for w, f in zip(lines["warm"], lines["floor"], strict=True))
+fig, ax = plt.subplots(figsize=(7, 3.5))
+for name, style in (("cold", "o-"), ("warm", "s-"), ("floor", "^--")):
+    label = "cold (timestamp first)" if name == "cold" else name
+    ax.plot(tokens, lines[name], style, label=label)
+ax.set_xlabel("prefix tokens (1, 2, 4 chapters)")
+ax.set_ylabel("median TTFT per expert, s")
+ax.set_title("Time to first token vs prefix size, llama.cpp, SmolLM2-135M, 2 threads")
+ax.legend()
+plt.close(fig)
+fig
+
+# %% [markdown]
+# Warm stays within 2x of the floor at every size, while cold grows about 4x
+# from 609 to 2,152 tokens. **An extrapolation, not a measurement:** a
+# straight line through the three cold points, carried to the whole manual's
+# 24,104 tokens (which this engine cannot even hold), gives the order of
+# magnitude a cold call of the full manual would cost on this CPU. The cost
+# per prefix token already rises with the prefix (13.6, 14.1, 15.2 ms), so the
+# line is, if anything, low.
+
+# %%
+slope = (lines["cold"][-1] - lines["cold"][0]) / (tokens[-1] - tokens[0])
+fit = [lines["cold"][0] + slope * (t - tokens[0]) for t in tokens]
+assert all(abs(f - c) / c < 0.1 for f, c in zip(fit, lines["cold"], strict=True))
+per_token = [round(c * 1000 / t, 1) for c, t in zip(lines["cold"], tokens, strict=True)]
+assert per_token == [13.6, 14.1, 15.2]
+full = lines["cold"][0] + slope * (prov["manual_tokens"] - tokens[0])
+assert 3.5 < lines["cold"][-1] / lines["cold"][0] < 4.5 and round(full) == 381
+{"ms per prefix token (fit)": round(slope * 1000, 1),
+ "EXTRAPOLATED cold TTFT, whole manual, s": round(full)}
+
+# %% [markdown]
+# Every case, medians in routing order (TTFT 1 is the first expert called).
+# **Wrong belief: "parallel experts answer sooner."** This engine serves one
+# request at a time, so concurrent calls queue behind the cold one: in
+# `parallel` the second and third experts wait longer than the first, and the
+# whole turn takes longer than `sequential` at every size. `primed` pays the
+# cold prefill once, in its 1-token call, and then every expert starts faster
+# than a cold call (still queued).
+
+# %%
+cases = Table(case_rows(results))
+for size in results["sizes"]:
+    case = size["cases"]
+    assert case["sequential"]["total_ms"] < case["cache_busted"]["total_ms"]
+    first, *later = case["parallel"]["ttft_ms"].values()
+    assert all(t > first for t in later)
+    assert case["parallel"]["total_ms"] > case["sequential"]["total_ms"]
+    assert max(case["primed"]["ttft_ms"].values()) < size["cold_ms"]
+cases
+
+# %% [markdown]
+# Legend: one row per prefix size and case; `prime call s` is the 1-token
+# warm-up call (only `primed` makes one), `TTFT 1..3 s` each expert's time to
+# first token in routing order, `total s` the wall time of the whole turn.
+# The totals side by side:
+
+# %%
 fig, ax = plt.subplots(figsize=(8, 3.5))
 names = results["cases"]
 width = 0.8 / len(results["sizes"])
@@ -312,10 +598,11 @@ ax.legend()
 plt.close(fig)
 fig
 
-# %% [markdown]
-# ## Try it: how many experts, how large a manual
-# From the recorded medians: with a busted cache every expert pays the cold
-# prefill; with the invariant prefix only the first does. Turn the knobs.
+# ## Try it: how many experts, how large a prefix
+# An estimate from the recorded medians (not a new measurement): with a
+# busted cache every expert pays the cold prefill; with the invariant prefix
+# only the first does. Turn the knobs: the saving grows with the number of
+# experts and with the prefix.
 
 # %%
 import ipywidgets as widgets
@@ -339,35 +626,47 @@ assert predicted(1, 0)["saved s"] == 0
 knob
 
 # %%
-largest_size = len(results["sizes"]) - 1
-three = predicted(3, largest_size)
-s = results["sizes"][largest_size]
-assert three["saved s"] == round(2 * (s["cold_ms"] - s["warm_ms"]) / 1000, 1) > 0
-assert predicted(3, 0)["saved s"] < three["saved s"]  # a larger manual saves more
-three
+grid = {(n, i): predicted(n, i)["saved s"] for n in (1, 2, 3) for i in range(len(sizes))}
+assert all(grid[(1, i)] == 0 for i in range(len(sizes)))
+assert all(grid[(2, i)] < grid[(3, i)] for i in range(len(sizes)))
+assert all(grid[(3, i)] < grid[(3, i + 1)] for i in range(len(sizes) - 1))
+Table({"experts": n, **{label: grid[(n, i)] for label, i in sizes}} for n in (1, 2, 3))
 
 # %% [markdown]
+# Legend: estimated seconds saved per turn (sum of the experts' TTFT, busted
+# minus invariant), one row per number of experts, one column per prefix size
+# measured.
+#
 # ## Summary
-# - A prefix cache reuses only identical leading tokens: anything variable
-#   before the manual (time, ids, persona) makes every expert call cold.
+# - A prefix cache reuses only identical leading tokens: a clock line before
+#   the manual leaves 26 shared bytes, a persona first fewer than 100, a query
+#   first fewer than 20; the manual behind them is prefilled on every call.
 # - Fixed order: system 1 = instructions + manual (invariant, hashed), system
-#   2 = persona, then history and the query. Tests prove the bytes sent over
-#   HTTP are identical across experts.
-# - The router (`rules`, or `llm` without the manual and with a fallback) picks
-#   1-3 experts; `sequential`, `parallel` (Send + reducers) and `primed` run them.
+#   2 = persona, then history and the query. Every expert call sent the same
+#   prefix hash.
+# - The router (`rules`, or `llm` without the manual) picks 1-3 experts; an
+#   unusable reply falls back to the rules instead of failing the turn.
+# - `parallel` is one `Send` fan-out: the three experts run in one super-step
+#   (4 super-steps in all, against 6 in sequence and 5 primed), and their
+#   writes meet in a reducer; without it LangGraph raises `InvalidUpdateError`.
 # - Threads persist in SQLite; only the manual's hash is stored.
-# - On llama.cpp with one slot, warm experts start many times faster than cold
-#   ones, close to the no-manual floor; parallel calls queue, so on one slot
-#   they do not beat sequential.
+# - Recorded on llama.cpp with prefixes of 609-2,152 tokens (the engine's
+#   context is 8,192, the whole manual 24,104): cold TTFT grows with the
+#   prefix, warm stays within 2x of the no-manual floor; on an engine that
+#   serves one request at a time, parallel calls queue and do not beat
+#   sequential. The whole manual (about 381 s cold by a linear extrapolation)
+#   was never measured.
 #
 # ## Exercises
-# 1. Put the persona before the manual (swap the two system messages in
-#    `build_messages`). Which test fails first, and what does the benchmark say?
-# 2. Use `router="llm"` with the real engine. The router call carries no manual:
-#    what happens to the first expert's TTFT on a one-slot server, and why does
-#    `primed` recover it?
-# 3. Run `python scripts/bench_experts.py --sections 8 --rounds 1`. How does
-#    the cold time grow with the prefix, and the warm time?
-# 4. Start the engine with `agentstate engine start` and continue a thread with
-#    `agentstate experts run --mode llm --checkpoint-db t.sqlite --thread-id a`.
-#    Does the history (after the persona) change the prefix hash?
+# 1. Put the persona before the manual (swap the two system messages of
+#    `build_messages`' output). How many bytes do the three experts' prompts
+#    share, and which recorded case would such a system behave like?
+# 2. Script a router model that replies with four experts, with an empty
+#    list, and that has no reply at all (an empty script raises). What route
+#    does each turn get, and what reason is recorded?
+# 3. From the recorded sizes, compute the cold and the warm milliseconds per
+#    extra prefix token between 609 and 2,152 tokens. How many times steeper
+#    is cold?
+# 4. Continue a thread for two turns with a checkpointer (stub mode). Does the
+#    history change system message 1's hash? Where in the prompt does the
+#    history go, and how many bytes do the two turns' prompts share?

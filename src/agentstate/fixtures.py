@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from langgraph.config import get_config
 from langgraph.types import Command
+from typing_extensions import TypedDict
 
 from agentstate.core.reducers import append_unique
 from agentstate.core.turn_cache import Batch, TurnCacheMiddleware
@@ -663,3 +664,67 @@ def overlapping_calls(events: Sequence[ToolEvent], name: str) -> int:
         for e in events
         if e.name == name
     )
+
+
+# --- notebook 05 ---
+
+
+def prompt_text(messages: Any) -> bytes:
+    """The messages of one call as the bytes an engine reads, in order (role, then content).
+
+    Notebook 05 compares two calls' prompts with ``common_prefix_length``:
+    what they share from the first byte is what a prefix cache can reuse.
+    """
+    return "\n".join(f"{m.type}: {m.content}" for m in messages).encode("utf-8")
+
+
+def shared_by_all(prompts: list[bytes]) -> int:
+    """Leading bytes that every prompt in ``prompts`` shares with the first (notebook 05)."""
+    from agentstate.experts import common_prefix_length
+
+    return min(common_prefix_length(prompts[0], p) for p in prompts[1:])
+
+
+def super_steps(graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> list[list[str]]:
+    """The nodes run in each real super-step, from the ``debug`` stream (notebook 05).
+
+    LangGraph's debug stream emits one ``task`` event per node run, tagged with
+    its super-step; runs with the same step number ran together. The input
+    step (``__start__``, step -1) is left out. Compare ``stream_mode="updates"``,
+    which emits one chunk per node run, so three parallel experts make three
+    chunks in a single super-step.
+    """
+    steps: dict[int, list[str]] = {}
+    for event in graph.stream(inputs, config, stream_mode="debug"):
+        if event["type"] == "task" and event["payload"]["name"] != "__start__":
+            steps.setdefault(event["step"], []).append(event["payload"]["name"])
+    return [sorted(steps[s]) for s in sorted(steps)]
+
+
+class PlainExpertsState(TypedDict, total=False):
+    """The experts' per-run outputs as a plain dict key: no reducer (notebook 05)."""
+
+    experts: list[str]
+    expert_outputs: dict[str, str]
+
+
+def plain_dict_fan_out(experts: list[str]) -> Any:
+    """The experts' Send fan-out with ``expert_outputs`` as a plain dict key (no reducer).
+
+    Notebook 05's proof that the reducer is needed: every expert writes the key
+    in the same super-step, and LangGraph refuses two writes to a key without a
+    reducer (``InvalidUpdateError``). Compile and ``invoke({"experts": [...]})``.
+    """
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import Send
+
+    def fan_out(state: PlainExpertsState) -> list:
+        return [Send("expert", {"expert": name}) for name in state["experts"]]
+
+    def expert(task: dict[str, str]) -> dict[str, Any]:
+        return {"expert_outputs": {task["expert"]: f"notes of {task['expert']}"}}
+
+    graph = StateGraph(PlainExpertsState)
+    graph.add_node("expert", expert)
+    graph.add_conditional_edges(START, fan_out, ["expert"])
+    return graph.compile()
