@@ -137,11 +137,8 @@ Table(rows)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-from agentstate.engine import EngineServer
-from agentstate.engine.tokens import count_tokens
-from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
-from agentstate.experts.benchmark import evict
-from agentstate.experts.llm import chat_model
+from agentstate.engine import EngineServer, count_tokens
+from agentstate.experts import ExpertsConfig, build_experts_graph, chat_model, evict, user_turn
 from agentstate.models import ModelSettings
 
 TWO = "The overnight batch outage: what must we report to the regulator?"
@@ -349,8 +346,7 @@ outcomes
 # second reply above would take the whole turn down:
 
 # %%
-from agentstate.experts import parse_router_reply
-from agentstate.experts.router import RouterReplyError
+from agentstate.experts import RouterReplyError, parse_router_reply
 
 try:
     parse_router_reply(replies[1])
@@ -468,7 +464,7 @@ found
 # from, and do they match this repository's manual and prompts?
 
 # %%
-from agentstate.experts.results import load_results, provenance_checks
+from agentstate.experts import load_results, provenance_checks
 
 results = load_results()
 checks = provenance_checks(results)
@@ -507,7 +503,7 @@ measured
 # manual at all. The share of the ideal saving is (cold - warm) / (cold - floor).
 
 # %%
-from agentstate.experts.results import case_rows, summary_rows
+from agentstate.experts import case_rows, summary_rows
 
 summary = Table(summary_rows(results))
 for size in results["sizes"]:

@@ -15,12 +15,12 @@ from agentstate.experts import (
     build_experts_graph,
     build_messages,
     load_manual,
+    load_results,
     memory_checkpointer,
     route_by_llm,
     system_prefix,
     user_turn,
 )
-from agentstate.experts.results import load_results
 from agentstate.fixtures import prompt_text, shared_by_all
 from agentstate.models import ScriptedChatModel
 

@@ -6,8 +6,10 @@ once; a synthesis combines the answers. Threads persist through LangGraph
 checkpointers and never store the manual. Taught in notebook 05.
 """
 
+from agentstate.experts.benchmark import evict
 from agentstate.experts.checkpoints import file_contains, memory_checkpointer, sqlite_checkpointer
 from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
+from agentstate.experts.llm import chat_model
 from agentstate.experts.manual import Manual, load_manual
 from agentstate.experts.personas import EXPERTS
 from agentstate.experts.prompts import (
@@ -16,7 +18,13 @@ from agentstate.experts.prompts import (
     common_prefix_length,
     system_prefix,
 )
-from agentstate.experts.router import parse_router_reply, route_by_llm, route_by_rules
+from agentstate.experts.results import case_rows, load_results, provenance_checks, summary_rows
+from agentstate.experts.router import (
+    RouterReplyError,
+    parse_router_reply,
+    route_by_llm,
+    route_by_rules,
+)
 from agentstate.experts.state import ExpertsState, merge_or_reset
 
 __all__ = [
@@ -25,17 +33,24 @@ __all__ = [
     "ExpertsState",
     "Manual",
     "Prefix",
+    "RouterReplyError",
     "build_experts_graph",
     "build_messages",
+    "case_rows",
+    "chat_model",
     "common_prefix_length",
+    "evict",
     "file_contains",
     "load_manual",
+    "load_results",
     "memory_checkpointer",
     "merge_or_reset",
     "parse_router_reply",
+    "provenance_checks",
     "route_by_llm",
     "route_by_rules",
     "sqlite_checkpointer",
+    "summary_rows",
     "system_prefix",
     "user_turn",
 ]

@@ -16,12 +16,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-
-def merge_or_reset(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Merge ``right`` into ``left`` key by key; ``None`` starts a fresh dict."""
-    if right is None:
-        return {}
-    return {**(left or {}), **right}
+from agentstate.core.reducers import merge_or_reset
 
 
 class ExpertTask(TypedDict):
