@@ -23,7 +23,7 @@ def test_replays_script_with_unique_ids():
     ids = [c["id"] for c in first.tool_calls + second.tool_calls]
     token = ids[0].split("-")[1]
     assert ids == [f"m-{token}-1-1", f"m-{token}-1-2", f"m-{token}-2-1"]
-    assert [first.id, second.id] == [f"m-{token}-reply-1", f"m-{token}-reply-2"]
+    assert [first.id, second.id] == [f"m-{token}-1-reply", f"m-{token}-2-reply"]
     assert first.tool_calls[1]["args"] == {"y": 2}
     assert model.remaining == 0
 

@@ -29,6 +29,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
+from agentstate.models.scripted import with_ids
+
 Policy = Callable[[list[BaseMessage]], AIMessage]
 
 
@@ -70,16 +72,7 @@ class PolicyChatModel(BaseChatModel):
             )
         with self._lock:
             n = next(self._counter) + 1
-        stem = f"{self.model_name}-{self._token}-{n}"
-        calls = [
-            {**c, "id": c.get("id") or f"{stem}-{i + 1}"} for i, c in enumerate(message.tool_calls)
-        ]
-        return AIMessage(
-            content=message.content,
-            tool_calls=calls,
-            id=message.id or f"{stem}-reply",
-            name=message.name,
-        )
+        return with_ids(message, f"{self.model_name}-{self._token}-{n}")
 
     def _generate(
         self,

@@ -31,10 +31,28 @@ class ScriptExhaustedError(RuntimeError):
 def tool_call(name: str, /, **args: Any) -> dict[str, Any]:
     """One tool call in one line: ``tool_call("store_requirement", field_name="engine", ...)``.
 
-    The id is filled in by the model when it emits the reply:
+    The id is filled in by the model when it emits the reply (:func:`with_ids`):
     ``<model>-<instance>-<reply>-<n>``, unique across model instances.
     """
     return {"name": name, "args": args, "id": None, "type": "tool_call"}
+
+
+def with_ids(message: AIMessage, stem: str) -> AIMessage:
+    """A copy of ``message`` whose missing ids are filled in from ``stem``.
+
+    The reply gets ``<stem>-reply`` and its n-th tool call ``<stem>-<n>``;
+    ids the message already has are kept. Offline models stamp every reply
+    this way so ids never collide across replies or model instances.
+    """
+    calls = [
+        {**c, "id": c.get("id") or f"{stem}-{i + 1}"} for i, c in enumerate(message.tool_calls)
+    ]
+    return AIMessage(
+        content=message.content,
+        tool_calls=calls,
+        id=message.id or f"{stem}-reply",
+        name=message.name,
+    )
 
 
 def reply(*calls: dict[str, Any], text: str = "") -> AIMessage:
@@ -101,16 +119,7 @@ class ScriptedChatModel(BaseChatModel):
                 f"ScriptedChatModel {self.model_name!r}: script step {index + 1} produced "
                 f"{type(message).__name__}, expected AIMessage"
             )
-        calls = []
-        for n, call in enumerate(message.tool_calls):
-            call_id = call.get("id") or f"{self.model_name}-{self._token}-{index + 1}-{n + 1}"
-            calls.append({**call, "id": call_id})
-        return AIMessage(
-            content=message.content,
-            tool_calls=calls,
-            id=message.id or f"{self.model_name}-{self._token}-reply-{index + 1}",
-            name=message.name,
-        )
+        return with_ids(message, f"{self.model_name}-{self._token}-{index + 1}")
 
     def _generate(
         self,
