@@ -135,6 +135,17 @@ def test_stage02_reducer_over_the_wire_and_the_client_sends_back_only_the_refere
     assert PASSWORD not in json.dumps(server.requests)
 
 
+@pytest.mark.parametrize("agent_builder", [build_reducer_agent, build_turn_cache_agent])
+def test_the_messages_stream_of_a_real_client_never_carries_the_plain_password(agent_builder):
+    """The server streams the plain password (SSE); what the agent streams on is redacted."""
+    with ReplayServer(password_script()) as server:
+        agent = agent_builder(openai_model(server))
+        chunks = list(agent.stream(rds_turn(), stream_mode="messages"))
+    assert server.requests[0]["stream"] is True  # the wire itself was streamed
+    assert chunks and PASSWORD not in repr(chunks)
+    assert SECRET_REF in repr(chunks)  # the redacted reply is still streamed, whole
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_stage03_turn_cache_reader_sees_the_whole_batch_over_the_wire(mode):
     scripted, wired, _ = on_both(
