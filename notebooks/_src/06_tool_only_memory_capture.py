@@ -175,7 +175,7 @@ Table(rows[10:24])
 # `FLUSH_CONTEXT` follows message 8, 14 because `SESSION_END` follows it):
 
 # %%
-from agentstate.memory.lesson import rules_table
+from agentstate.memory import rules_table
 
 rules = Table(rules_table(travel))
 # 6 and 12: every 6th message; 8: FLUSH_CONTEXT after message 8; 14: SESSION_END
@@ -282,7 +282,7 @@ corrections[:6]
 # context document, never a call the rules do not ask for.
 
 # %%
-from agentstate.memory.lesson import proposes_nothing
+from agentstate.memory import proposes_nothing
 
 silent = policy_model(proposes_nothing, "silent")
 mute_react = ReactRun(client, silent, tools, run="mute-react")
@@ -327,7 +327,7 @@ assert "curated(state[" in piece and "tool_calls" in piece
 piece
 
 # %%
-from agentstate.memory.capture import curated
+from agentstate.memory import curated
 
 show_source(curated)
 
@@ -374,16 +374,16 @@ show_source(guard, start='if isinstance(turn, ChatMessage) and turn.role == "sys
 # reads too; for example one message's `add_entry`:
 
 # %%
-from agentstate.memory import calls
+from agentstate.memory import add_entry
 
-show_source(calls.add_entry)
+show_source(add_entry)
 
 # %% [markdown]
 # A system message gets no call, whatever the model proposes:
 
 # %%
 note = ChatMessage(role="system", content="be brief", additional_kwargs={"msg_idx": 9})
-proposal = [calls.add_entry("v", "m", "system", 9, "be brief")]
+proposal = [add_entry("v", "m", "system", 9, "be brief")]
 plan, update = guard(note, proposal, {"messages": []}, "v", "m")
 assert plan == [] and update["corrections"][0] == "msg 9: system message, not persisted"
 update["corrections"]
@@ -398,7 +398,7 @@ update["corrections"]
 # back:
 
 # %%
-from agentstate.memory.lesson import without_guard
+from agentstate.memory import without_guard
 
 with without_guard():
     unguarded = CaptureRun(client, policy_model(CapturePolicy(AS_REPORTED), "reported"),
@@ -601,8 +601,7 @@ assert flaky_client.stats["retries"] >= 1 and after_restart == []
 # NBVAL_IGNORE_OUTPUT
 import ipywidgets as widgets
 
-from agentstate.memory import FAULTS
-from agentstate.memory.lesson import knob_counts
+from agentstate.memory import FAULTS, knob_counts
 
 
 def knob(conversation="solo_travel", fault="writes twice"):
@@ -647,7 +646,7 @@ assert not port_open(server.port) and not port_open(flaky.port)
 # notebook started is stopped and no port is still open:
 
 # %%
-from agentstate.memory.lesson import knob_servers
+from agentstate.memory import knob_servers
 
 after_all = knob("solo_travel", "swaps roles")
 assert after_all.rows[0] == {"agent": "react", "violations": 3}

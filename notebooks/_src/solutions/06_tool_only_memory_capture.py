@@ -28,8 +28,8 @@ from agentstate.memory import (
     policy_model,
     port_open,
     read_memory,
+    rules_table,
 )
-from agentstate.memory.lesson import rules_table
 
 workdir = Path(tempfile.mkdtemp(prefix="stage06-solutions-"))
 server = ServerProcess(workdir / "memory.sqlite").start()

@@ -61,6 +61,13 @@ _HOMES = {
     "Violation": "auditor",  # one broken capture rule
     "audit": "auditor",  # every violation in the store for a conversation
     "compare": "lesson",  # three agents on one conversation, audited
+    "add_entry": "calls",  # builds the one add_entry call of a message (guard and auditor)
+    "curated": "capture",  # what the capture model is shown: prompt and conversation only
+    "knob_counts": "lesson",  # the knob: one conversation on its own server, audited
+    "knob_servers": "lesson",  # the servers the knob started (all stopped)
+    "proposes_nothing": "lesson",  # a model that proposes no tool call at all
+    "rules_table": "lesson",  # the capture rules applied to one conversation
+    "without_guard": "lesson",  # the capture graph with its guard removed (a proof)
     "compare_sync": "lesson",  # the same from a widget callback
     "counts": "auditor",  # violations per kind
     "message_rows": "lesson",  # a state's messages as table rows
