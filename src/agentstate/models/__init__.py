@@ -4,7 +4,9 @@ Used by every notebook.
 """
 
 from agentstate.models.factory import ModelSettings, get_chat_model, model_settings
+from agentstate.models.policy import PolicyChatModel
 from agentstate.models.scripted import (
+    OfflineChatModel,
     ScriptedChatModel,
     ScriptExhaustedError,
     reply,
@@ -13,6 +15,8 @@ from agentstate.models.scripted import (
 
 __all__ = [
     "ModelSettings",
+    "OfflineChatModel",
+    "PolicyChatModel",
     "ScriptExhaustedError",
     "ScriptedChatModel",
     "get_chat_model",

@@ -19,31 +19,24 @@ from __future__ import annotations
 
 import itertools
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import PrivateAttr
 
-from agentstate.models.scripted import with_ids
+from agentstate.models.scripted import OfflineChatModel, with_ids
 
 Policy = Callable[[list[BaseMessage]], AIMessage]
 
 
-class PolicyChatModel(BaseChatModel):
+class PolicyChatModel(OfflineChatModel):
     """Replies with ``policy(messages)``; never runs out; ``bind_tools`` returns itself."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     policy: Any
     """A callable ``messages -> AIMessage``."""
     model_name: str = "policy"
 
-    _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex[:8])
     _counter: Any = PrivateAttr(default_factory=itertools.count)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -58,10 +51,6 @@ class PolicyChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "agentstate-policy"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> PolicyChatModel:
-        """The policy decides which tools to call, so binding them changes nothing."""
-        return self
-
     def reply_to(self, messages: Sequence[BaseMessage]) -> AIMessage:
         """The policy's reply to ``messages``, with fresh ids on the reply and its calls."""
         message = self.policy(list(messages))
@@ -73,12 +62,3 @@ class PolicyChatModel(BaseChatModel):
         with self._lock:
             n = next(self._counter) + 1
         return with_ids(message, f"{self.model_name}-{self._token}-{n}")
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.reply_to(messages))])

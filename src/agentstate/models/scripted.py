@@ -60,15 +60,45 @@ def reply(*calls: dict[str, Any], text: str = "") -> AIMessage:
     return AIMessage(content=text, tool_calls=[dict(c) for c in calls])
 
 
-class ScriptedChatModel(BaseChatModel):
-    """Replays ``script`` one step per model call; ``bind_tools`` returns the model itself.
+class OfflineChatModel(BaseChatModel):
+    """What every offline model shares: its own logic picks the tool calls, so
+    ``bind_tools`` returns the model, and each call is answered by
+    :meth:`reply_to`.
 
     Reply and tool-call ids carry a random per-instance token, so a second
-    scripted model on a reused thread appends its replies instead of
-    replacing the first model's (``add_messages`` replaces by id).
+    model on a reused thread appends its replies instead of replacing the
+    first model's (``add_messages`` replaces by id).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model_name: str = "offline"
+    _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    @property
+    def _llm_type(self) -> str:
+        return "agentstate-offline"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> OfflineChatModel:
+        """The model's own logic decides the calls, so binding tools changes nothing."""
+        return self
+
+    def reply_to(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """The reply to ``messages`` (ids stamped with :func:`with_ids`)."""
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply_to(messages))])
+
+
+class ScriptedChatModel(OfflineChatModel):
+    """Replays ``script`` one step per model call; ``bind_tools`` returns the model itself."""
 
     script: list[Any]
     """AIMessages, or callables ``messages -> AIMessage`` evaluated at call time."""
@@ -77,7 +107,6 @@ class ScriptedChatModel(BaseChatModel):
     _position: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
-    _token: str = PrivateAttr(default_factory=lambda: uuid.uuid4().hex[:8])
 
     @property
     def _llm_type(self) -> str:
@@ -98,11 +127,8 @@ class ScriptedChatModel(BaseChatModel):
         """The message lists the model was called with, in order."""
         return list(self._calls)
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
-        """Tools are decided by the script, so binding them changes nothing."""
-        return self
-
-    def _next_message(self, messages: list[BaseMessage]) -> AIMessage:
+    def reply_to(self, messages: Sequence[BaseMessage]) -> AIMessage:
+        """The next step of the script (called with ``messages`` if it is a function)."""
         with self._lock:
             index = self._position
             if index >= len(self.script):
@@ -120,12 +146,3 @@ class ScriptedChatModel(BaseChatModel):
                 f"{type(message).__name__}, expected AIMessage"
             )
         return with_ids(message, f"{self.model_name}-{self._token}-{index + 1}")
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self._next_message(messages))])
