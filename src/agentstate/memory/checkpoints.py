@@ -16,7 +16,7 @@ already sent. Each step therefore commits, and two things make that cheap:
   (aiosqlite), about 35 hand-offs per captured message, which on a busy
   2-core machine cost more than the writes (see ``scripts/bench_memory.py``).
 
-Files are created 0600 (``agentstate.persistence.private_db_file``).
+Files are created 0600 (``agentstate.private_files.private_db_file``).
 Notebook 06 and the worker.
 """
 
@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agentstate.persistence import private_db_file
+from agentstate.private_files import private_db_file
 
 PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 

@@ -3,15 +3,19 @@
 The options are defined here once and used by ``python -m
 agentstate.memory.server`` too, so both check them the same way: a bad
 ``--db`` or ``--port`` ends in one line and exit status 2, never a traceback.
-This module stays light (no MCP import) so ``agentstate --help`` is quick.
+This module stays light (no MCP import) so ``agentstate --help`` is quick,
+and :func:`preflight` refuses a busy port or a bad ``--db`` before the MCP
+server is imported (well under a second instead of a full server start).
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
+HOST = "127.0.0.1"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,9 +68,35 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
-def _serve(args: argparse.Namespace) -> int:
-    import sys
+def port_free(port: int) -> bool:
+    """True if ``127.0.0.1:port`` can be bound now."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
+
+def preflight(args: argparse.Namespace, error) -> None:
+    """Refuse a busy ``--port`` or an unusable ``--db`` via ``error`` (one line, exit 2).
+
+    Creates nothing: the store's own checks, run again when it opens, are the
+    authority; this only makes the common mistakes fail before the heavy import.
+    """
+    from agentstate.memory.store import MemoryInputError, check_store_path
+
+    if args.transport == "http" and not port_free(args.port):
+        error(f"--port {args.port}: {HOST}:{args.port} is already in use")
+    try:
+        check_store_path(args.db)
+    except MemoryInputError as exc:
+        error(f"--db {args.db}: {exc}")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    preflight(args, args.error)
     sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s saved
     from agentstate.memory.server import run
 

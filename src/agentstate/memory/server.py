@@ -23,7 +23,6 @@ import functools
 import hmac
 import json
 import os
-import socket
 import sqlite3
 import sys
 from pathlib import Path
@@ -40,7 +39,13 @@ from mcp.server.fastmcp import FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
 from pydantic import WithJsonSchema  # noqa: E402
 
-from agentstate.memory.cli import TOKEN_ENV, OneLineParser, add_serve_arguments  # noqa: E402
+from agentstate.memory.cli import (  # noqa: E402
+    HOST,
+    TOKEN_ENV,
+    OneLineParser,
+    add_serve_arguments,
+    preflight,
+)
 from agentstate.memory.store import (  # noqa: E402
     MAX_TAGS_CHARS,
     MemoryInputError,
@@ -54,7 +59,6 @@ from agentstate.memory.store import (  # noqa: E402
 from agentstate.memory.writer import Writer  # noqa: E402
 
 CONSISTENCY_TIMEOUT = 30.0
-HOST = "127.0.0.1"
 
 
 def _int_arg(low: int, high: int, default: int):
@@ -297,21 +301,10 @@ def serve_http(server: FastMCP, token: str | None) -> None:
     anyio.run(uvicorn.Server(config).serve)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
 def run(args: argparse.Namespace, error) -> int:
     """Serve until interrupted; ``error(message)`` ends bad arguments in one line (exit 2)."""
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
-    if args.transport == "http" and not _port_free(args.port):
-        error(f"--port {args.port}: 127.0.0.1:{args.port} is already in use")
+    preflight(args, error)
     try:
         server = build_server(args.db, port=args.port, write_delay=args.write_delay)
     except (MemoryInputError, StoreInUseError, sqlite3.Error, OSError) as exc:

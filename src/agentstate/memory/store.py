@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentstate.persistence import private_db_file
+from agentstate.private_files import check_db_path, private_db_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -137,12 +137,23 @@ def check_text(value: Any, name: str, *, blank_ok: bool = False) -> str:
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def _check_sqlite_file(path: Path) -> None:
-    """Refuse an existing non-empty file that is not SQLite, before opening or locking it."""
+def check_store_path(path: str | Path) -> Path:
+    """Refuse a path that cannot hold a store, creating and locking nothing.
+
+    A missing folder, a folder, or an existing non-empty file that is not
+    SQLite is a ``MemoryInputError``. ``MemoryStore`` checks this first, and
+    the command line before it imports the MCP server, so a bad ``--db`` fails
+    at once and changes nothing.
+    """
+    try:
+        path = check_db_path(path)
+    except OSError as exc:
+        raise MemoryInputError(str(exc)) from None
     if path.is_file() and path.stat().st_size:
         with path.open("rb") as f:
             if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
                 raise MemoryInputError(f"{path} exists and is not an SQLite database")
+    return path
 
 
 def _lock_writer(path: Path) -> int:
@@ -180,7 +191,7 @@ class MemoryStore:
 
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
         self.path = Path(path)
-        _check_sqlite_file(self.path)  # before anything touches it: bad input changes nothing
+        check_store_path(self.path)  # before anything touches it: bad input changes nothing
         try:
             private_db_file(self.path)
         except OSError as exc:
