@@ -220,7 +220,7 @@ async def one_round(
         for agent, conv in runs:
             bar.set_description(f"round {n + 1}: {agent}")
             run = f"{agent.replace(' ', '-')}{n}{'c' if conv is concurrent else ''}"
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             if agent.startswith("direct"):
                 memories = await direct(client, conv, run, bar)
             else:
@@ -232,6 +232,7 @@ async def one_round(
                 await client.call("await_consistency", memory_id=memory_id)
             count = sum(len(conv.messages(t)) for t in conv.threads)
             results[agent] = (time.perf_counter() - started) / count
+            results[f"{agent} cpu"] = (time.process_time() - cpu) / count
             violations = audit(server.db, conv, memories)
             if violations:
                 raise SystemExit(f"{agent}: the auditor found {violations[0]} (+{len(violations)})")
@@ -348,15 +349,22 @@ def main(argv: list[str] | None = None) -> int:
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after "
         f"on {os.cpu_count()} CPUs (a shared machine: compare ratios, not absolutes)"
     )
-    print(f"{'layer':<12} {'what':<47} {'ms':>7} {'per s':>8} {'floor ms':>9} {'ratio':>6}")
+    print(
+        f"{'layer':<12} {'what':<52} {'ms':>7} {'per s':>8} {'floor ms':>9} {'ratio':>6} "
+        f"{'cpu ms':>7}"
+    )
     for name, what, seconds, floor in rows:
         floor_s = f"{med[floor] * 1e3:9.2f}" if floor else f"{'':9}"
         ratio = f"{seconds / med[floor]:6.2f}" if floor else f"{'':6}"
-        print(f"{name:<12} {what:<47} {seconds * 1e3:7.2f} {1 / seconds:8.0f} {floor_s} {ratio}")
+        cpu = f"{med[name + ' cpu'] * 1e3:7.2f}" if f"{name} cpu" in med else ""
+        print(
+            f"{name:<12} {what:<52} {seconds * 1e3:7.2f} {1 / seconds:8.0f} {floor_s} {ratio} {cpu}"
+        )
     print(
         "ms: per message (agents) or per call/step (floors); floor: store + HTTP round trip per "
         "tool call, plus one no-op graph step per graph step for capture; side-by-side rows "
-        "are compared with the sequential floor"
+        "are compared with the sequential floor; cpu ms: this process's CPU per message "
+        "(the server runs in its own process)"
     )
     layers = [name for name, *_ in rows]
     path = args.figure or workdir / "bench_memory.png"
@@ -373,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         "messages_per_s": {k: round(1 / med[k], 1) for k in layers if k not in LAYERS[:4]},
         "floor_ms": {k: round(med[f"{k}_floor"] * 1e3, 3) for k in ("direct", "capture")},
         "ratio_to_floor": {k: round(med[k] / med[f"{k}_floor"], 2) for k in ("direct", "capture")},
+        "client_cpu_ms": {k: round(med[f"{k} cpu"] * 1e3, 3) for k in layers if f"{k} cpu" in med},
         "calls_per_message": round(med["calls_per_message"], 3),
         "steps_per_message": round(med["steps_per_message"], 3),
     }

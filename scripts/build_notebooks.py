@@ -34,6 +34,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -106,14 +107,21 @@ def renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookN
     return nb
 
 
-def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int) -> None:
+def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int, name: str) -> None:
+    """Run every cell in a fresh kernel, with a progress bar of cells on stderr."""
     dropped = [] if keep_model_env else [v for v in MODEL_VARS if v in os.environ]
     env_backup = {v: os.environ.pop(v) for v in dropped}
     os.environ["PYTHONHASHSEED"] = "0"
+    code_cells = sum(c.cell_type == "code" for c in nb.cells)
     try:
-        NotebookClient(
-            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": NOTEBOOKS}}
-        ).execute()
+        with tqdm(total=code_cells, desc=name, unit="cell", file=sys.stderr) as bar:
+            NotebookClient(
+                nb,
+                timeout=timeout,
+                kernel_name="python3",
+                resources={"metadata": {"path": NOTEBOOKS}},
+                on_cell_executed=lambda **_: bar.update(),
+            ).execute()
     finally:
         os.environ.update(env_backup)
 
@@ -153,9 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     for src in paths:
         target = target_of(src)
         target.parent.mkdir(exist_ok=True)
-        print(f"building {target.relative_to(ROOT)}", flush=True)
         nb = from_source(src)
-        execute(nb, args.keep_model_env, args.timeout)
+        execute(nb, args.keep_model_env, args.timeout, str(target.relative_to(ROOT)))
         nbformat.write(clean(nb, src.stem), target)
     return 0
 

@@ -18,7 +18,13 @@ from agentstate.experts.prompts import (
     common_prefix_length,
     system_prefix,
 )
-from agentstate.experts.results import case_rows, load_results, provenance_checks, summary_rows
+from agentstate.experts.results import (
+    case_rows,
+    load_results,
+    provenance_checks,
+    summary_rows,
+    sweep_rows,
+)
 from agentstate.experts.router import (
     RouterReplyError,
     parse_router_reply,
@@ -51,6 +57,7 @@ __all__ = [
     "route_by_rules",
     "sqlite_checkpointer",
     "summary_rows",
+    "sweep_rows",
     "system_prefix",
     "user_turn",
 ]
