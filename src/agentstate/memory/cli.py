@@ -68,6 +68,20 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
+def port_of(url: str) -> int:
+    """The port of a server URL such as ``http://127.0.0.1:8765/mcp``."""
+    return int(url.rsplit(":", 1)[-1].split("/", 1)[0])
+
+
+def start_hint(url: str) -> str:
+    """What to run when nothing answers at ``url``."""
+    port = port_of(url)
+    return (
+        f"no memory server answers at {url}; start one with "
+        f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`"
+    )
+
+
 def port_free(port: int) -> bool:
     """True if ``127.0.0.1:port`` can be bound now."""
     with socket.socket() as sock:

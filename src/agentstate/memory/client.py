@@ -33,7 +33,7 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
-from agentstate.memory.cli import TOKEN_ENV
+from agentstate.memory.cli import TOKEN_ENV, port_of, start_hint
 from agentstate.memory.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
@@ -59,15 +59,6 @@ def http_connection(url: str, token: str | None = None) -> dict[str, Any]:
     if token:
         connection["headers"] = {"Authorization": f"Bearer {token}"}
     return connection
-
-
-def start_hint(url: str) -> str:
-    """What to run when nothing answers at ``url``."""
-    port = url.rsplit(":", 1)[-1].split("/", 1)[0]
-    return (
-        f"no memory server answers at {url}; start one with "
-        f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`"
-    )
 
 
 def text_of(result: CallToolResult) -> str:
@@ -233,7 +224,7 @@ class MemoryClient:
 
     async def tools(self) -> list[BaseTool]:
         """The server's tools as LangChain tools, every call routed through this client."""
-        if not port_open(_port(self.url)):
+        if not port_open(port_of(self.url)):
             raise MemoryServerUnavailable(start_hint(self.url))
         return await load_mcp_tools(
             None,
@@ -275,7 +266,7 @@ class MemoryClient:
                 await self._wait_for_server(deadline)
 
     async def _wait_for_server(self, deadline: float) -> None:
-        port = _port(self.url)
+        port = port_of(self.url)
         while not port_open(port):
             if time.monotonic() >= deadline:
                 raise MemoryServerUnavailable(start_hint(self.url))
@@ -300,7 +291,3 @@ class MemoryClient:
         )
         contexts = [] if result.isError else (result.structuredContent or {}).get("contexts", [])
         return bool(contexts) and contexts[0]["content"] == args.get("content")
-
-
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[-1].split("/", 1)[0])

@@ -17,29 +17,38 @@ import argparse
 import asyncio
 import sys
 
-if __name__ == "__main__":  # see agentstate.memory.server: ~3 s less per start
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+from agentstate.loopback import port_open
+from agentstate.memory.cli import OneLineParser, port_of, start_hint
+from agentstate.private_files import check_db_path
 
-from agentstate.memory.checkpoints import async_capture_checkpointer  # noqa: E402
-from agentstate.memory.cli import OneLineParser  # noqa: E402
-from agentstate.memory.client import (  # noqa: E402
-    MemoryAccessDenied,
-    MemoryClient,
-    MemoryServerUnavailable,
-    MemoryToolError,
-)
-from agentstate.memory.conversations import load, synthetic  # noqa: E402
-from agentstate.memory.observer import CaptureRun  # noqa: E402
-from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
+
+def conversation_of(name: str):
+    """``synthetic:N`` or a name in data/conversations (``FileNotFoundError`` if unknown)."""
+    from agentstate.memory.conversations import load, synthetic
+
+    return synthetic(int(name.split(":")[1])) if name.startswith("synthetic:") else load(name)
+
+
+def preflight(args: argparse.Namespace) -> None:
+    """The mistakes found without the graph or MCP imports (seconds saved per refusal).
+
+    Raises what ``main`` turns into one line: a bad checkpoint path, an
+    unknown conversation, no server when told not to wait for one.
+    """
+    check_db_path(args.checkpoints)
+    conversation_of(args.conversation)
+    if args.retry_for <= 0 and not port_open(port_of(args.url)):
+        raise ConnectionError(start_hint(args.url))
 
 
 async def run(args: argparse.Namespace) -> int:
     """Resume what the checkpoints show half done, then send the events not yet handled."""
-    conversation = (
-        synthetic(int(args.conversation.split(":")[1]))
-        if args.conversation.startswith("synthetic:")
-        else load(args.conversation)
-    )
+    from agentstate.memory.checkpoints import async_capture_checkpointer
+    from agentstate.memory.client import MemoryClient
+    from agentstate.memory.observer import CaptureRun
+    from agentstate.memory.policy import CapturePolicy, policy_model
+
+    conversation = conversation_of(args.conversation)
     async with (
         async_capture_checkpointer(args.checkpoints) as saver,
         MemoryClient(args.url, retry_for=args.retry_for) as client,
@@ -85,6 +94,17 @@ def main(argv: list[str] | None = None) -> int:
         "--retry-for", type=float, default=30.0, help="seconds to wait for a missing server"
     )
     args = parser.parse_args(argv)
+    try:
+        preflight(args)
+    except (ConnectionError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
+        parser.error(str(exc))  # one line, exit status 2
+    sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s less
+    from agentstate.memory.client import (
+        MemoryAccessDenied,
+        MemoryServerUnavailable,
+        MemoryToolError,
+    )
+
     try:
         return asyncio.run(run(args))
     except (
