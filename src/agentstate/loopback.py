@@ -12,11 +12,13 @@ start, or install, the missing piece. Taught in notebooks 05 and 06.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 HOST = "127.0.0.1"
@@ -96,6 +98,26 @@ def wait_gone(pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def serve_until_interrupted(running: Callable[[], bool], poll: float = 0.5) -> bool:
+    """Block while ``running()`` is true; True if Ctrl-C or SIGTERM ended the wait.
+
+    The signals only set a flag. A ``KeyboardInterrupt`` raised inside
+    ``Popen.poll()`` can leave the ``Popen``'s lock held, and every later
+    ``poll()`` and ``wait()`` would see the server as running until their
+    timeouts ran out: a Ctrl-C that takes a minute to stop anything.
+    """
+    stop = threading.Event()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in signals}
+    try:
+        while running() and not stop.wait(poll):
+            pass
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    return stop.is_set()
 
 
 class LoopbackProcess:

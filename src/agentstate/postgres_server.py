@@ -38,6 +38,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from agentstate.loopback import serve_until_interrupted
+
 ENV_BIN = "AGENTSTATE_PG_BIN"
 INSTALL_HINT = (
     "run `make postgres` (Debian: apt-get install -y postgresql) "
@@ -355,16 +357,13 @@ def main(argv: list[str] | None = None) -> int:
             url_file.touch(mode=0o600)
             url_file.write_text(server.url + "\n")
             print(f"postgres on 127.0.0.1:{server.port}; URL in {url_file}; Ctrl-C stops it")
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-            while server.running:
-                time.sleep(0.5)
+            if serve_until_interrupted(lambda: server.running):
+                return 0
             print(f"error: postgres stopped: {server.log_tail(200)}", file=sys.stderr)
             return 1
     except (PostgresNotInstalledError, PostgresStartError, OSError) as error:
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 from agentstate.engine.model import HOW_TO_INSTALL, engine_installed, engine_version, locate_model
 from agentstate.engine.quantize import build_fast_model, default_model, fast_model_path
@@ -24,7 +23,7 @@ from agentstate.engine.server import (
     state_file,
     stop_detached,
 )
-from agentstate.loopback import LoopbackServerError
+from agentstate.loopback import LoopbackServerError, serve_until_interrupted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -79,10 +78,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     print(f"serving {server.base_url} (Ctrl-C to stop)", flush=True)
     try:
-        while server.running:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+        serve_until_interrupted(lambda: server.running)
     finally:
         server.stop()
     return 0
