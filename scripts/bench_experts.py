@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from agentstate.engine import EngineServer, LoopbackServerError, default_model, locate_model
+from agentstate.engine.server import MEASURED_THREADS
 from agentstate.experts.benchmark import SWEEP_SECTIONS, run_benchmark
 from agentstate.experts.results import (
     case_rows,
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                                     command.strip(), **sweep)  # fmt: skip
         else:
             model = default_model() if args.model == "fast" else locate_model()
-            with EngineServer(model_path=model) as server:
+            with EngineServer(model_path=model, threads=MEASURED_THREADS) as server:
                 results = run_benchmark(server.base_url, args.sections, args.rounds,
                                         args.max_tokens, command.strip(), **sweep,
                                         n_ctx=server.n_ctx, model_path=model)  # fmt: skip

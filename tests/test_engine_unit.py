@@ -8,9 +8,11 @@ import pytest
 from agentstate.cli import main
 from agentstate.engine import EngineNotInstalledError, EngineServer, free_port
 from agentstate.engine import model as engine_model
+from agentstate.loopback import LoopbackServerError
 
 
-def test_command_uses_the_measured_flags_on_loopback(tmp_path):
+def test_command_uses_the_measured_flags_on_loopback(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENTSTATE_ENGINE_THREADS", raising=False)
     fake = tmp_path / "model.gguf"
     fake.write_bytes(b"GGUF")
     server = EngineServer(model_path=fake, port=8123)
@@ -21,6 +23,22 @@ def test_command_uses_the_measured_flags_on_loopback(tmp_path):
     assert flag["--n_threads"] == flag["--n_threads_batch"] == "2"
     assert flag["--interrupt_requests"] == "false" and flag["--model"] == str(fake)
     assert server.base_url == "http://127.0.0.1:8123/v1"
+
+
+def test_the_thread_count_comes_from_the_environment_when_not_given(tmp_path, monkeypatch):
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"GGUF")
+
+    def threads(**kwargs):
+        cmd = EngineServer(model_path=fake, port=8123, **kwargs).command()
+        return cmd[cmd.index("--n_threads") + 1], cmd[cmd.index("--n_threads_batch") + 1]
+
+    monkeypatch.setenv("AGENTSTATE_ENGINE_THREADS", "1")
+    assert threads() == ("1", "1") and threads(threads=2) == ("2", "2")
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("AGENTSTATE_ENGINE_THREADS", bad)
+        with pytest.raises(LoopbackServerError, match="AGENTSTATE_ENGINE_THREADS must be"):
+            EngineServer(model_path=fake, port=8123)
 
 
 def test_free_port_is_bindable_on_loopback():

@@ -43,3 +43,10 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme and "make lab" in readme
+
+
+def test_the_scopes_make_test_starts_first_exist():
+    import conftest
+
+    missing = [path for path in conftest.LONGEST_FIRST if not (ROOT / path).is_file()]
+    assert not missing, f"conftest.LONGEST_FIRST names files that are gone: {missing}"

@@ -34,7 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run the server in the foreground until Ctrl-C")
     for p in (start, serve):
         p.add_argument("--port", type=_port, default=None, help="default: a free port")
-        p.add_argument("--threads", type=int, default=2, help="n_threads and n_threads_batch")
+        p.add_argument(
+            "--threads",
+            type=int,
+            default=None,
+            help="n_threads and n_threads_batch (default: $AGENTSTATE_ENGINE_THREADS or 2)",
+        )
     start.set_defaults(func=_start)
     serve.set_defaults(func=_serve)
     sub.add_parser("stop", help="stop the server that `start` launched").set_defaults(func=_stop)

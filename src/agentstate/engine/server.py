@@ -6,7 +6,11 @@ prefix exploits. The flags are the ones measured on a 2-core machine
 (``--n_threads 2 --n_threads_batch 2``) plus ``--interrupt_requests false``:
 with the default, a new request interrupts a running stream and concurrent
 expert calls come back empty. The server binds 127.0.0.1 only, on a free port.
-Used by notebook 05, ``agentstate engine``, the engine tests and the benchmark.
+``AGENTSTATE_ENGINE_THREADS`` changes the default thread count: llama.cpp's
+threads spin-wait for each other, so on cores shared with other busy
+processes (``make test`` sets 1) fewer threads finish sooner and burn half
+the CPU. Used by notebook 05, ``agentstate engine``, the engine tests and the
+benchmark (which always runs the measured 2).
 """
 
 from __future__ import annotations
@@ -26,6 +30,18 @@ from agentstate.engine.quantize import default_model
 from agentstate.loopback import HOST, LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
 
 _PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
+THREADS_ENV = "AGENTSTATE_ENGINE_THREADS"
+MEASURED_THREADS = 2  # the flags measured on an idle 2-core machine
+
+
+def default_threads() -> int:
+    """``$AGENTSTATE_ENGINE_THREADS`` if set (a positive integer), else the measured 2."""
+    configured = os.environ.get(THREADS_ENV, "").strip()
+    if not configured:
+        return MEASURED_THREADS
+    if not configured.isdigit() or int(configured) < 1:
+        raise LoopbackServerError(f"{THREADS_ENV} must be a positive integer, got {configured!r}")
+    return int(configured)
 
 
 def answers(base_url: str, timeout: float = 1.0) -> bool:
@@ -49,7 +65,7 @@ class EngineServer(LoopbackProcess):
         self,
         *,
         port: int | None = None,
-        threads: int = 2,
+        threads: int | None = None,
         n_ctx: int = 8192,
         alias: str = "local",
         model_path: Path | None = None,
@@ -58,7 +74,7 @@ class EngineServer(LoopbackProcess):
     ):
         self.model_path = Path(model_path) if model_path else default_model()
         super().__init__(port=port, log_path=log_path)
-        self.threads = threads
+        self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
         self.alias = alias
         self.verbose = verbose
@@ -166,7 +182,9 @@ def is_our_server(record: dict) -> bool:
     return "llama_cpp.server" in cmdline and f"--port {record['port']}" in cmdline
 
 
-def start_detached(port: int | None = None, threads: int = 2, path: Path | None = None) -> dict:
+def start_detached(
+    port: int | None = None, threads: int | None = None, path: Path | None = None
+) -> dict:
     """Start a server that outlives this process and record it; reuse a running one."""
     path = path or state_file()
     current = read_state(path)

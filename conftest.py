@@ -1,0 +1,27 @@
+"""How ``make test`` orders its work (every notebook's tests run through it).
+
+``make test`` runs pytest-xdist with ``--dist loadscope --no-loadscope-reorder``:
+each test module and each notebook goes whole to one worker, in collection
+order. The scopes that take longest start first, so that no worker picks one
+up near the end while the others sit idle. The list comes from
+``pytest --durations=0`` under ``make test`` on a 2-core machine; a scope
+missing from it only starts later, nothing is skipped.
+"""
+
+LONGEST_FIRST = (
+    "tests/test_notebook_browser.py",
+    "notebooks/05_prefix_cached_experts.ipynb",
+    "tests/test_postgres.py",
+    "notebooks/03_same_turn_visibility.ipynb",
+    "notebooks/06_tool_only_memory_capture.ipynb",
+    "tests/test_engine_integration.py",
+    "tests/test_served.py",
+    "tests/test_openai_wire.py",
+    "tests/test_memory_reliability.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move the longest scopes to the front; the order inside a scope is kept."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
