@@ -36,7 +36,6 @@ from urllib.parse import urlsplit
 
 import pytest
 from PIL import Image
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,6 +144,37 @@ def wait_until(condition, what: str) -> None:
         time.sleep(0.5)
 
 
+def draw_knob(page, lab: Lab, notebook: Path) -> int:
+    """Wait until the first slider or dropdown is drawn; how many reloads it took (0 or 1).
+
+    JupyterLab's widget manager sometimes loses a notebook's saved widget
+    state when the kernel connects while the page restores it (an upstream
+    race, jupyter-widgets/ipywidgets#3823, likelier on a busy machine): the
+    output then reads "Error displaying widget: model not found", and a reload
+    draws it, as the README tells readers. The check allows one reload; a
+    widget shown as text, or an error that a reload does not clear, fails.
+    """
+    knob = page.locator(KNOB).first
+    broken = page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
+    shown = page.locator(".jp-OutputArea-output", has_text="interactive(children=")
+    for reloads in range(2):
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=PATIENCE_S * 1000)
+        wait_until(lambda: lab.idle_kernel(notebook.name), f"the kernel of {notebook.name}")
+        wait_until(
+            lambda: knob.count() + broken.count() + shown.count() > 0,
+            "a slider or a dropdown (or a widget error)",
+        )
+        if knob.count() and not broken.count() and not shown.count():
+            return reloads
+        if shown.count() or reloads:
+            break
+        page.reload()
+    raise AssertionError(
+        f"no slider or dropdown drawn: {shown.count()} widget(s) shown as text, "
+        f"{broken.count()} 'Error displaying widget' after {reloads} reload(s)"
+    )
+
+
 def off_loopback(url: str) -> list[str]:
     """The URL if it goes over the network to anything but this machine (data: URLs do not)."""
     parts = urlsplit(url)
@@ -218,19 +248,8 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
         page.goto(
             f"{lab.url}/lab/workspaces/{notebook.stem}/tree/{notebook.name}?token={lab.token}"
         )
-        page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=PATIENCE_S * 1000)
-        wait_until(lambda: lab.idle_kernel(notebook.name), f"the kernel of {notebook.name}")
-
+        draw_knob(page, lab, notebook)  # one reload allowed, see there
         knob = page.locator(KNOB).first
-        try:
-            knob.wait_for(state="attached", timeout=PATIENCE_S * 1000)
-        except PlaywrightTimeout:
-            shown = page.locator(".jp-OutputArea-output", has_text="interactive(children=")
-            broken = page.locator(".jp-OutputArea-output", has_text="Error displaying widget")
-            raise AssertionError(
-                f"no slider or dropdown drawn in {PATIENCE_S} s: {shown.count()} widget(s) shown "
-                f"as text, {broken.count()} 'Error displaying widget' (no saved widget state?)"
-            ) from None
         knob.scroll_into_view_if_needed(timeout=PATIENCE_S * 1000)
         knob.wait_for(state="visible", timeout=PATIENCE_S * 1000)
         assert page.locator(".jp-OutputArea-output", has_text="interactive(children=").count() == 0
