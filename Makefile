@@ -74,7 +74,7 @@ test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (eng
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
 	$(BIN)/ruff format --check src tests scripts conftest.py
 	$(BIN)/python scripts/build_notebooks.py --check
-	$(TESTENV) $(BIN)/pytest $(XDIST) tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
 	$(TESTENV) $(BIN)/pytest $(XDIST) tests -m "not browser"

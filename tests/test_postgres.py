@@ -536,7 +536,13 @@ def test_the_command_line_serves_until_interrupted():
             assert saver.get_tuple({"configurable": {"thread_id": "none"}}) is None
     finally:
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # and its server: the data directory names it
+            subprocess.run(["pkill", "-INT", "-f", str(url_file.parent)], check=False)
+            raise AssertionError("Ctrl-C did not stop the command within 60 s") from None
+        assert code == 0, proc.stderr.read()
     assert not url_file.parent.exists()
 
 
