@@ -16,6 +16,7 @@ from agentstate.cli import main
 from agentstate.engine import EngineServer, count_tokens, engine_installed
 from agentstate.experts import (
     ExpertsConfig,
+    Manual,
     build_experts_graph,
     common_prefix_length,
     load_manual,
@@ -30,7 +31,11 @@ pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(not engine_installed(), reason="engine not installed: run `make engine`"),
 ]
-MANUAL = load_manual(sections=1)  # about 600 prompt tokens: quick even on a loaded machine
+# The manual's preamble alone: 232 prompt tokens with the instructions, against 609 with its
+# first chapter. What is checked is which tokens the engine reuses, not how many, and every
+# cold prefill costs in proportion (these tests run beside the others in `make test`).
+_FULL = load_manual()
+MANUAL = Manual(name=f"{_FULL.name}[preamble]", data=_FULL.data[: _FULL.data.index(b"\n## ") + 1])
 ALL3 = "The batch outage debited a customer twice: what must we report to the regulator?"
 TWO = "The overnight batch outage: what must we report to the regulator?"
 SLOW = 900  # client timeout: a loaded 2-core machine may take minutes for one cold prefill
