@@ -29,26 +29,27 @@ def conversation_of(name: str):
     return synthetic(int(name.split(":")[1])) if name.startswith("synthetic:") else load(name)
 
 
-def preflight(args: argparse.Namespace) -> None:
-    """The mistakes found without the graph or MCP imports (seconds saved per refusal).
+def preflight(args: argparse.Namespace):
+    """The conversation to send, after the checks that need no graph or MCP import.
 
-    Raises what ``main`` turns into one line: a bad checkpoint path, an
-    unknown conversation, no server when told not to wait for one.
+    Raises what ``main`` turns into one line (seconds sooner than a failed
+    start): a bad checkpoint path, an unknown conversation, no server when
+    told not to wait for one.
     """
     check_db_path(args.checkpoints)
-    conversation_of(args.conversation)
+    conversation = conversation_of(args.conversation)
     if args.retry_for <= 0 and not port_open(port_of(args.url)):
         raise ConnectionError(start_hint(args.url))
+    return conversation
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace, conversation) -> int:
     """Resume what the checkpoints show half done, then send the events not yet handled."""
     from agentstate.memory.checkpoints import async_capture_checkpointer
     from agentstate.memory.client import MemoryClient
     from agentstate.memory.observer import CaptureRun
     from agentstate.memory.policy import CapturePolicy, policy_model
 
-    conversation = conversation_of(args.conversation)
     async with (
         async_capture_checkpointer(args.checkpoints) as saver,
         MemoryClient(args.url, retry_for=args.retry_for) as client,
@@ -95,10 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        preflight(args)
+        conversation = preflight(args)
     except (ConnectionError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
         parser.error(str(exc))  # one line, exit status 2
-    sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s less
     from agentstate.memory.client import (
         MemoryAccessDenied,
         MemoryServerUnavailable,
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     try:
-        return asyncio.run(run(args))
+        return asyncio.run(run(args, conversation))
     except (
         MemoryServerUnavailable,
         MemoryAccessDenied,
@@ -120,4 +120,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s less
     sys.exit(main())
