@@ -673,10 +673,11 @@ Table({"experts": n, **{label: grid[(n, i)] for label, i in sizes}} for n in (1,
 # - Threads persist in SQLite; only the manual's hash is stored.
 # - Recorded on llama.cpp with prefixes of 609-5,949 tokens (the engine's
 #   context is 8,192, the whole manual 24,104): cold TTFT grows with the
-#   prefix (2.5 s to 40.9 s), warm far less (0.39 s to 1.01 s), and 96.6-98.3%
-#   of the ideal saving is kept; on an engine that serves one request at a
-#   time, parallel calls queue and do not beat sequential. The whole manual
-#   (about 168 s cold by a linear extrapolation) was never measured.
+#   prefix (2.5 s to 40.9 s), warm far less (0.39 s to 1.01 s), and from 2
+#   chapters on 96.6-98.3% of the ideal saving is kept; on an engine that
+#   serves one request at a time, parallel calls queue and do not beat
+#   sequential. The whole manual (about 168 s cold by a linear extrapolation)
+#   was never measured.
 #
 # ## Exercises
 # 1. Put the persona before the manual (swap the two system messages of
