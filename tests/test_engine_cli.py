@@ -137,6 +137,16 @@ def test_a_bad_port_is_refused_in_one_line(capsys, port):
     assert exit_.value.code == 2 and "--port" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("threads", ["0", "-2", "two"])
+@pytest.mark.parametrize("command", ["start", "serve"])
+def test_a_bad_thread_count_is_refused_in_one_line(capsys, state, command, threads):
+    with pytest.raises(SystemExit) as exit_:
+        main(["engine", command, "--threads", threads])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "not a positive thread count" in err
+    assert not state.exists()  # nothing was started or recorded
+
+
 def test_hints_name_pip_as_well_as_make(capsys, state, monkeypatch):
     monkeypatch.setattr(engine_model, "_server_available", lambda: False)
     for argv in (["engine", "start"], ["engine", "status"]):

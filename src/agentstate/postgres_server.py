@@ -27,7 +27,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from agentstate.loopback import serve_until_interrupted
+from agentstate.loopback import free_port, serve_until_interrupted
 
 ENV_BIN = "AGENTSTATE_PG_BIN"
 INSTALL_HINT = (
@@ -76,13 +75,6 @@ def postgres_bindir() -> Path:
         if all(os.access(folder / exe, os.X_OK) for exe in ("initdb", "postgres")):
             return folder
     raise PostgresNotInstalledError(f"PostgreSQL server programs not found: {INSTALL_HINT}")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _server_user() -> pwd.struct_passwd | None:
@@ -364,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     except (PostgresNotInstalledError, PostgresStartError, OSError) as error:
         print(f"error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while it was still starting: stopped and removed
+        return 0
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--port", type=_port, default=None, help="default: a free port")
         p.add_argument(
             "--threads",
-            type=int,
+            type=_threads,
             default=None,
             help="n_threads and n_threads_batch (default: $AGENTSTATE_ENGINE_THREADS or 2)",
         )
@@ -49,6 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = sub.add_parser("status", help="installed? running? where?")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)
+
+
+def _threads(text: str) -> int:
+    """argparse type: a positive thread count (one line, exit 2, for anything else)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive thread count: {text!r}")
+    return int(text)
 
 
 def _port(text: str) -> int:

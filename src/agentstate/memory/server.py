@@ -302,9 +302,12 @@ def serve_http(server: FastMCP, token: str | None) -> None:
 
 
 def run(args: argparse.Namespace, error) -> int:
-    """Serve until interrupted; ``error(message)`` ends bad arguments in one line (exit 2)."""
+    """Serve until interrupted; ``error(message)`` ends bad arguments in one line (exit 2).
+
+    Both entry points call ``preflight`` first (the command line before this
+    module is even imported); the store's own checks here stay the authority.
+    """
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
-    preflight(args, error)
     try:
         server = build_server(args.db, port=args.port, write_delay=args.write_delay)
     except (MemoryInputError, StoreInUseError, sqlite3.Error, OSError) as exc:
@@ -332,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             prog="agentstate memory serve", description="the memory MCP server of notebook 06"
         )
     )
-    return run(cli.parse_args(argv), cli.error)
+    args = cli.parse_args(argv)
+    preflight(args, cli.error)
+    return run(args, cli.error)
 
 
 if __name__ == "__main__":
