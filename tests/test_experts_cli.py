@@ -71,3 +71,24 @@ def test_llm_mode_with_nothing_listening_says_how_to_start_one(capsys):
     url = f"http://127.0.0.1:{free_port()}/v1"
     code, out = run(capsys, "experts", "run", "--input", "q", "--mode", "llm", "--base-url", url)
     assert code == 2 and "cannot reach the model endpoint" in out
+
+
+@pytest.mark.parametrize("kind", ["folder", "text file", "damaged database"])
+def test_a_checkpoint_db_that_is_not_sqlite_is_one_line_and_left_alone(capsys, tmp_path, kind):
+    """Issue 16: a folder or a non-SQLite file was a traceback (exit 1); the file got chmodded."""
+    target = tmp_path / "db"
+    if kind == "folder":
+        target.mkdir()
+    else:
+        body = b"not a database\n" if kind == "text file" else b"SQLite format 3\x00" + b"x" * 200
+        target.write_bytes(body)
+        target.chmod(0o644)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    mode = target.stat().st_mode
+    code, out = run(capsys, "experts", "run", "--input", "q", "--checkpoint-db", str(target),
+                    "--thread-id", "t")  # fmt: skip
+    assert code == 2 and out.startswith("error: ") and out.count("\n") == 1, out
+    assert str(target) in out and ("folder" in out if kind == "folder" else "database" in out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and target.stat().st_mode == mode
+    if kind != "folder":
+        assert target.read_bytes().startswith(b"not a" if kind == "text file" else b"SQLite")

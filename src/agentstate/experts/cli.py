@@ -12,8 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from contextlib import nullcontext
+import sqlite3
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agentstate.experts.budget import ContextTooSmallError, check_fits
 from agentstate.experts.checkpoints import memory_checkpointer, sqlite_checkpointer
@@ -115,6 +119,29 @@ def _manual_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_checkpoint_db(path: str) -> None:
+    """Refuse a folder or a file that is not a readable SQLite database, changing nothing.
+
+    Opening it for real would create it 0600, tighten its mode and add SQLite's
+    side files, so an existing file is probed read-only and immutable first.
+    """
+    from agentstate.private_files import check_db_path
+
+    db = check_db_path(path)  # FileNotFoundError / IsADirectoryError, naming the path
+    if not db.exists() or db.stat().st_size == 0:
+        return
+    probe = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as err:
+        raise ValueError(
+            f"--checkpoint-db {db} is not a SQLite database ({err}); pass a new file name "
+            "or one an earlier run created"
+        ) from None
+    finally:
+        probe.close()
+
+
 def _result(state: dict[str, Any], thread_id: str | None) -> dict[str, Any]:
     return {
         "thread_id": thread_id,
@@ -148,19 +175,27 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, ContextTooSmallError) as err:
         print(f"error: {err}")
         return 2
-    saver_cm = sqlite_checkpointer(args.checkpoint_db) if args.checkpoint_db else nullcontext(None)
-    try:
-        with saver_cm as saver:
-            checkpointer = saver or (memory_checkpointer() if args.thread_id else None)
-            graph = build_experts_graph(config, checkpointer=checkpointer)
-            run_config = {"configurable": {"thread_id": args.thread_id}} if checkpointer else None
+    with ExitStack() as stack:
+        checkpointer: BaseCheckpointSaver | None = None
+        if args.checkpoint_db:
+            try:
+                _check_checkpoint_db(args.checkpoint_db)
+                checkpointer = stack.enter_context(sqlite_checkpointer(args.checkpoint_db))
+            except (OSError, ValueError) as err:
+                print(f"error: {err}")
+                return 2
+            except sqlite3.DatabaseError as err:  # a damaged file with a SQLite header
+                print(f"error: --checkpoint-db {Path(args.checkpoint_db)} cannot be used ({err})")
+                return 2
+        elif args.thread_id:
+            checkpointer = memory_checkpointer()
+        graph = build_experts_graph(config, checkpointer=checkpointer)
+        run_config = {"configurable": {"thread_id": args.thread_id}} if checkpointer else None
+        try:
             state = graph.invoke(user_turn(args.input), run_config)
-    except FileNotFoundError as err:
-        print(f"error: {err}")
-        return 2
-    except ModelEndpointError as err:
-        print(f"error: {err}")
-        return 2
+        except ModelEndpointError as err:
+            print(f"error: {err}")
+            return 2
     result = _result(state, args.thread_id)
     if args.json:
         print(json.dumps(result, indent=2))
