@@ -67,14 +67,14 @@ $(CHROMIUM):
 
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	@# Trusted (in your own Jupyter signature store) so saved widgets render before running.
-	$(BIN)/jupyter trust notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb)
+	$(BIN)/jupyter trust notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
 test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (engine and browser too), strict nbval
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
 	$(BIN)/ruff format --check src tests scripts conftest.py
 	$(BIN)/python scripts/build_notebooks.py --check
-	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
 	$(TESTENV) $(BIN)/pytest $(XDIST) tests -m "not browser"
@@ -83,7 +83,7 @@ browser: $(STAMP) $(CHROMIUM)  ## open every notebook in JupyterLab in headless 
 	$(BIN)/pytest tests/test_notebook_browser.py
 
 nbval: $(STAMP)  ## the notebooks only
-	$(TESTENV) $(BIN)/pytest $(XDIST) notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb) $(NBVAL)
+	$(TESTENV) $(BIN)/pytest $(XDIST) notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
 
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)

@@ -18,7 +18,9 @@ name starts with ``_`` (the template) are not built.
     python scripts/build_notebooks.py --check    # sources and notebooks agree (no execution)
 
 Exercise solutions live beside them: ``notebooks/_src/solutions/NN_name.py``
-builds ``notebooks/solutions/NN_name.ipynb`` (selected by the same prefixes).
+builds ``notebooks/solutions/NN_name.ipynb``, and the depth a main lesson leaves
+out lives in ``notebooks/_src/going_further/NN_name.py`` ->
+``notebooks/going_further/NN_name.ipynb`` (both selected by the same prefixes).
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ NOTEBOOKS = ROOT / "notebooks"
 SOURCES = NOTEBOOKS / "_src"
 SOLUTION_SOURCES = SOURCES / "solutions"
 SOLUTIONS = NOTEBOOKS / "solutions"
+FURTHER_SOURCES = SOURCES / "going_further"
+FURTHER = NOTEBOOKS / "going_further"
+# Where each folder of sources is built (the lessons themselves go to NOTEBOOKS).
+TARGETS = {SOLUTION_SOURCES: SOLUTIONS, FURTHER_SOURCES: FURTHER}
 MODEL_VARS = ("AGENTSTATE_LLM_BASE_URL", "AGENTSTATE_LLM_MODEL", "AGENTSTATE_LLM_API_KEY")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -49,9 +55,7 @@ KEPT_METADATA = ("kernelspec", "language_info", "widgets")
 
 
 def sources(selection: list[str]) -> list[Path]:
-    found = sorted(SOURCES.glob("[0-9][0-9]_*.py")) + sorted(
-        SOLUTION_SOURCES.glob("[0-9][0-9]_*.py")
-    )
+    found = [p for folder in (SOURCES, *TARGETS) for p in sorted(folder.glob("[0-9][0-9]_*.py"))]
     if selection:
         found = [p for p in found if any(p.name.startswith(s) for s in selection)]
     if not found:
@@ -107,8 +111,10 @@ def renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookN
     return nb
 
 
-def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int, name: str) -> None:
-    """Run every cell in a fresh kernel, with a progress bar of cells on stderr."""
+def execute(
+    nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int, name: str, cwd: Path
+) -> None:
+    """Run every cell in a fresh kernel in ``cwd`` (as nbval does), with a progress bar."""
     dropped = [] if keep_model_env else [v for v in MODEL_VARS if v in os.environ]
     env_backup = {v: os.environ.pop(v) for v in dropped}
     os.environ["PYTHONHASHSEED"] = "0"
@@ -119,7 +125,7 @@ def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int, name:
                 nb,
                 timeout=timeout,
                 kernel_name="python3",
-                resources={"metadata": {"path": NOTEBOOKS}},
+                resources={"metadata": {"path": cwd}},
                 on_cell_executed=lambda **_: bar.update(),
             ).execute()
     finally:
@@ -127,8 +133,8 @@ def execute(nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int, name:
 
 
 def target_of(src: Path) -> Path:
-    """Where the notebook built from ``src`` is written (lessons or solutions)."""
-    folder = SOLUTIONS if src.parent == SOLUTION_SOURCES else NOTEBOOKS
+    """Where the notebook built from ``src`` is written (lessons, solutions, going further)."""
+    folder = TARGETS.get(src.parent, NOTEBOOKS)
     return folder / f"{src.stem}.ipynb"
 
 
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         target = target_of(src)
         target.parent.mkdir(exist_ok=True)
         nb = from_source(src)
-        execute(nb, args.keep_model_env, args.timeout, str(target.relative_to(ROOT)))
+        execute(nb, args.keep_model_env, args.timeout, str(target.relative_to(ROOT)), target.parent)
         nbformat.write(clean(nb, src.stem), target)
     return 0
 
