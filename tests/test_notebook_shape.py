@@ -13,7 +13,8 @@ The shape (CONTRIBUTING.md, ``notebooks/_src/_template.py``) is marked by
     ## Summary          exactly this, once, with a bullet list
     ## Exercises        exactly this, once, last, with a numbered list
 
-Other ``## `` headings (a knob, a side note) may sit anywhere between Goals and
+A heading may carry a section number ("## 3. The fix: ..."). Other ``## ``
+headings (a knob, a side note) may sit anywhere between Goals and
 Summary, and a code cell imports ipywidgets (the knob). Module docstrings name
 their notebook as "notebook 03" or "notebooks 01-04" (shared modules list
 theirs too, or say "every notebook"), and every number named is a notebook
@@ -78,7 +79,8 @@ def headings(cells) -> list[tuple[int, str, str | None]]:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("## "):
-                    found.append((i, line[3:].strip(), kind(line[3:].strip())))
+                    text = re.sub(r"^\d+\.\s+", "", line[3:].strip())  # "## 3. The fix: ..."
+                    found.append((i, text, kind(text)))
     return found
 
 
@@ -90,7 +92,7 @@ def section_text(cells, heading: str) -> str:
             continue
         for line in cell.source.splitlines():
             if line.startswith("## "):
-                inside = line[3:].strip() == heading
+                inside = re.sub(r"^\d+\.\s+", "", line[3:].strip()) == heading
             elif inside:
                 lines.append(line)
     return "\n".join(lines)
