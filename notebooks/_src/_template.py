@@ -17,15 +17,8 @@
 # ## Goals
 # - Reproduce the failure: one sentence, with the number the reader will see.
 # - Look inside: which state, thread or message shows the cause.
-# - Write the fix, piece by piece, and prove each piece is needed.
+# - Write the fix whole, run it, then import the package's version and see both agree.
 # - Turn a knob and see the claim hold for every setting.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-from importlib.metadata import version
-
-versions = {p: version(p) for p in ("langgraph", "langchain", "langchain-core", "deepagents")}
-versions
 
 # %% [markdown]
 # ## Reproduce: the failure in one run
@@ -49,15 +42,27 @@ Table([{"step": 1, "what happened": "replace with the real trace"}])
 
 # %% [markdown]
 # ## The fix: one sentence that names the mechanism
-# Show the package's code (e.g. `inspect.getsource`), never a pasted copy, one
-# piece per cell, each with why it is needed and what breaks without it.
+# The fix WHOLE and editable: a plain `create_agent` agent, or a complete
+# teaching version of the middleware (about 60 lines), written here in the
+# reader's own terms, then run on the lesson's scenario.
+
 
 # %%
-import inspect
+def teaching_fix(parallel_calls: int) -> dict:
+    return {"expected": parallel_calls, "kept": parallel_calls}  # replace with the real fix
 
-from agentstate.rds import merge_requirements  # replace with this stage's fix
 
-print(inspect.getsource(merge_requirements))
+teaching = teaching_fix(5)
+teaching
+
+# %% [markdown]
+# The package's version (`agentstate.core`) adds what a lesson leaves out (async,
+# timeouts, cleanup): one sentence, then a cell showing both agree.
+
+# %%
+package = {"expected": 5, "kept": 5}  # replace with a run of the package's fixed builder
+assert package == teaching
+package
 
 # %% [markdown]
 # ## Prove: the claim, asserted
@@ -71,8 +76,8 @@ fixed
 
 # %% [markdown]
 # ## A knob: one setting to turn
-# Widget output is not compared by nbval; the cell after it asserts the same
-# claim for fixed values.
+# Run the cells above first. Turn the number of parallel calls and watch how
+# many fields are kept; the cell after the knob checks three settings.
 
 
 # %%
@@ -80,8 +85,7 @@ def outcome(n_calls: int) -> dict:
     return {"parallel calls": n_calls, "kept": n_calls}  # replace with a real run
 
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
 widgets.interact(outcome, n_calls=widgets.IntSlider(value=5, min=1, max=20));
