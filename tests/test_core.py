@@ -114,7 +114,10 @@ def test_secret_args_of_any_tool_are_redacted_sync_and_async():
         graph = agent(store)
         state = graph.invoke(inp) if run == "invoke" else asyncio.run(graph.ainvoke(inp))
         assert "hunter2" not in repr(state["messages"]), run
-        assert store.resolve("$secret:password") == "hunter2"
+        (ref,) = [
+            c["args"]["password"] for m in state["messages"] for c in getattr(m, "tool_calls", [])
+        ]
+        assert ref.startswith("$secret:password-") and store.resolve(ref) == "hunter2"
 
 
 def package_middleware() -> list[type]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import httpx
 import openai
@@ -53,9 +54,10 @@ from agentstate.served import (
     build_served_turn_cache,
     rds_policy,
 )
+from tests.secret_refs import RDS_PASSWORD
 
 PASSWORD = "hunter2-plain"
-SECRET_REF = "$secret:rds-master-password"
+SECRET_REF = RDS_PASSWORD  # equals any reference labelled rds-master-password
 MODES = ["invoke", "ainvoke", "stream", "astream"]
 
 
@@ -82,12 +84,14 @@ def call(agent, payload, mode: str, config=None):
 def outcome(state: dict) -> dict:
     """What a lesson checks: requirements, files, every tool reply, the final text."""
     messages = state["messages"]
-    return {
+    seen = {
         "requirements": state.get("requirements"),
         "files": {path: data["content"] for path, data in (state.get("files") or {}).items()},
         "tools": [(m.name, m.content, m.status) for m in messages if isinstance(m, ToolMessage)],
         "final": messages[-1].content,
     }
+    # each run's secret reference has its own random id: compare the labels
+    return json.loads(re.sub(r"(\$secret:[\w./-]+?)-[0-9a-f]{24}", r"\1", json.dumps(seen)))
 
 
 def on_both(build, script, payload, mode):

@@ -38,9 +38,10 @@ from agentstate.persistence import (
 )
 from agentstate.postgres_server import PostgresServer, free_port, still_alive
 from agentstate.rds import build_reducer_agent, build_shared_schema_agent, build_turn_cache_agent
+from tests.secret_refs import RDS_PASSWORD
 
 PLAIN = "correct-horse-battery-staple-42"
-REF = "$secret:rds-master-password"
+REF = RDS_PASSWORD  # equals any reference labelled rds-master-password
 WITH_PASSWORD = {**POSTGRES_FIELDS, "password": PLAIN}
 STORED = {**POSTGRES_FIELDS, "password": REF}
 READ = tool_call("get_collected_requirements")

@@ -10,6 +10,7 @@ from agentstate.fixtures import store_calls
 from agentstate.fixtures import user_turn as user
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import build_reducer_agent
+from tests.secret_refs import RDS_PASSWORD
 
 PLAIN = "correct-horse-battery-staple-42"
 
@@ -24,8 +25,9 @@ def test_plain_password_is_moved_out_of_state_before_any_checkpoint(tmp_path):
     with SqliteSaver.from_conn_string(str(db)) as saver:
         agent = build_reducer_agent(model, secrets=secrets, checkpointer=saver)
         state = agent.invoke(user(), {"configurable": {"thread_id": "t1"}})
-    assert state["requirements"]["password"] == "$secret:rds-master-password"
-    assert secrets.resolve("$secret:rds-master-password") == PLAIN
+    ref = state["requirements"]["password"]
+    assert ref == RDS_PASSWORD and len(secrets) == 1
+    assert secrets.resolve(ref) == PLAIN
     assert PLAIN not in repr(secrets)
     raw = sqlite3.connect(db)
     tables = ("checkpoints", "writes")
@@ -39,7 +41,7 @@ def test_plain_password_is_moved_out_of_state_before_any_checkpoint(tmp_path):
     )
     assert PLAIN not in repr(state)
     files_text = "".join(f["content"] for f in state["files"].values())
-    assert "$secret:rds-master-password" in files_text and PLAIN not in files_text
+    assert ref in files_text and PLAIN not in files_text
 
 
 def test_without_the_middleware_the_tool_refuses_plain_text_without_echoing_it():
@@ -74,4 +76,4 @@ def test_model_store_of_plain_password_never_reaches_tool_messages():
     )
     state = build_reducer_agent(model).invoke(user())
     assert PLAIN not in repr(state["messages"])
-    assert state["requirements"] == {"password": "$secret:rds-master-password"}
+    assert state["requirements"] == {"password": RDS_PASSWORD}

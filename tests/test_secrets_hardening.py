@@ -28,6 +28,7 @@ from agentstate.rds import (
     rds_redaction,
 )
 from agentstate.tracing import tool_replies
+from tests.secret_refs import RDS_PASSWORD, AnyRef
 
 PLAIN = "Plain-Pa55word-never-stored"
 WITH_PASSWORD = {**POSTGRES_FIELDS, "password": PLAIN}
@@ -80,10 +81,10 @@ def test_a_password_delegated_to_the_collector_is_in_no_checkpoint_row(tmp_path)
             parent_model(WITH_PASSWORD), collector_model(), secrets=secrets, checkpointer=saver
         )
         state = agent.invoke(user_turn(), CONFIG)
-    assert state["requirements"]["password"] == "$secret:rds-master-password"
-    assert secrets.resolve("$secret:rds-master-password") == PLAIN
+    ref = state["requirements"]["password"]
+    assert ref == RDS_PASSWORD and secrets.resolve(ref) == PLAIN
     task = [c for m in state["messages"] if isinstance(m, AIMessage) for c in m.tool_calls][0]
-    assert json.loads(task["args"]["description"])["password"] == "$secret:rds-master-password"
+    assert json.loads(task["args"]["description"])["password"] == ref
     raw = sqlite3.connect(db)
     namespaces = {ns for (ns,) in raw.execute("SELECT DISTINCT checkpoint_ns FROM checkpoints")}
     assert any(ns for ns in namespaces), "the subagent's namespace was not checkpointed"
@@ -151,7 +152,8 @@ def test_free_text_and_unparsed_calls_are_scrubbed():
     clean = middleware.rewrite(message)
     assert PLAIN not in repr(clean)
     assert clean.tool_calls[0]["args"]["description"].endswith("; engine: postgres")
-    assert store.resolve("$secret:db_password") == PLAIN
+    ref = clean.tool_calls[0]["args"]["description"].removeprefix("db_password=").split(";")[0]
+    assert ref == AnyRef("db_password") and store.resolve(ref) == PLAIN
 
 
 def test_the_rds_redaction_covers_the_task_description():
@@ -161,5 +163,5 @@ def test_the_rds_redaction_covers_the_task_description():
     assert PLAIN not in repr(clean)
     assert json.loads(clean.tool_calls[0]["args"]["description"]) == {
         "engine": "postgres",
-        "password": "$secret:rds-master-password",
+        "password": RDS_PASSWORD,
     }

@@ -45,6 +45,7 @@ from agentstate.served import (
     requested_fields,
     served_model,
 )
+from tests.secret_refs import RDS_PASSWORD
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGGRAPH = Path(sys.executable).with_name("langgraph")
@@ -331,7 +332,7 @@ def test_stage02_keeps_every_field_of_a_parallel_batch_and_redacts_the_password(
     fields = {**POSTGRES_FIELDS, "password": PASSWORD}
     thread = client.threads.create()["thread_id"]
     values = run(client, "reducer", user(json.dumps(fields)), thread)
-    assert values["requirements"] == {**POSTGRES_FIELDS, "password": "$secret:rds-master-password"}
+    assert values["requirements"] == {**POSTGRES_FIELDS, "password": RDS_PASSWORD}
     stored = tool_replies(values, "store_requirement")
     assert [m["status"] for m in stored] == ["success"] * len(fields)
     # stage 02's lesson, served: the reader in the writers' batch sees the state from before

@@ -5,7 +5,8 @@ Nothing here knows the RDS domain; the RDS agents are thin users of it.
 - :func:`merge_fields`: parallel writes to one dict key no longer raise
   ``InvalidUpdateError`` or lose fields (notebook 02).
 - :class:`SecretRedactionMiddleware` and :class:`SecretStore`: plain secrets in
-  tool calls never reach state or a checkpoint (notebook 02).
+  tool calls never reach state or a checkpoint; each value gets its own
+  reference, resolvable only by its store (notebook 02).
 - :class:`TurnCacheMiddleware`: a reader in the writers' batch sees their
   writes (notebook 03).
 - :class:`SharedStateMiddleware`, :func:`share_state`, :func:`undeclared_keys`:
@@ -17,13 +18,14 @@ Nothing here knows the RDS domain; the RDS agents are thin users of it.
 Every middleware implements the sync and the async hooks.
 """
 
+from agentstate.core.redaction import SecretRedactionMiddleware
 from agentstate.core.reducers import append_unique, merge_fields, merge_or_reset
 from agentstate.core.secrets import (
     REDACTED,
-    SecretRedactionMiddleware,
     SecretStore,
     is_secret_ref,
     redact,
+    ref_label,
     secret_ref,
 )
 from agentstate.core.subagents import SharedStateMiddleware, share_state, undeclared_keys
@@ -41,6 +43,7 @@ __all__ = [
     "merge_fields",
     "merge_or_reset",
     "redact",
+    "ref_label",
     "secret_ref",
     "share_state",
     "undeclared_keys",

@@ -16,7 +16,8 @@ from deepagents import create_deep_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 
-from agentstate.core.secrets import SecretRedactionMiddleware, SecretStore
+from agentstate.core.redaction import SecretRedactionMiddleware
+from agentstate.core.secrets import SecretStore
 from agentstate.core.subagents import SharedStateMiddleware
 from agentstate.core.turn_cache import TurnCacheMiddleware
 from agentstate.rds.baselines import CacheFixMiddleware, OriginalCacheMiddleware
