@@ -6,9 +6,10 @@
 
 # %% [markdown]
 # ## Exercise 1
-# Put the three readers *first* in the reply, before the stores
-# (`all_in_one_reply_model(readers_first=True)`). What does the turn-cached
-# `get_collected_requirements` see, and why?
+# Put the three readers *first* in the reply
+# (`all_in_one_reply_model(readers_first=True)`) with the package's turn
+# cache (`build_turn_cache_agent`). What does `get_collected_requirements`
+# see, and why?
 
 # %%
 from agentstate.fixtures import all_in_one_reply_model, reader_summary, user_turn
@@ -24,36 +25,11 @@ reader_summary(first)
 
 # %% [markdown]
 # All eight fields: a reader waits for every writer call of its own AIMessage,
-# wherever it stands in the reply, because the calls run in parallel threads
-# and the writers can run while the readers wait. That needs a free thread:
-# LangGraph runs at most `max_concurrency` calls at once (by default, as many
-# as its thread pool has workers). Readers placed first that fill every slot
-# leave none for the writers, and all of them time out:
-
-# %%
-from agentstate.fixtures import POSTGRES_FIELDS, store_calls
-from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.tracing import tool_replies
-
-
-def readers_first(readers, slots):
-    """Status of each reader placed before five stores, with ``slots`` calls at once."""
-    calls = [tool_call("get_collected_requirements")] * readers + store_calls(POSTGRES_FIELDS)
-    model = ScriptedChatModel(script=[reply(*calls), reply(text="Done.")])
-    state = build_turn_cache_agent(model, timeout=0.3).invoke(
-        user_turn(), {"max_concurrency": slots}
-    )
-    return [m.status for m in tool_replies(state, "get_collected_requirements")]
-
-
-# %%
-statuses = {"1 reader, 2 slots": readers_first(1, 2), "2 readers, 2 slots": readers_first(2, 2)}
-assert statuses == {"1 reader, 2 slots": ["success"], "2 readers, 2 slots": ["error", "error"]}
-statuses
-
-# %% [markdown]
-# With two slots, one waiting reader leaves a slot for the stores; two
-# waiting readers hold both until the timeout returns their errors.
+# wherever it stands in the reply. The calls run on parallel worker threads,
+# so the writers run while the reader waits. That needs a free worker:
+# readers placed first that fill every worker LangGraph runs at once
+# (`max_concurrency`) leave none for the writers; the package's turn cache
+# then answers them with an error instead of hanging.
 
 # %% [markdown]
 # ## Exercise 2
@@ -62,9 +38,16 @@ statuses
 # turn, and what does the turn cache's reader see?
 
 # %%
-from agentstate.fixtures import reader_batch_model, same_batch_reader_trials
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
+    reader_batch_model,
+    same_batch_reader_trials,
+    store_calls,
+)
+from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import NAIVE_KEY, build_naive_cache_agent
 from agentstate.simulation import SlowToolMiddleware
+from agentstate.tracing import tool_replies
 
 TURNS = 3
 slow = SlowToolMiddleware("store_requirement", 0.5)
@@ -87,7 +70,7 @@ assert naive_seen == [0] * TURNS and cached_seen == [5] * TURNS
 # ## Exercise 3
 # Invoke one turn-cached agent from two Python threads at once, each with its
 # own `thread_id` and its own fields. Does either reader see the other
-# thread's fields? Which parts of the batch key decide that?
+# thread's fields? Which part of the batch key decides that?
 
 # %%
 import json
@@ -96,6 +79,7 @@ import threading
 from agentstate.simulation import ToolLatencyMiddleware
 
 FIELDS = {"a": {"labels.a": "1", "labels.b": "2"}, "b": {"labels.c": "3"}}
+
 
 # %%
 def step(messages):
@@ -137,8 +121,8 @@ assert seen == FIELDS
 # %% [markdown]
 # ## Exercise 4
 # Store one invalid field (`instance_class="t3.micro"`) next to four valid
-# ones, with a reader in the same reply. How many fields does the reader see,
-# and does it wait for the rejected write?
+# ones, with a reader in the same reply and the package's turn cache. How
+# many fields does the reader see, and does it wait for the rejected write?
 
 # %%
 import time
@@ -147,8 +131,10 @@ from agentstate.fixtures import fields_seen_by_reader
 
 fields = {**POSTGRES_FIELDS, "instance_class": "t3.micro"}
 model = ScriptedChatModel(
-    script=[reply(*store_calls(fields), tool_call("get_collected_requirements")),
-            reply(text="Done.")]
+    script=[
+        reply(*store_calls(fields), tool_call("get_collected_requirements")),
+        reply(text="Done."),
+    ]
 )
 started = time.perf_counter()
 state = build_turn_cache_agent(model, timeout=5.0).invoke(user_turn())

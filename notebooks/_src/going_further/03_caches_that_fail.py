@@ -1,0 +1,148 @@
+# %% [markdown]
+# # 03 · Going further: the caches that fail, and the threads under a batch
+#
+# Notebook 03 fixed same-turn visibility with a turn cache whose readers wait
+# for the writers of their batch. This notebook keeps what the lesson left
+# out: the original write-up's own cache (a dict that a `before_agent`
+# middleware put into `runtime.config`), the obvious repair of it that fails
+# without an error, and a measurement of the belief that tools run one after
+# the other within a turn. Each claim is asserted in the cell that shows it.
+
+# %% [markdown]
+# ## The write-up's cache cannot run today
+# The original write-up's middleware put an empty dict into
+# `runtime.config["configurable"]` before the agent ran, and its tools wrote
+# to and read from that dict. The middleware's `runtime` is
+# `langgraph.runtime.Runtime`, which has no `config`:
+
+# %%
+from agentstate.fixtures import all_in_one_reply_model, user_turn
+from agentstate.rds import build_original_cache_agent
+
+try:
+    build_original_cache_agent(all_in_one_reply_model()).invoke(user_turn())
+    raise AssertionError("expected AttributeError")
+except AttributeError as err:
+    original_error = str(err)
+assert original_error == "'Runtime' object has no attribute 'config'"
+original_error
+
+# %% [markdown]
+# ## The obvious repair fails silently
+# `langgraph.config.get_config()` does return the run's config inside a hook,
+# so the obvious repair puts the dict there in `before_agent`:
+
+# %%
+from agentstate.display import show_source
+from agentstate.fixtures import GetConfigCacheMiddleware
+
+show_source(GetConfigCacheMiddleware.before_agent)
+
+# %% [markdown]
+# No error this time, and no effect: each super-step gets a new shallow copy
+# of `configurable`, so the key added in the `before_agent` step never
+# reaches a tool. The tools below use the dict if they find it and create
+# their own if not; `found` records which case each call met. One reply with
+# five stores and a reader:
+
+# %%
+from agentstate.display import Table
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
+    ConfigCacheStorage,
+    build_get_config_cache_agent,
+    fields_seen_by_reader,
+    reader_batch_model,
+)
+
+storage = ConfigCacheStorage()
+repaired = build_get_config_cache_agent(reader_batch_model(POSTGRES_FIELDS, 1), storage)
+state = repaired.invoke(user_turn())
+assert storage.found == [False] * 6 and fields_seen_by_reader(state) == 0
+Table(
+    [
+        {
+            "tool calls": len(storage.found),
+            "found the cache": storage.found.count(True),
+            "fields the reader saw": fields_seen_by_reader(state),
+        }
+    ]
+)
+
+# %% [markdown]
+# What *is* shared by every tool of a run is an object the caller puts in
+# `config["configurable"]` at invoke time (notebook 03's naive cache uses
+# that), or `runtime.context`. Shared is not enough, though: the tools of
+# one reply run at the same time.
+#
+# ## Tools of one reply run at the same time
+# A common belief is that tools run one after the other within a turn. Make
+# each store take 0.1 s: if they ran one by one, no store would overlap
+# another call. Count the stores that ran while another call was running:
+
+# %%
+from agentstate.fixtures import overlapping_calls
+from agentstate.rds import build_reducer_agent
+from agentstate.simulation import SlowToolMiddleware
+from agentstate.tracing import ToolTimeline
+
+slow_stores = ToolTimeline()
+build_reducer_agent(
+    all_in_one_reply_model(),
+    middleware=[slow_stores, SlowToolMiddleware("store_requirement", 0.1)],
+).invoke(user_turn())
+overlap = overlapping_calls(slow_stores.events, "store_requirement")
+assert overlap == 8 and slow_stores.thread_count() > 1
+Table([{"stores": 8, "overlapping another call": overlap, "threads > 1": True}])
+
+# %% [markdown]
+# Each call is a task of the same super-step, run by LangGraph's executor on
+# a worker thread. That is why a reader has to *wait* for its writers: on a
+# different thread, nothing orders it after them.
+#
+# ## With one worker, the order is the reply's order
+# `max_concurrency=1` in the config makes LangGraph run the calls one by one,
+# in tool-call order. The readers of the all-in-one reply come after the
+# stores, so the turn cache has nothing to wait for and they still see every
+# field:
+
+# %%
+from agentstate.fixtures import reader_summary
+from agentstate.rds import build_turn_cache_agent
+
+serial = build_turn_cache_agent(all_in_one_reply_model()).invoke(
+    user_turn(), {"max_concurrency": 1}
+)
+assert reader_summary(serial)["get_collected_requirements"] == "8 fields"
+reader_summary(serial)
+
+# %% [markdown]
+# A reader placed *before* its writers is the hard case: with one worker it
+# would wait for calls that cannot start until it returns. The package's
+# turn cache returns an error to the model instead of hanging, and the
+# writers then run (the exact wording of the error is the package's):
+
+# %%
+import time
+
+from agentstate.fixtures import store_calls
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.tracing import tool_replies
+
+calls = [tool_call("get_collected_requirements"), *store_calls(POSTGRES_FIELDS)]
+model = ScriptedChatModel(script=[reply(*calls), reply(text="I will read again.")])
+started = time.perf_counter()
+first = build_turn_cache_agent(model, timeout=0.5).invoke(user_turn(), {"max_concurrency": 1})
+took = time.perf_counter() - started
+reader = tool_replies(first, "get_collected_requirements")[0]
+assert reader.status == "error" and took < 5 and first["requirements"] == POSTGRES_FIELDS
+Table([{"reader": reader.status, "fields stored": len(first["requirements"])}])
+
+# %% [markdown]
+# ## Summary
+# - The write-up's `runtime.config` cache raises `AttributeError` today; the
+#   `get_config()` repair runs without error and no tool ever sees its dict.
+# - The calls of one reply overlap in time on several threads, so a shared
+#   cache needs readers that wait for the writers of their own reply.
+# - With one worker the calls run in the reply's order; a reader placed
+#   before its writers gets an error, not a hang.
