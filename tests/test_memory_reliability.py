@@ -75,8 +75,11 @@ async def test_capture_process_killed_mid_conversation_then_resumed(tmp_path):
         assert stat.S_IMODE(os.stat(private).st_mode) == 0o600, private
 
 
-async def test_lost_reply_is_reconciled_not_resent(tmp_path):
-    """Deterministic version of the crash window: add_entry ran, its checkpoint did not."""
+async def test_lost_reply_is_resent_and_stored_once(tmp_path):
+    """Deterministic version of the crash window: add_entry ran, its checkpoint did not.
+
+    The resumed turn sends the write again with its idempotency key; the server has it.
+    """
     conversation = load("solo_travel")
     events = list(conversation.events)
     with ServerProcess(tmp_path / "memory.sqlite") as server:
@@ -101,7 +104,9 @@ async def test_lost_reply_is_reconciled_not_resent(tmp_path):
             assert snapshot.next == ("tools",) and pending["name"] == "add_entry"
             await client.call("add_entry", **pending["args"])  # it reached the server...
             note = await run.resume("trip")  # ...but the process died before the checkpoint
-            assert "already in the store, not sent again" in note
+            assert note == "resumed at tools: add_entry was already in the store, not stored again"
+            stored = read_memory(server.db, run.memory_id("trip"))["entries"]
+            assert [e["tags"]["msg_idx"] for e in stored] == [1, 2, 3]
             await run.replay(conversation, events[4:])
         assert await settled_audit(server, conversation, run.memories(conversation)) == []
 
@@ -139,8 +144,8 @@ async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_dupli
         server.stop()
 
 
-async def test_write_whose_reply_was_lost_is_found_not_rewritten(tmp_path):
-    """The client's own check: the server queued the write, then died before answering."""
+async def test_a_write_sent_again_with_its_key_is_stored_once(tmp_path):
+    """The server's own check: a key it already has is answered, not stored again."""
     with ServerProcess(tmp_path / "memory.sqlite") as server:
         async with MemoryClient(server.url) as client:
             await client.call("create_memory", vault_id="v", memory_id="m")
@@ -150,15 +155,26 @@ async def test_write_whose_reply_was_lost_is_found_not_rewritten(tmp_path):
                 "raw_entry": "once",
                 "summary": "s",
                 "tags": {"role": "user", "msg_idx": 1},
+                "idempotency_key": "t:msg:1",
             }
-            await client.call("add_entry", **args)
-            assert await client.already_written("add_entry", args)
-            assert not await client.already_written("add_entry", {**args, "raw_entry": "other"})
-            await client.call("put_context", vault_id="v", memory_id="m", content="ctx 1")
-            assert await client.already_written(
-                "put_context", {"memory_id": "m", "content": "ctx 1"}
-            )
-        assert [e["raw_entry"] for e in read_memory(server.db, "m")["entries"]] == ["once"]
+            assert await client.call("add_entry", **args) == "enqueued"
+            assert await client.call("add_entry", **args) == "already enqueued"
+            # the same key in another memory is another write
+            await client.call("create_memory", vault_id="v", memory_id="m2")
+            assert await client.call("add_entry", **{**args, "memory_id": "m2"}) == "enqueued"
+            ctx = {"vault_id": "v", "memory_id": "m", "content": "ctx 1", "idempotency_key": "c1"}
+            assert await client.call("put_context", **ctx) == "enqueued"
+            assert await client.call("put_context", **ctx) == "already enqueued"
+            # a duplicate is not a pending write: await_consistency does not wait for it
+            assert await client.call("await_consistency", memory_id="m") == "consistent"
+        memory = read_memory(server.db, "m")
+        assert [e["raw_entry"] for e in memory["entries"]] == ["once"]
+        assert memory["contexts"] == ["ctx 1"]
+        assert [op["tool"] for op in memory["ops"]] == [
+            "add_entry",
+            "put_context",
+            "await_consistency",
+        ]  # a duplicate is not logged as a write either (the auditor counts writes)
 
 
 async def test_missing_server_says_how_to_start_it(tmp_path):

@@ -91,7 +91,9 @@ def test_guard_builds_the_plan_from_the_rules():
     assert plan[0]["args"]["raw_entry"] == msg6.content
     assert plan[0]["args"]["tags"] == {"role": "assistant", "msg_idx": 6}
     assert plan[0]["args"]["summary"] == "my summary"  # the model's part is kept
-    assert update["persisted"] == [6]
+    # the write's key is thread + msg_idx; nothing is marked persisted until the server says so
+    assert plan[0]["args"]["idempotency_key"] == f"{M}:msg:6"
+    assert "persisted" not in update
     assert "msg 6: corrected add_entry.raw_entry" in update["corrections"]
     assert "msg 6: dropped get_context" in update["corrections"]
     again, update = guard(msg6, [], {"messages": [], "persisted": [6]}, V, M)
@@ -100,7 +102,7 @@ def test_guard_builds_the_plan_from_the_rules():
     assert guard(start, [], {"bootstrapped": ["t-e0"]}, V, M)[0] == []  # the same one, resent
     plan, update = guard(start, [], {"bootstrapped": ["t-e9"]}, V, M)  # a new session
     assert [c["name"] for c in plan] == ["get_context", "list_entries"]
-    assert update["bootstrapped"] == ["t-e0"]
+    assert "bootstrapped" not in update  # marked when list_entries is acknowledged
 
 
 def test_curated_input_keeps_controls_and_conversation_only():

@@ -7,6 +7,7 @@ rule such as "tags are exactly {role, msg_idx}" is written once.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ChatMessage
@@ -26,18 +27,40 @@ def summary_of(role: str, msg_idx: int, content: str) -> str:
     return f"{role} #{msg_idx}: {first[:60]}"
 
 
+def write_key(thread: str, what: str) -> str:
+    """The ``idempotency_key`` of one write of a thread, e.g. ``<thread>:msg:7``.
+
+    The server stores a write once per key, so a write sent again (a retry, a
+    resent message after a failed run) lands once. A long thread id is hashed
+    to keep the key within the server's 200 characters.
+    """
+    key = f"{thread}:{what}"
+    return key if len(key) <= 200 else f"sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+
+
 def add_entry(
-    vault_id: str, memory_id: str, role: str, msg_idx: int, content: str, summary: str | None = None
+    vault_id: str,
+    memory_id: str,
+    role: str,
+    msg_idx: int,
+    content: str,
+    summary: str | None = None,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """The one ``add_entry`` of a message: content verbatim, tags exactly {role, msg_idx}."""
-    return call(
-        "add_entry",
-        vault_id=vault_id,
-        memory_id=memory_id,
-        raw_entry=content,
-        summary=summary if summary is not None else summary_of(role, msg_idx, content),
-        tags={"role": role, "msg_idx": msg_idx},
-    )
+    """The one ``add_entry`` of a message: content verbatim, tags exactly {role, msg_idx}.
+
+    ``key``: the write's ``idempotency_key`` (the guard's: thread and msg_idx).
+    """
+    args: dict[str, Any] = {
+        "vault_id": vault_id,
+        "memory_id": memory_id,
+        "raw_entry": content,
+        "summary": summary if summary is not None else summary_of(role, msg_idx, content),
+        "tags": {"role": role, "msg_idx": msg_idx},
+    }
+    if key is not None:
+        args["idempotency_key"] = key
+    return call("add_entry", **args)
 
 
 def bootstrap(vault_id: str, memory_id: str) -> list[dict[str, Any]]:
@@ -48,12 +71,14 @@ def bootstrap(vault_id: str, memory_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def flush(vault_id: str, memory_id: str, content: str) -> list[dict[str, Any]]:
-    """A flush: ``await_consistency``, then ``put_context`` with ``content``."""
-    return [
-        call("await_consistency", memory_id=memory_id),
-        call("put_context", vault_id=vault_id, memory_id=memory_id, content=content),
-    ]
+def flush(
+    vault_id: str, memory_id: str, content: str, key: str | None = None
+) -> list[dict[str, Any]]:
+    """A flush: ``await_consistency``, then ``put_context`` with ``content`` (and ``key``)."""
+    args: dict[str, Any] = {"vault_id": vault_id, "memory_id": memory_id, "content": content}
+    if key is not None:
+        args["idempotency_key"] = key
+    return [call("await_consistency", memory_id=memory_id), call("put_context", **args)]
 
 
 def digest(messages: list[BaseMessage], memory_id: str) -> str:

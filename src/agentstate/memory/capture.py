@@ -7,7 +7,12 @@ messages), keeps nothing of its reply but the tool calls, and hands them to
 ``guard``'s code, which builds the turn's plan from the rules and takes from
 the model only what is the model's to say (a summary, a context document):
 
-- one ``add_entry`` per (thread, msg_idx): a resent message is skipped;
+- one ``add_entry`` per (thread, msg_idx): a message is marked ``persisted``
+  only once the server acknowledged its write, so a run that failed or was
+  cancelled before that leaves the message to be sent again; a resent message
+  already acknowledged is skipped; every write carries an ``idempotency_key``
+  (thread and msg_idx), so one that reached the server before the failure is
+  not stored twice;
 - role and content copied from the message itself, tags exactly {role, msg_idx};
 - SESSION_START -> get_context, list_entries(limit=10), once per SESSION_START
   message (a thread may hold several sessions; a resent one is skipped), the
@@ -16,11 +21,13 @@ the model only what is the model's to say (a summary, a context document):
 - FLUSH_CONTEXT / SESSION_END, and after every msg_idx % 6 == 0 -> await_consistency,
   put_context; control messages are typed, never persisted.
 
-``llm_call`` hands the plan's first call to a ``ToolNode`` and ``dispatch``
-the others, one call at a time, so the store sees the calls in plan order and
+``llm_call`` hands the plan's first call to ``tools`` and ``dispatch`` the
+others, one call at a time, so the store sees the calls in plan order and
 each call is checkpointed before it is sent (what ``observer.CaptureRun.resume``
-relies on after a kill). Every change the guard made to the model's
-proposal is recorded in ``corrections``. State stays bounded: at each turn the
+relies on after a kill). ``tools`` runs the call and records what the server
+acknowledged (``persisted``, ``bootstrapped``) or refused (``refused``, with
+the server's message; the message stays unpersisted). Every change the guard
+made to the model's proposal is recorded in ``corrections``. State stays bounded: at each turn the
 previous turns' tool messages and chat beyond the model's window are removed
 (the memory server holds the history), so a 1,000-message thread costs the
 same per message as a short one.
@@ -38,15 +45,16 @@ from langchain_core.messages import (
     ChatMessage,
     RemoveMessage,
     SystemMessage,
+    ToolMessage,
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.prebuilt import ToolNode
 
 from agentstate.memory import calls
 from agentstate.memory.conversations import CONTROLS
 from agentstate.memory.prompt import system_prompt, turn_line
+from agentstate.memory.store import MemoryInputError, check_text
 
 MODEL_WINDOW = 24  # conversation messages shown to the model (the newest ones)
 
@@ -65,9 +73,10 @@ class CaptureState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     turn: NotRequired[BaseMessage]
     plan: NotRequired[list[dict[str, Any]]]
-    persisted: NotRequired[Annotated[list[int], _union]]  # msg_idx already sent to add_entry
+    persisted: NotRequired[Annotated[list[int], _union]]  # msg_idx whose add_entry was acknowledged
     bootstrapped: NotRequired[Annotated[list[str], _union_ids]]  # SESSION_START ids handled
     corrections: NotRequired[Annotated[list[str], operator.add]]
+    refused: NotRequired[Annotated[list[str], operator.add]]  # calls the server refused, why
 
 
 class InvalidTurn(ValueError):
@@ -83,8 +92,11 @@ def check_turn(turn: Any) -> BaseMessage:
     A conversation message is a ``ChatMessage`` with role ``user`` or
     ``assistant`` (``system``: accepted, never stored) and ``msg_idx`` in
     ``additional_kwargs``, a non-negative int (a string would poison the
-    thread's ``persisted`` list and every later turn). A control message is a
-    ``SystemMessage`` whose content is one of ``CONTROLS``.
+    thread's ``persisted`` list and every later turn). The content of a message
+    to store must be text the memory server takes (no NUL, at most 100,000
+    characters, no lone surrogate), else it is refused here, not by the
+    server. A control message is a ``SystemMessage`` whose content is one of
+    ``CONTROLS``.
     """
     if isinstance(turn, ChatMessage):
         if turn.role not in (*STORED_ROLES, "system"):
@@ -96,6 +108,11 @@ def check_turn(turn: Any) -> BaseMessage:
             raise InvalidTurn(f"msg_idx must be a non-negative int, got {idx!r}")
         if not isinstance(turn.content, str):
             raise InvalidTurn("a conversation message's content must be a string")
+        if turn.role in STORED_ROLES:
+            try:
+                check_text(turn.content, "raw_entry", blank_ok=True)
+            except MemoryInputError as exc:
+                raise InvalidTurn(f"msg {idx}: the memory server cannot store it: {exc}") from None
         return turn
     if isinstance(turn, SystemMessage):
         if turn.content not in CONTROLS:
@@ -133,70 +150,99 @@ def guard(
     state: dict[str, Any],
     vault_id: str,
     memory_id: str,
+    thread: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The turn's plan built by the rules; the model fills in only summaries and contexts.
 
-    Returns the plan and the state update (persisted, bootstrapped, corrections).
+    Returns the plan and the state update (corrections). Nothing is marked
+    persisted or bootstrapped here: ``tools`` does it when the server
+    acknowledges the write. Writes carry an ``idempotency_key`` scoped by
+    ``thread`` (default: the memory). A summary or context the server would
+    refuse (blank, too long, NUL) is replaced by the default, as a correction.
     """
+    scope = thread or memory_id
     label = (
         f"msg {turn.additional_kwargs.get('msg_idx')}"
         if isinstance(turn, ChatMessage)
         else str(turn.content)
     )
-    update: dict[str, Any] = {}
-    context = next(
-        (
-            c["args"].get("content")
-            for c in proposed
-            if c["name"] == "put_context"
-            and isinstance(c["args"].get("content"), str)
-            and c["args"]["content"]
-        ),
-        None,
-    ) or calls.digest(state.get("messages", []), memory_id)
+    update: dict[str, Any] = {"corrections": []}
+    context = _usable(label, proposed, "put_context", "content", update)
+    context = context or calls.digest(state.get("messages", []), memory_id)
+    if isinstance(turn, ChatMessage):
+        flush_key = calls.write_key(scope, f"context:msg:{turn.additional_kwargs['msg_idx']}")
+    else:  # a control message is known by its id; without one, its flush has no key
+        flush_key = calls.write_key(scope, f"context:{turn.id}") if turn.id else None
     if isinstance(turn, ChatMessage) and turn.role == "system":
         plan = []
-        update["corrections"] = [f"{label}: system message, not persisted"]
+        update["corrections"] += [f"{label}: system message, not persisted"]
     elif isinstance(turn, ChatMessage):
         idx = turn.additional_kwargs["msg_idx"]
         plan = []
         if idx in state.get("persisted", []):
-            update["corrections"] = [f"{label}: already persisted, add_entry skipped"]
+            update["corrections"] += [f"{label}: already persisted, add_entry skipped"]
         else:
-            summary = next(
-                (
-                    c["args"].get("summary")
-                    for c in proposed
-                    if c["name"] == "add_entry" and isinstance(c["args"].get("summary"), str)
-                ),
-                None,
-            )
+            summary = _usable(label, proposed, "add_entry", "summary", update)
+            key = calls.write_key(scope, f"msg:{idx}")
             plan.append(
-                calls.add_entry(vault_id, memory_id, turn.role, idx, str(turn.content), summary)
+                calls.add_entry(
+                    vault_id, memory_id, turn.role, idx, str(turn.content), summary, key
+                )
             )
-            update["persisted"] = [idx]
         if calls.periodic_flush_due(idx):
-            plan += calls.flush(vault_id, memory_id, context)
+            plan += calls.flush(vault_id, memory_id, context, flush_key)
     elif turn.content == "SESSION_START":
         key = _session_key(turn)
         if key in state.get("bootstrapped", []):
             plan = []
-            update["corrections"] = ["SESSION_START: this session is already bootstrapped, skipped"]
+            update["corrections"].append(
+                "SESSION_START: this session is already bootstrapped, skipped"
+            )
         else:
             plan = calls.bootstrap(vault_id, memory_id)
-            update["bootstrapped"] = [key]
     elif turn.content in ("FLUSH_CONTEXT", "SESSION_END"):
-        plan = calls.flush(vault_id, memory_id, context)
+        plan = calls.flush(vault_id, memory_id, context, flush_key)
     else:
         plan = []
-    update["corrections"] = update.get("corrections", []) + _differences(label, proposed, plan)
+    update["corrections"] += _differences(label, proposed, plan)
     return plan, update
+
+
+def _usable(label: str, proposed: list[dict], tool: str, field: str, update: dict) -> str | None:
+    """The model's ``field`` of its ``tool`` call if the server would take it, else None.
+
+    A value the server would refuse (blank, too long, a NUL) is dropped with a
+    correction, and the guard's default is used: the message is still stored.
+    """
+    for c in proposed:
+        value = c["args"].get(field) if c["name"] == tool else None
+        if not isinstance(value, str):
+            continue
+        try:
+            return check_text(value, field)
+        except MemoryInputError as exc:
+            update["corrections"].append(f"{label}: corrected {tool}.{field} ({exc})")
+            return None
+    return None
 
 
 def _session_key(turn: BaseMessage) -> str:
     """Which SESSION_START this is: its message id (stable when the observer resends it)."""
     position = turn.additional_kwargs.get("position")
     return str(turn.id) if turn.id is not None else f"position {position}"
+
+
+def acknowledged(turn: BaseMessage | None, call: dict[str, Any], reply: ToolMessage) -> dict:
+    """The state update a tool's reply earns: marks on success, a ``refused`` line on refusal."""
+    if reply.status == "error":
+        idx = turn.additional_kwargs.get("msg_idx") if isinstance(turn, ChatMessage) else None
+        label = f"msg {idx}" if idx is not None else str(getattr(turn, "content", "?"))
+        return {"refused": [f"{label}: {call['name']} refused by the server: {reply.text}"]}
+    if call["name"] == "add_entry" and isinstance(turn, ChatMessage):
+        return {"persisted": [turn.additional_kwargs["msg_idx"]]}
+    if call["name"] == "list_entries" and isinstance(turn, SystemMessage):
+        return {"bootstrapped": [_session_key(turn)]}  # the bootstrap's last call
+    return {}
 
 
 def _one_call(call: dict[str, Any]) -> AIMessage:
@@ -225,6 +271,7 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
     """Compile the tool-only graph. Invoke per message with ``configurable`` =
     {thread_id, vault_id, memory_id} and input ``{"messages": [m], "turn": m}``."""
     bound = model.bind_tools(tools)
+    by_name = {t.name: t for t in tools}
 
     async def llm_call(state: CaptureState, config: RunnableConfig) -> dict[str, Any]:
         turn = state.get("turn")
@@ -236,7 +283,8 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         prompt = SystemMessage(f"{system_prompt(vault_id, memory_id)}\n{turn_line(turn)}")
         reply = await bound.ainvoke([prompt, *curated(state["messages"], window)])
         proposed = list(getattr(reply, "tool_calls", None) or [])  # the text is dropped
-        plan, update = guard(turn, proposed, state, vault_id, memory_id)
+        thread = conf.get("thread_id") or memory_id
+        plan, update = guard(turn, proposed, state, vault_id, memory_id, str(thread))
         for n, c in enumerate(plan):
             c["id"] = f"{turn.id}-c{n}"
         removed = stale(state["messages"], turn, window)
@@ -246,6 +294,26 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         # separate dispatch, and the call is still checkpointed before the tools run it
         first, *rest = plan
         return {"plan": rest, **update, "messages": [*removed, _one_call(first)]}
+
+    async def run_tool(state: CaptureState, config: RunnableConfig) -> dict[str, Any]:
+        """Run the one planned call; record what the server acknowledged or refused.
+
+        A transport failure (server down past the client's ``retry_for``)
+        raises: the run fails and nothing is marked, so the same event sent
+        again is planned again.
+        """
+        call = state["messages"][-1].tool_calls[0]
+        tool = by_name.get(call["name"])
+        if tool is None:
+            reply = ToolMessage(
+                f"Error: no tool {call['name']!r}",
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+        else:
+            reply = await tool.ainvoke({**call, "type": "tool_call"}, config)
+        return {"messages": [reply], **acknowledged(state.get("turn"), call, reply)}
 
     # async on purpose: under ainvoke LangGraph runs a sync node or router in a worker
     # thread, a hand-off that costs more than these few lines on a busy machine
@@ -263,7 +331,7 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
     builder = StateGraph(CaptureState)
     builder.add_node("llm_call", llm_call)
     builder.add_node("dispatch", dispatch)
-    builder.add_node("tools", ToolNode(tools))
+    builder.add_node("tools", run_tool)
     builder.add_edge(START, "llm_call")
     builder.add_conditional_edges("llm_call", planned, ["tools", END])
     builder.add_edge("dispatch", "tools")

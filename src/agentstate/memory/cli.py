@@ -4,13 +4,17 @@ The options are defined here once and used by ``python -m
 agentstate.memory.server`` too, so both check them the same way: a bad
 ``--db`` or ``--port`` ends in one line and exit status 2, never a traceback.
 This module stays light (no MCP import) so ``agentstate --help`` is quick,
-and :func:`preflight` refuses a busy port or a bad ``--db`` before the MCP
-server is imported (well under a second instead of a full server start).
+and :func:`preflight` refuses a busy port, a bad ``--db`` or an unusable
+token before the MCP server is imported (well under a second instead of a
+full server start). The token comes from ``AGENTSTATE_MEMORY_TOKEN`` or
+``--token-file``, never from an argument: every local user can read a
+process's arguments in ``/proc/<pid>/cmdline``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import sys
 
@@ -39,7 +43,10 @@ def port_number(text: str) -> int:
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The server's options: --db, --transport, --port, --token (and a hidden --write-delay)."""
+    """The server's options: --db, --transport, --port, --token-file (and a hidden --write-delay).
+
+    ``--token`` is still parsed, only to refuse it with the reason (see :func:`resolve_token`).
+    """
     parser.add_argument("--db", required=True, help="SQLite file (created 0600 if missing)")
     parser.add_argument(
         "--transport",
@@ -54,11 +61,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="HTTP port, bound to 127.0.0.1 only (default 8765)",
     )
     parser.add_argument(
-        "--token",
+        "--token-file",
         default=None,
-        help=f"HTTP only: require 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV}); "
-        "without a token any local process can read and write the memories",
+        metavar="PATH",
+        help=f"HTTP only: require 'Authorization: Bearer TOKEN', the token read from PATH "
+        f"(default: ${TOKEN_ENV}); without a token any local process can read and write "
+        "the memories",
     )
+    parser.add_argument("--token", default=None, help=argparse.SUPPRESS)  # refused: see above
     parser.add_argument(
         "--write-delay",
         type=float,
@@ -93,14 +103,51 @@ def port_free(port: int) -> bool:
     return True
 
 
+def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
+    """The bearer token from ``--token-file`` or ``$AGENTSTATE_MEMORY_TOKEN``, or None.
+
+    Refused via ``error`` (one line, exit 2): ``--token`` (an argument is
+    readable by every local user in ``/proc/<pid>/cmdline``), a token file that
+    cannot be read, and an empty token (it would start a server open to every
+    local process while its operator believes it is protected). The token is
+    never printed.
+    """
+    env = os.environ if environ is None else environ
+    if args.token is not None:
+        error(
+            "--token is refused: a command-line argument is readable by every local user "
+            f"(/proc/<pid>/cmdline); set {TOKEN_ENV} or pass --token-file PATH"
+        )
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            error(f"--token-file {args.token_file}: cannot read it ({type(exc).__name__})")
+        if not token:
+            error(f"--token-file {args.token_file}: the file is empty; put the token in it")
+        source = f"--token-file {args.token_file}"
+    elif TOKEN_ENV in env:
+        token, source = env[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
+        if not token:
+            error(f"{source} is set but empty; set a token, or unset it to serve without one")
+    else:
+        return None
+    if any(c.isspace() or not c.isprintable() for c in token):
+        error(f"{source}: the token must be one word of printable characters")
+    return token
+
+
 def preflight(args: argparse.Namespace, error) -> None:
-    """Refuse a busy ``--port`` or an unusable ``--db`` via ``error`` (one line, exit 2).
+    """Refuse a busy ``--port``, an unusable ``--db`` or token via ``error`` (one line, exit 2).
 
     Creates nothing: the store's own checks, run again when it opens, are the
     authority; this only makes the common mistakes fail before the heavy import.
+    Sets ``args.token`` to the resolved token (:func:`resolve_token`).
     """
     from agentstate.memory.store import MemoryInputError, check_store_path
 
+    args.token = resolve_token(args, error)
     if args.transport == "http" and not port_free(args.port):
         error(f"--port {args.port}: {HOST}:{args.port} is already in use")
     try:

@@ -9,10 +9,15 @@ the session: that must not be the notebook's or the graph's task.
 
 If the server goes away, a call waits for it to come back and retries. A
 write retried blindly could land twice (the server may have queued it just
-before dying), so before retrying ``add_entry`` or ``put_context`` the client
-asks the server (``await_consistency`` then a read) whether the write is
-already there. Queued writes survive a server kill (the queue is in SQLite),
-so the answer is exact.
+before dying), so every ``add_entry`` and ``put_context`` carries an
+``idempotency_key``: the caller's (the capture graph uses thread and
+``msg_idx``) or, if it gave none, one the client draws for that call and
+sends again on each retry. The server stores the key with the write and
+answers "already enqueued" to a second write with it, so a retry neither
+doubles a write nor loses one (a repeated message has its own key). Every
+call ends within ``timeout`` per attempt: a session that is closing never
+takes a new request, and a transport closed mid-call is retried like a
+missing server.
 
 When the server requires a bearer token, the client sends
 ``AGENTSTATE_MEMORY_TOKEN`` (or ``token=``); a refused token is a
@@ -24,9 +29,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from datetime import timedelta
 from typing import Any
 
+import anyio
+import httpx
 from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.sessions import create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
@@ -37,6 +45,9 @@ from agentstate.memory.cli import TOKEN_ENV, port_of, start_hint
 from agentstate.memory.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
+KEY = "idempotency_key"  # the write's key, stored by the server: a resent write lands once
+DUPLICATE = "already enqueued"  # the server's answer to a write whose key it already has
+OPEN_TIMEOUT = 10.0  # seconds to open a session, on top of a call's own timeout
 SESSION_TERMINATED = 32600  # what the MCP client reports when the server forgot the session
 CONNECTION_CLOSED = -32000  # ... and for calls in flight when the transport closed
 
@@ -66,76 +77,118 @@ def text_of(result: CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
+# the transport closed under a call (a killed server): retried like a missing server
+_GONE = (
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    httpx.TransportError,
+    ConnectionError,
+)
+
+
+class _Session:
+    """One MCP session: its task, its own queue of requests, and whether it still takes them."""
+
+    def __init__(self) -> None:
+        self.requests: asyncio.Queue = asyncio.Queue()
+        self.futures: set[asyncio.Future] = set()
+        self.open = True
+        self.task: asyncio.Task | None = None
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Take no more requests; every caller still waiting gets ``exc``."""
+        self.open = False
+        while not self.requests.empty():
+            self.requests.get_nowait()
+        for future in list(self.futures):
+            if not future.done():
+                future.set_exception(exc)
+
+
 class _SessionTask:
     """One MCP session owned by a background task; callers hand it their requests.
 
     Requests run concurrently over the session (JSON-RPC ids keep the replies
     apart), so several conversations can be captured at once; each caller
-    still awaits its own call, which keeps one memory's calls in order.
+    still awaits its own call, which keeps one memory's calls in order. A
+    session that ends (server restarted, transport closed) stops taking
+    requests before its task finishes closing, and fails those it holds, so a
+    request is never queued where nobody will read it; the next call opens a
+    new session.
     """
 
     def __init__(self, connection: dict[str, Any], timeout: float) -> None:
         self.connection = connection
         self.timeout = timeout
-        self._requests: asyncio.Queue = asyncio.Queue()
-        self._task: asyncio.Task | None = None
-        self._inflight: set[asyncio.Future] = set()
+        self._session: _Session | None = None
 
     async def call(self, name: str, args: dict[str, Any]) -> CallToolResult:
-        """Send one tool call through the session (opened on first use) and await its result."""
+        """Send one tool call through the session (opened on first use) and await its result.
+
+        Waits at most ``timeout`` (plus the time to open a session); then
+        ``MemoryServerUnavailable``, and the session is dropped.
+        """
+        session = self._session
+        if session is None or not session.open or session.task is None or session.task.done():
+            session = self._session = _Session()
+            session.task = asyncio.create_task(self._run(session), name="memory-mcp-session")
         future = asyncio.get_running_loop().create_future()
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="memory-mcp-session")
-        self._inflight.add(future)
-        await self._requests.put((name, args, future))
+        session.futures.add(future)
+        session.requests.put_nowait((name, args, future))
         try:
-            return await future
+            return await asyncio.wait_for(future, self.timeout + OPEN_TIMEOUT)
+        except TimeoutError:
+            session.fail_all(MemoryServerUnavailable("the memory session stopped answering"))
+            raise MemoryServerUnavailable(
+                f"no reply from {self._url} within {self.timeout + OPEN_TIMEOUT:g}s"
+            ) from None
         finally:
-            self._inflight.discard(future)
+            session.futures.discard(future)
 
-    def _fail_all(self, exc: BaseException) -> None:
-        """Every waiting caller gets ``exc``; requests not sent yet are dropped."""
-        while not self._requests.empty():
-            self._requests.get_nowait()
-        for future in list(self._inflight):
-            if not future.done():
-                future.set_exception(exc)
-
-    async def _run(self) -> None:
+    async def _run(self, state: _Session) -> None:
         workers: set[asyncio.Task] = set()
-        url = self.connection.get("url", "?")
+        url = self._url
         try:
             async with create_session(self.connection) as session:
-                await session.initialize()
-                while True:
-                    request = await self._requests.get()
-                    if request is None:  # the server ended the session: open a new one
-                        self._fail_all(MemoryServerUnavailable(f"{url} ended the session"))
-                        return
-                    worker = asyncio.create_task(self._one(session, *request))
-                    workers.add(worker)
-                    worker.add_done_callback(workers.discard)
+                try:
+                    await session.initialize()
+                    while state.open:
+                        request = await state.requests.get()
+                        if request is None:  # the server ended the session: open a new one
+                            break
+                        worker = asyncio.create_task(self._one(state, session, *request))
+                        workers.add(worker)
+                        worker.add_done_callback(workers.discard)
+                finally:  # before the transport's own (awaiting) cleanup: take nothing more
+                    state.open = False
         except asyncio.CancelledError:
-            self._fail_all(MemoryServerUnavailable("memory client closed"))
+            state.fail_all(MemoryServerUnavailable("memory client closed"))
             raise
         except BaseException as exc:  # the transport died: ExceptionGroup from the MCP client
             if _status(exc) == 401:
-                self._fail_all(
+                state.fail_all(
                     MemoryAccessDenied(
                         f"the memory server at {url} refused the request: it needs a bearer "
                         f"token; set {TOKEN_ENV} to the server's token"
                     )
                 )
                 return
-            self._fail_all(MemoryServerUnavailable(f"{start_hint(url)} ({_root_cause(exc)})"))
+            state.fail_all(MemoryServerUnavailable(f"{start_hint(url)} ({_root_cause(exc)})"))
         finally:
+            state.fail_all(MemoryServerUnavailable(f"{url} ended the session"))
             for worker in workers:
                 worker.cancel()
 
-    async def _one(self, session, name: str, args: dict[str, Any], future) -> None:
+    async def _one(self, state: _Session, session, name: str, args: dict[str, Any], future) -> None:
         def settle(exc: BaseException | None = None, result: Any = None) -> None:
             if not future.done():
                 future.set_exception(exc) if exc is not None else future.set_result(result)
+
+        def gone(why: str) -> None:  # the session is finished: fail its callers, wake its task
+            settle(MemoryServerUnavailable(f"{why} ({start_hint(self._url)})"))
+            state.fail_all(MemoryServerUnavailable(f"{self._url} ended the session"))
+            state.requests.put_nowait(None)
 
         try:
             result = await session.call_tool(
@@ -143,14 +196,16 @@ class _SessionTask:
             )
         except McpError as exc:
             if exc.error.code in (SESSION_TERMINATED, CONNECTION_CLOSED):  # server restarted/died
-                settle(MemoryServerUnavailable(f"{exc.error.message} ({start_hint(self._url)})"))
-                self._requests.put_nowait(None)
+                gone(exc.error.message)
                 return
             settle(exc)  # a protocol error: the session itself is fine
             return
         except asyncio.CancelledError:
             settle(MemoryServerUnavailable("the memory session closed during the call"))
             raise
+        except _GONE as exc:  # e.g. a bare ClosedResourceError after a kill -9
+            gone(f"the connection closed during the call ({type(exc).__name__})")
+            return
         except Exception as exc:
             settle(exc)
             return
@@ -162,13 +217,13 @@ class _SessionTask:
 
     async def close(self) -> None:
         """Cancel the session's task; waiting callers get ``MemoryServerUnavailable``."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+        session, self._session = self._session, None
+        if session is not None and session.task is not None and not session.task.done():
+            session.task.cancel()
             try:
-                await self._task
+                await session.task
             except (asyncio.CancelledError, Exception):
                 pass
-        self._task = None
 
 
 def _root(exc: BaseException) -> BaseException:
@@ -192,9 +247,11 @@ class MemoryClient:
     """Tools and direct calls against one memory server, with retry after a restart.
 
     ``retry_for`` is how long a call waits for a missing server (0: fail at
-    once with the hint that says how to start it). ``stats`` counts retries and
-    writes found already applied, for the notebook's restart lesson. ``token``
-    defaults to ``$AGENTSTATE_MEMORY_TOKEN``.
+    once with the hint that says how to start it); ``timeout`` bounds each
+    attempt. ``stats`` counts retries and retried writes the server already
+    had (by their ``idempotency_key``), for the notebook's restart lesson.
+    ``token`` defaults to ``$AGENTSTATE_MEMORY_TOKEN``. Text that UTF-8
+    cannot carry (a lone surrogate) is refused before anything is sent.
     """
 
     def __init__(
@@ -250,20 +307,24 @@ class MemoryClient:
 
     async def call_result(self, name: str, args: dict[str, Any]) -> CallToolResult:
         """Call a tool through the kept session, waiting for a restarted server (see class)."""
+        _check_encodable(name, args)
+        if name in WRITE_TOOLS and args.get(KEY) is None:
+            args = {**args, KEY: f"call-{uuid.uuid4().hex}"}  # the same key on every retry
         deadline = time.monotonic() + self.retry_for
         failed = False
         while True:
             try:
-                if failed and name in WRITE_TOOLS and await self.already_written(name, args):
-                    self.stats["already_written"] += 1
-                    return CallToolResult(content=[TextContent(type="text", text="enqueued")])
-                return await self._session.call(name, args)
+                result = await self._session.call(name, args)
             except MemoryServerUnavailable:
                 if time.monotonic() >= deadline:
                     raise
                 failed = True
                 self.stats["retries"] += 1
                 await self._wait_for_server(deadline)
+                continue
+            if failed and name in WRITE_TOOLS and text_of(result) == DUPLICATE:
+                self.stats["already_written"] += 1
+            return result
 
     async def _wait_for_server(self, deadline: float) -> None:
         port = port_of(self.url)
@@ -272,22 +333,30 @@ class MemoryClient:
                 raise MemoryServerUnavailable(start_hint(self.url))
             await asyncio.sleep(0.1)
 
-    async def already_written(self, name: str, args: dict[str, Any]) -> bool:
-        """After a lost reply: is the write in the store? (queued writes survive a kill)."""
-        memory_id = args.get("memory_id")
-        await self._session.call("await_consistency", {"memory_id": memory_id})
-        if name == "add_entry":
-            result = await self._session.call(
-                "list_entries",
-                {"vault_id": args.get("vault_id"), "memory_id": memory_id, "limit": 50},
-            )
-            entries = [] if result.isError else (result.structuredContent or {}).get("entries", [])
-            return any(
-                e["raw_entry"] == args.get("raw_entry") and e["tags"] == (args.get("tags") or {})
-                for e in entries
-            )
-        result = await self._session.call(
-            "search_memories", {"memory_id": memory_id, "query": "", "top_ke": 0, "top_kc": 1}
-        )
-        contexts = [] if result.isError else (result.structuredContent or {}).get("contexts", [])
-        return bool(contexts) and contexts[0]["content"] == args.get("content")
+
+def _check_encodable(name: str, args: dict[str, Any]) -> None:
+    """``MemoryToolError`` naming the argument if a string in ``args`` is not valid UTF-8 text.
+
+    A lone surrogate (``"\\ud800"``) is a valid Python str that no UTF-8 encoder
+    takes; sent as is, it breaks the session with a raw codec error.
+    """
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise MemoryToolError(
+                    f"{name}: {where} contains a lone surrogate {value[exc.start]!r} at "
+                    f"character {exc.start}: not valid Unicode text; nothing was sent"
+                ) from None
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k, where)
+                walk(v, f"{where}.{k}")
+        elif isinstance(value, list | tuple):
+            for n, v in enumerate(value):
+                walk(v, f"{where}[{n}]")
+
+    for key, value in args.items():
+        walk(value, key)

@@ -5,9 +5,9 @@ only the new message, with ``thread_id`` set, so the agent's state accrues in
 its checkpointer. ``CaptureRun`` drives the tool-only graph, ``ReactRun`` the
 prebuilt baseline; both create their memories first (``create_memory``) and
 name them ``<run>.<thread>`` so several runs can share one server.
-``CaptureRun.resume`` finishes a turn a killed process left half done: if the
-interrupted step is a write the store already has, it is marked done instead
-of being sent again.
+``CaptureRun.resume`` finishes a turn a killed process left half done: the
+interrupted call is sent again, and a write the store already has (the same
+``idempotency_key``) is answered "already enqueued" and not stored twice.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.memory.capture import build_capture_graph, check_turn
-from agentstate.memory.client import WRITE_TOOLS, MemoryClient
+from agentstate.memory.client import DUPLICATE, WRITE_TOOLS, MemoryClient
 from agentstate.memory.conversations import Conversation, Event
 from agentstate.memory.react import build_react_agent
 
@@ -105,19 +105,25 @@ class CaptureRun(_Run):
             return "nothing to resume"
         await self.ensure_memory(thread)
         note = f"resumed at {snapshot.next[0]}"
+        pending = None
         if snapshot.next == ("tools",):
-            pending = snapshot.values["messages"][-1]
-            assert isinstance(pending, AIMessage) and pending.tool_calls
-            tool_call = pending.tool_calls[0]
-            # a write may have reached the server before the kill: look before sending it again
-            # (a read in flight is simply run again; the call log will show it twice)
-            if tool_call["name"] in WRITE_TOOLS and await self.client.already_written(
-                tool_call["name"], tool_call["args"]
-            ):
-                done = ToolMessage("enqueued", tool_call_id=tool_call["id"], name=tool_call["name"])
-                await self.graph.aupdate_state(config, {"messages": [done]}, as_node="tools")
-                note += f": {tool_call['name']} was already in the store, not sent again"
-        await self.graph.ainvoke(None, config, durability="sync")
+            last = snapshot.values["messages"][-1]
+            assert isinstance(last, AIMessage) and last.tool_calls
+            pending = last.tool_calls[0]
+        # a write may have reached the server before the kill: sent again with its key,
+        # the server stores it once (a read in flight is simply run again)
+        result = await self.graph.ainvoke(None, config, durability="sync")
+        if pending is not None and pending["name"] in WRITE_TOOLS:
+            reply = next(
+                (
+                    m
+                    for m in result.get("messages", [])
+                    if isinstance(m, ToolMessage) and m.tool_call_id == pending["id"]
+                ),
+                None,
+            )
+            if reply is not None and reply.text == DUPLICATE:
+                note += f": {pending['name']} was already in the store, not stored again"
         return note
 
     async def position(self, thread: str) -> int:

@@ -5,15 +5,18 @@ Tools (names and parameters of Mycelian Memory's MCP server): ``add_entry``,
 ``await_consistency``, ``search_memories``; plus ``create_memory``, ours,
 because a memory must exist before it is written. Bad input raises a
 ``ToolError`` whose message says what is wrong; the client receives it as an
-MCP error result and nothing is written. Reads return structured content
+MCP error result and nothing is written. ``add_entry`` and ``put_context``
+take an optional ``idempotency_key`` (ours): a write sent again with a key
+its memory already has answers "already enqueued" and is not stored twice,
+which makes a retry after a lost reply, or a resent message, safe. Reads return structured content
 (``list_entries`` with the cursor of its next page).
 
 Run it with ``agentstate memory serve --db PATH`` (stdio) or ``--transport
 http --port N`` (streamable HTTP, bound to 127.0.0.1 only). Over HTTP any
-local process can read and write unless a bearer token is set (``--token`` or
-``AGENTSTATE_MEMORY_TOKEN``); then a request without ``Authorization: Bearer
-<token>`` gets HTTP 401. One server per SQLite file: a second one on the same
-file exits with an error. Taught in notebook 06.
+local process can read and write unless a bearer token is set
+(``AGENTSTATE_MEMORY_TOKEN`` or ``--token-file``, never a visible argument);
+then a request without ``Authorization: Bearer <token>`` gets HTTP 401. One
+server per SQLite file: a second one on the same file exits with an error. Taught in notebook 06.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import argparse
 import functools
 import hmac
 import json
-import os
+import logging
 import sqlite3
 import sys
 from pathlib import Path
@@ -41,7 +44,6 @@ from pydantic import WithJsonSchema  # noqa: E402
 
 from agentstate.memory.cli import (  # noqa: E402
     HOST,
-    TOKEN_ENV,
     OneLineParser,
     add_serve_arguments,
     preflight,
@@ -52,6 +54,7 @@ from agentstate.memory.store import (  # noqa: E402
     MemoryStore,
     StoreInUseError,
     check_id,
+    check_key,
     check_text,
     new_entry_id,
     parse_time,
@@ -59,6 +62,17 @@ from agentstate.memory.store import (  # noqa: E402
 from agentstate.memory.writer import Writer  # noqa: E402
 
 CONSISTENCY_TIMEOUT = 30.0
+DUPLICATE = "already enqueued"  # a write whose idempotency_key the memory already has
+Key = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "string", "maxLength": 200}, {"type": "null"}],
+            "default": None,
+            "description": "optional; a write sent again with the same key is stored once",
+        }
+    ),
+]
 
 
 def _int_arg(low: int, high: int, default: int):
@@ -151,11 +165,17 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         raw_entry: str,
         summary: str,
         tags: dict[str, Any] | None = None,
+        idempotency_key: Key = None,
     ) -> str:
-        """Queue one entry; raw_entry is kept byte for byte. Returns "enqueued"."""
+        """Queue one entry; raw_entry is kept byte for byte. Returns "enqueued".
+
+        With an ``idempotency_key`` this memory already has, nothing is stored and
+        the answer is "already enqueued" (a retried or resent write lands once).
+        """
         store.require_memory(vault_id, memory_id)
         check_text(raw_entry, "raw_entry", blank_ok=True)
         check_text(summary, "summary")
+        key = check_key(idempotency_key)
         entry_tags = _tags(tags)
         entry_id = new_entry_id()
         payload = {
@@ -165,8 +185,15 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
             "summary": summary,
             "tags": entry_tags,
         }
+        detail = {"entry_id": entry_id, "tags": entry_tags}
+        return _queue(memory_id, "entry", payload, detail, key)
+
+    def _queue(memory_id: str, kind: str, payload: dict, detail: dict, key: str | None) -> str:
         with writer.submitting(memory_id):
-            store.enqueue(memory_id, "entry", payload, {"entry_id": entry_id, "tags": entry_tags})
+            seq = store.enqueue(memory_id, kind, payload, detail, key)
+        if seq is None:
+            writer.withdraw(memory_id)
+            return DUPLICATE
         return "enqueued"
 
     @tool
@@ -205,18 +232,18 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return entry
 
     @tool
-    async def put_context(vault_id: str, memory_id: str, content: str) -> str:
-        """Queue a new context snapshot (plain text; every write kept). Returns "enqueued"."""
+    async def put_context(
+        vault_id: str, memory_id: str, content: str, idempotency_key: Key = None
+    ) -> str:
+        """Queue a new context snapshot (plain text; every write kept). Returns "enqueued".
+
+        ``idempotency_key`` as for ``add_entry``: a key already used answers "already enqueued".
+        """
         store.require_memory(vault_id, memory_id)
         check_text(content, "content")
-        with writer.submitting(memory_id):
-            store.enqueue(
-                memory_id,
-                "context",
-                {"vault_id": vault_id, "content": content},
-                {"chars": len(content)},
-            )
-        return "enqueued"
+        key = check_key(idempotency_key)
+        payload = {"vault_id": vault_id, "content": content}
+        return _queue(memory_id, "context", payload, {"chars": len(content)}, key)
 
     @tool
     async def get_context(vault_id: str, memory_id: str) -> str:
@@ -255,6 +282,30 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     return mcp
 
 
+class _PeerGone(logging.Filter):
+    """Drop the MCP server's tracebacks for a client that went away (a clean disconnect).
+
+    When a client ends its session, the SDK's stream writers find their stream
+    closed and log ``ClosedResourceError`` with a full traceback: noise in the
+    server's log for the most ordinary event. Any other error is still logged.
+    """
+
+    GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (dropped) for a record whose exception says the peer went away."""
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, self.GONE)
+
+
+def quiet_disconnects() -> None:
+    """Install :class:`_PeerGone` on the MCP streamable HTTP loggers (once)."""
+    for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _PeerGone) for f in logger.filters):
+            logger.addFilter(_PeerGone())
+
+
 class BearerToken:
     """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``.
 
@@ -290,6 +341,7 @@ def serve_http(server: FastMCP, token: str | None) -> None:
     """Run the streamable HTTP app on 127.0.0.1 (behind the token check when one is set)."""
     import uvicorn
 
+    quiet_disconnects()
     app = server.streamable_http_app()
     config = uvicorn.Config(
         BearerToken(app, token) if token else app,
@@ -307,7 +359,7 @@ def run(args: argparse.Namespace, error) -> int:
     Both entry points call ``preflight`` first (the command line before this
     module is even imported); the store's own checks here stay the authority.
     """
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    token = args.token  # resolved by preflight: environment or --token-file, never argv
     try:
         server = build_server(args.db, port=args.port, write_delay=args.write_delay)
     except (MemoryInputError, StoreInUseError, sqlite3.Error, OSError) as exc:

@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS memories (
     created_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL, kind TEXT NOT NULL,
-    payload TEXT NOT NULL, enqueued_at TEXT NOT NULL, applied_at TEXT);
+    payload TEXT NOT NULL, enqueued_at TEXT NOT NULL, applied_at TEXT, write_key TEXT);
 CREATE INDEX IF NOT EXISTS queue_pending ON queue (applied_at, seq);
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, entry_id TEXT UNIQUE NOT NULL,
@@ -59,6 +59,14 @@ CREATE TABLE IF NOT EXISTS ops (
     detail TEXT NOT NULL, at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS ops_by_memory ON ops (memory_id, seq);
 """
+# A write's key (``idempotency_key``) is unique per memory: a write sent again with its key
+# (a retry, a resent message) is recognised and not stored twice. Created after the column is
+# added to a store made before keys existed.
+KEY_INDEX = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS queue_by_key ON queue (memory_id, write_key) "
+    "WHERE write_key IS NOT NULL"
+)
+MAX_KEY_CHARS = 200
 
 # Whole-string patterns, used with ``fullmatch``: ``$`` alone would accept a trailing newline.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -131,7 +139,37 @@ def check_text(value: Any, name: str, *, blank_ok: bool = False) -> str:
         raise MemoryInputError(f"{name} is {len(value)} characters; the limit is {MAX_CHARS[name]}")
     if not blank_ok and not value.strip():
         raise MemoryInputError(f"{name} must not be empty or only whitespace")
+    return check_encodable(value, name)
+
+
+def check_encodable(value: str, name: str) -> str:
+    """Refuse a lone surrogate (such as ``"\\ud800"``): valid in a Python str, not in UTF-8.
+
+    JSON can carry one (``"\\ud800"``), SQLite and every UTF-8 reader cannot; without
+    this check the write fails deep in a codec with a message that names no field.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise MemoryInputError(
+            f"{name} contains a lone surrogate {value[exc.start]!r} at character {exc.start}: "
+            "not valid Unicode text (encode the text properly, or replace that character)"
+        ) from None
     return value
+
+
+def check_key(value: Any) -> str | None:
+    """An idempotency key: None, or 1-200 characters without control characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise MemoryInputError(f"idempotency_key must be a non-empty string, got {value!r}")
+    if len(value) > MAX_KEY_CHARS or any(ord(c) < 32 for c in value):
+        raise MemoryInputError(
+            f"idempotency_key must be at most {MAX_KEY_CHARS} characters, without control "
+            "characters"
+        )
+    return check_encodable(value, "idempotency_key")
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -206,6 +244,10 @@ class MemoryStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
                 self._conn.executescript(SCHEMA)
+                columns = {r[1] for r in self._conn.execute("PRAGMA table_info(queue)")}
+                if "write_key" not in columns:  # a store made before idempotency keys
+                    self._conn.execute("ALTER TABLE queue ADD COLUMN write_key TEXT")
+                self._conn.execute(KEY_INDEX)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise MemoryInputError(f"{self.path} is not a memory store: {exc}") from None
@@ -276,15 +318,38 @@ class MemoryStore:
         return rows[0]["vault_id"]
 
     # queue and call log ---------------------------------------------------
-    def enqueue(self, memory_id: str, kind: str, payload: dict[str, Any], detail: dict) -> int:
-        """Queue a write and log the call in one transaction; return the queue position."""
+    def enqueue(
+        self,
+        memory_id: str,
+        kind: str,
+        payload: dict[str, Any],
+        detail: dict,
+        key: str | None = None,
+    ) -> int | None:
+        """Queue a write and log the call in one transaction; return the queue position.
+
+        With ``key``: None, and nothing written or logged, if this memory already
+        has a write with that key (checked inside the transaction, so two
+        concurrent sends of one write store it once).
+        """
+        with self._lock:
+            if key is not None and self._rows(
+                "SELECT 1 FROM queue WHERE memory_id = ? AND write_key = ?", (memory_id, key)
+            ):
+                return None
+            return self._enqueue(memory_id, kind, payload, detail, key)
+
+    def _enqueue(
+        self, memory_id: str, kind: str, payload: dict[str, Any], detail: dict, key: str | None
+    ) -> int:
         stamp = now()
         payload = {**payload, "enqueued_at": stamp}
         seq, _ = self._transaction(
             [
                 (
-                    "INSERT INTO queue (memory_id, kind, payload, enqueued_at) VALUES (?, ?, ?, ?)",
-                    (memory_id, kind, json.dumps(payload, ensure_ascii=False), stamp),
+                    "INSERT INTO queue (memory_id, kind, payload, enqueued_at, write_key) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (memory_id, kind, json.dumps(payload, ensure_ascii=False), stamp, key),
                 ),
                 (
                     "INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",

@@ -49,6 +49,12 @@ class Writer:
         with self._cond:
             self._cond.notify_all()
 
+    def withdraw(self, memory_id: str) -> None:
+        """A write counted by ``submitting`` was not queued after all (its key was already used)."""
+        with self._cond:
+            self._pending[memory_id] -= 1
+            self._cond.notify_all()
+
     def _run(self) -> None:
         while True:
             with self._cond:
