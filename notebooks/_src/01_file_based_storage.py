@@ -1,437 +1,415 @@
 # %% [markdown]
-# # 01 · File-based requirements storage, and the fields it loses
+# # 01 · The loss: five parallel writes to one file keep one field
 #
-# Our agent is an RDS manifest generator. A user describes the database they
-# want ("a Postgres 15.5 instance with sensible defaults"), the agent collects
-# the requirements one field at a time with `store_requirement`, and finally
-# writes a Project Planton `AwsRdsInstance` manifest. In its first design each
-# `store_requirement` call keeps the collected fields in a file,
-# `/requirements.json`, inside deepagents' virtual filesystem: read the file,
-# add one field, write the file back. It works while the model stores one
-# field per reply. Then a model stores five fields in one reply, and four of
-# them disappear without an error. This notebook reproduces that loss with the
-# real libraries, measures it, shows exactly where it comes from, and ends on
-# the two smallest layouts that keep every field with files alone.
+# Our agent writes Project Planton `AwsRdsInstance` manifests. A user asks for
+# "a Postgres 15.5 manifest with sensible defaults"; the agent collects the
+# requirements with a `store_requirement` tool and keeps them in a file,
+# `/requirements.json`, in deepagents' virtual filesystem: read the file, add
+# one field, write the file back. That works while the model stores one field
+# per reply. Then a model stores five fields in one reply, every tool answers
+# "Stored", and four fields are gone. This notebook reproduces the loss with
+# the real libraries, shows where it comes from, and writes a layout that
+# keeps every field with files alone.
 
 # %% [markdown]
 # ## Recap
-# This is the first stage, so there is nothing to recap. Two facts carry the
-# series: LangGraph runs a graph in **super-steps** (every node scheduled for a
-# step runs, then all their writes are applied together), and each state key
-# has a **reducer** that decides how several writes to it combine. Both are
-# shown at work below.
+# This is the first stage. Two words carry the series: LangGraph runs a graph
+# in **super-steps** (every node scheduled for a step runs, then all their
+# writes are applied together), and each state key has a **reducer** that
+# decides how several writes to it combine.
 #
 # ## Goals
 # - Reproduce the loss: five parallel `store_requirement` calls keep one field.
-# - Find which field survives, and show that it is not the last call to finish.
-# - See why: the thread timeline, the state after each super-step, the reducer.
-# - Turn a knob: whatever the number of parallel calls, one field survives.
-# - Learn to write the two smallest safe alternatives (one file per field, one
-#   call per model step), each proved, and what each costs.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-from importlib.metadata import version
-
-versions = {p: version(p) for p in ("langgraph", "langchain", "langchain-core", "deepagents")}
-# The lines this lesson was verified against; a moved pin must be re-checked.
-assert versions["langgraph"].startswith("1.2.") and versions["deepagents"].startswith("0.7.")
-versions
+# - See which field survives (the last call of the reply, not the last to
+#   finish) and why, in the state after each super-step.
+# - See deepagents' own guard on its `write_file`, and why our tool slips past it.
+# - Write the safe layout, one file per field, whole; prove it keeps five.
 
 # %% [markdown]
-# ## Reproduce: five fields in one reply
-# The scripted model (the offline default of this series) answers the user's
-# request with one AIMessage holding five `store_requirement` calls. The
-# tools keep requirements with `FileStorage` (its code is shown in "How the
-# fix is written" below). A small delay inside each tool makes the **last**
-# call of the message finish **first**, so we can tell "last in the message"
-# from "last to finish".
+# ## 1. Reproduce: five fields in one reply
+# The tool, written whole. It reads the file from the state the tool was
+# given, adds its field and returns the whole file as an update. The
+# `work_seconds` pause stands in for real work between the read and the write.
 
 # %%
-from agentstate.fixtures import (
-    POSTGRES_FIELDS,
-    file_fields,
-    finish_last_first,
-    one_batch_model,
-    user_turn,
-)
-from agentstate.rds import build_file_storage_agent
+import json
+import time
+from typing import Any
+
+from deepagents.backends.utils import create_file_data, file_data_to_string
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
+
+PATH = "/requirements.json"
+work_seconds: dict[str, float] = {}  # field -> seconds between the read and the write
+
+
+@tool
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one requirement in /requirements.json."""
+    files = runtime.state.get("files") or {}
+    current = json.loads(file_data_to_string(files[PATH])) if PATH in files else {}
+    time.sleep(work_seconds.get(field_name, 0))
+    current[field_name] = value
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(
+        update={"files": {PATH: create_file_data(json.dumps(current))}, "messages": [done]}
+    )
+
+
+# %% [markdown]
+# A plain `create_deep_agent` with that tool. The scripted model (the
+# series' offline default) answers with ONE message holding five
+# `store_requirement` calls. The pauses make the **last** call of the message
+# finish **first** (0.5 s for call 1 down to 0.1 s for call 5).
+
+# %%
+from deepagents import create_deep_agent
+
+from agentstate.fixtures import POSTGRES_FIELDS, one_batch_model, user_turn
 from agentstate.tracing import ToolTimeline
 
 order = list(POSTGRES_FIELDS)
-timeline = ToolTimeline()
-delay = finish_last_first(order, unit=0.1)  # call 1 sleeps 0.5 s ... call 5 sleeps 0.1 s
-agent = build_file_storage_agent(
-    one_batch_model(POSTGRES_FIELDS), delay=delay, middleware=[timeline]
+work_seconds.update({field: 0.1 * (len(order) - i) for i, field in enumerate(order)})
+timeline = ToolTimeline()  # a middleware that records each tool call's step and thread
+broken_agent = create_deep_agent(
+    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], middleware=[timeline]
 )
-state = agent.invoke(user_turn())
-survivors = file_fields(state)
-survivors
-
-# %%
-assert len(survivors) == 1, survivors
-assert list(survivors) == [order[-1]]  # the LAST call of the AIMessage survives
-{"fields stored": len(order), "fields in /requirements.json": len(survivors)}
+state = broken_agent.invoke(user_turn())
+kept = json.loads(file_data_to_string(state["files"][PATH]))
+kept
 
 # %% [markdown]
-# Every tool reported success; the model has no reason to doubt it:
+# Five fields stored, one in the file, and every tool reported success:
 
 # %%
+from agentstate.display import Table
 from agentstate.tracing import tool_replies
 
-replies = [m.content for m in tool_replies(state)]
-assert replies == [f"Stored {f}." for f in order]
+replies = Table(
+    {"call #": i + 1, "tool said": m.content} for i, m in enumerate(tool_replies(state))
+)
+assert kept == {"username": "dbadmin"} and len(replies) == 5
 replies
 
 # %% [markdown]
-# ## Look inside: who ran where, and when
-# A widely shared write-up about this agent assumed that **"tools run
-# single-threaded within a turn"**, so that a read-modify-write of one file
-# could not race. `ToolTimeline` is a middleware that wraps every tool call
-# and records its super-step and thread. Timings vary from run to run, so
-# this table is not compared; its assertions still hold every time.
+# ## 2. Look inside: one super-step, five threads
+# The original write-up about this agent said the file "would overwrite
+# (last-write-wins)" and "only the last field survived"; a later one (its
+# turn cache, notebook 03) called tools "single-threaded within agent turn".
+# The timeline (times vary from run to run, the claims below do not):
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-from agentstate.display import Table
+# %% tags=["nbval-ignore-output"]
 from agentstate.fixtures import timeline_rows
 
-rows = timeline_rows(timeline.events)
-assert len({r["step"] for r in rows}) == 1  # one super-step
-assert len({r["thread"] for r in rows}) == 5  # five threads
-assert [r["finished"] for r in rows] == [5, 4, 3, 2, 1]  # last call finished first
-Table(rows)
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-from agentstate.tracing import plot_timeline
-
-plot_timeline(timeline.events, title="five store_requirement calls, one super-step");
+rows = Table(timeline_rows(timeline.events))
+assert set(rows.column("step")) == {3} and len(set(rows.column("thread"))) == 5
+assert rows.column("finished") == [5, 4, 3, 2, 1]
+rows
 
 # %% [markdown]
-# The belief is wrong: the five calls of one reply ran in **one** super-step
-# on **five** threads at once.
+# All five calls ran in one super-step on five threads, not one. And "last"
+# needs pinning down: the survivor, call 5, finished **first**. What decides
+# is the call's position in the message, not when it finished.
 
 # %%
-super_steps = len({e.step for e in timeline.events})
-threads = {"super-steps": super_steps, "threads": timeline.thread_count()}
-assert threads == {"super-steps": 1, "threads": 5}, threads
-threads
+survivor = timeline.events[-1]
+finish_rank = [e.call_id for e in timeline.finish_order()].index(survivor.call_id) + 1
+assert list(kept) == [survivor.args["field_name"]]
+{"survivor": list(kept)[0], "call #": survivor.position + 1, "finished": finish_rank}
 
 # %% [markdown]
-# A second common belief: **"the last call to finish wins"**. Here the
-# survivor, `username`, is call 5 of 5 and it finished **first**. What
-# decides is the position of the call in the AIMessage, as the next sections
-# show.
-
-# %%
-last_in_message = timeline.events[-1]
-finish_rank = [e.call_id for e in timeline.finish_order()].index(last_in_message.call_id) + 1
-assert list(survivors) == [last_in_message.args["field_name"]] and finish_rank == 1
-{"survivor": list(survivors)[0], "call #": last_in_message.position + 1, "finished": finish_rank}
-
-# %% [markdown]
-# ## Look inside: the state after each super-step
-# With a checkpointer, LangGraph keeps the state after every super-step. How
-# to read the table: **step** is the super-step that just ended (-1 is the
-# empty state before the input, 0 is the input being written); **next** is
-# what runs in the following super-step (`tools x5` = five tasks of the tools
-# node, one per tool call; `(end)` = nothing left to run); **changed** lists
-# the state keys that differ from the row above, i.e. what the nodes in the
-# previous row's `next` wrote. The last two columns count messages and list
-# the fields in the file.
+# <a id="super-step-table"></a>
+# ## 3. Look inside: the state after each super-step
+# With a checkpointer LangGraph keeps the state after every super-step; the
+# series reads it as the table below, and later notebooks link back here.
+# How to read it: **step** is the super-step that just ended (-1 is the empty
+# state before the input, 0 writes the input); **next** is what runs in the
+# following super-step (`tools x5` = five tasks of the tools node, one per
+# tool call; `(end)` = nothing left); **changed** lists the keys that differ
+# from the row above, i.e. what the previous row's `next` wrote. The last
+# column lists the fields in the file.
 
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.tracing import state_by_step
 
-agent = build_file_storage_agent(one_batch_model(POSTGRES_FIELDS), checkpointer=InMemorySaver())
+work_seconds.clear()
+agent = create_deep_agent(
+    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], checkpointer=InMemorySaver()
+)
 config = {"configurable": {"thread_id": "stage-01"}}
 agent.invoke(user_turn(), config)
-history = state_by_step(
-    agent, config, lambda v: {"messages": len(v["messages"]), "file": sorted(file_fields(v))}
-)
-Table(history)
+
+
+def fields_in_file(values: dict) -> list[str]:
+    files = values.get("files") or {}
+    return sorted(json.loads(file_data_to_string(files[PATH]))) if PATH in files else []
+
+
+history = Table(state_by_step(agent, config, lambda v: {"file": fields_in_file(v)}))
+history
 
 # %% [markdown]
-# The file is empty until the tools' step is applied, and from then on it
-# holds one field. The tools ran in step 3 (the row above says `next: tools
-# x5`) and the file appears in row 3:
+# The file is empty until the tools' step ends, and from then on holds one
+# field. What each node in `next` is (exactly the nodes of this graph):
 
 # %%
-from agentstate.fixtures import graph_steps
+from agentstate.fixtures import glossary_rows, graph_steps
 
-steps = graph_steps(history)
-assert steps[-1]["messages"] == 0 and steps[0]["changed"] == ["messages"]  # before / input
-assert steps[2]["next"] == "tools x5" and "files" in steps[3]["changed"]
-assert {e.step for e in timeline.events} == {3}  # the timeline's step for the tools
-assert steps[3]["file"] == ["username"]
-assert all(r["file"] in ([], ["username"]) for r in history)
-{"tools ran in step": 3, "file after step 3": steps[3]["file"]}
+steps = graph_steps(history.rows)
+assert steps[2]["next"] == "tools x5" and steps[3]["changed"] == ["files", "messages"]
+assert steps[2]["file"] == [] and steps[3]["file"] == ["username"]
+Table(glossary_rows(agent))
 
 # %% [markdown]
-# The `next` column names nodes that LangGraph, LangChain and deepagents add
-# to the graph. What each one does (this table lists exactly the nodes of this
-# agent's graph):
-
-# %%
-from agentstate.fixtures import glossary_rows
-
-glossary = Table(glossary_rows(agent))
-shown = {n for r in history for n in r["next"].replace(" x5", "").split(", ")} - {"(end)"}
-assert shown <= set(glossary.column("node"))
-# the two hooks that write nothing in this run: their rows change no key
-assert steps[0]["next"] == "PatchToolCallsMiddleware.before_agent" and steps[1]["changed"] == []
-assert steps[4]["next"] == "_ParentNotifierMiddleware.after_agent" and steps[5]["changed"] == []
-glossary
-
-# %% [markdown]
-# ## Look inside: the reducer of `files`
-# Each call read the same empty file (the state *before* the step), added its
-# own field and returned a whole new `/requirements.json`. LangGraph hands the
-# five writes of the step to the `files` reducer **in task order**, which is
-# the order of the calls in the AIMessage, not the order they finished in.
-# This is deepagents' own reducer: for each path, a later write **replaces**
-# the whole value.
+# Each call read the same empty file (the state from *before* the step) and
+# returned a whole file holding only its own field. When the step ends,
+# LangGraph hands the five writes to the `files` reducer **in task order**,
+# which is the order of the calls in the message, and deepagents' reducer
+# lets a later write to a path replace the whole value. The real reducer,
+# called with the five writes in call order:
 
 # %%
 from deepagents.middleware.filesystem import _file_data_delta_reducer
 
-from agentstate.display import show_source
-
-show_source(_file_data_delta_reducer)
-
-# %% [markdown]
-# We can call the real reducer with the five writes, in call order:
-
-# %%
-from agentstate.rds import REQUIREMENTS_PATH, json_file
-
-writes = [{REQUIREMENTS_PATH: json_file({f: POSTGRES_FIELDS[f]})} for f in order]
+writes = [{PATH: create_file_data(json.dumps({f: v}))} for f, v in POSTGRES_FIELDS.items()]
 merged = _file_data_delta_reducer({}, writes)
-assert file_fields({"files": merged}) == {"username": "dbadmin"}
-file_fields({"files": merged})
+assert fields_in_file({"files": merged}) == ["username"]
+fields_in_file({"files": merged})
 
 # %% [markdown]
-# ## Look inside: shuffle the calls
-# If the survivor is the last call *in the message*, reordering the calls must
-# change it. Three shuffles, three different survivors, each the last call:
+# Shuffle the calls and a different field survives, always the last one:
 
 # %%
 import random
 
-shuffles = []
-for seed in (7, 8, 11):
-    shuffled = list(POSTGRES_FIELDS)
-    random.Random(seed).shuffle(shuffled)
-    fields = {f: POSTGRES_FIELDS[f] for f in shuffled}
-    kept = file_fields(build_file_storage_agent(one_batch_model(fields)).invoke(user_turn()))
-    shuffles.append({"call order": shuffled, "survivor": list(kept)[0]})
-assert all(s["survivor"] == s["call order"][-1] for s in shuffles)
-assert len({s["survivor"] for s in shuffles}) == 3
-Table(shuffles)
+
+def survivor_of(call_order: list[str]) -> str:
+    model = one_batch_model({f: POSTGRES_FIELDS[f] for f in call_order})
+    out = create_deep_agent(model, tools=[store_requirement]).invoke(user_turn())
+    return fields_in_file(out)[0]
+
+
+shuffles = Table(
+    {"call order": o, "survivor": survivor_of(o)}
+    for o in (random.Random(seed).sample(order, len(order)) for seed in (7, 8, 11))
+)
+assert [s[-1] for s in shuffles.column("call order")] == shuffles.column("survivor")
+shuffles
 
 # %% [markdown]
-# ## A knob: how many parallel calls?
-# Move the slider: whatever the number of calls in the reply, one field
-# survives. (Widget output is not compared; the cell after it checks the same
-# claim for fixed values.)
+# ## 4. Look inside: deepagents guards its own file tools
+# deepagents 0.7.32 refuses a second mutation of one path in one reply, in
+# its built-in `write_file` and `edit_file` (upstream PR #6446). The same five
+# fields, each written as a whole file with `write_file`:
 
 # %%
-from agentstate.fixtures import label_fields
+from agentstate.fixtures import one_reply_model
+from agentstate.models import tool_call
 
-
-def survivors_for(n_calls: int) -> dict:
-    fields = label_fields(n_calls)
-    kept = file_fields(build_file_storage_agent(one_batch_model(fields)).invoke(user_turn()))
-    return {"parallel calls": n_calls, "fields kept": len(kept), "lost": n_calls - len(kept)}
-
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-import ipywidgets as widgets
-
-widgets.interact(survivors_for, n_calls=widgets.IntSlider(value=5, min=1, max=20));
-
-# %%
-knob = Table(survivors_for(n) for n in (1, 2, 5, 10, 20))
-assert knob.column("fields kept") == [1, 1, 1, 1, 1]
-knob
+whole_files = [
+    tool_call("write_file", file_path=PATH, content=json.dumps({f: v}))
+    for f, v in POSTGRES_FIELDS.items()
+]
+guarded = create_deep_agent(one_reply_model(*whole_files)).invoke(user_turn())
+answers = Table(
+    {"call #": i + 1, "status": m.status, "tool said": m.content}
+    for i, m in enumerate(tool_replies(guarded))
+)
+assert answers.column("status") == ["success"] + ["error"] * 4
+assert fields_in_file(guarded) == ["engine"]
+answers
 
 # %% [markdown]
-# ## The fix: not in this stage
-# The real fix moves requirements out of the file and into a state key whose
-# reducer merges fields: that is stage 02. With files alone there are two
-# small layouts that keep every field, each with a cost. The next section
-# writes both, piece by piece, after the piece that loses data.
+# The first write lands and the other four come back as errors the model can
+# read and retry. The guard matches tool **names** (`write_file`,
+# `edit_file`, `delete`) and their `file_path` argument. Our
+# `store_requirement` is neither, so it runs unguarded, as in section 1; so
+# does any custom tool that reads a file from state or a backend and writes
+# it back.
 
 # %% [markdown]
-# ## How the fix is written
-# ### The piece that loses data: `FileStorage.write`
-# The tools are written once in the package over a *storage* strategy; stage
-# 01 uses `FileStorage`. Its write path reads the file, (waits, standing in
-# for real work), adds one field, and returns the **whole file** as the
-# update:
+# ## 5. The fix: one file per field
+# With files alone, the smallest layout that cannot lose a field gives each
+# field its own path: parallel calls then write *different* keys of `files`,
+# and the reducer above keeps every key. A reader merges the files back.
+# Both tools, whole:
 
 # %%
-from agentstate.rds import FileStorage
+FOLDER = "/requirements/"
 
-show_source(FileStorage.write)
+
+@tool("store_requirement")
+def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one requirement in its own file, /requirements/<field>.json."""
+    path = f"{FOLDER}{field_name}.json"
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(
+        update={
+            "files": {path: create_file_data(json.dumps({field_name: value}))},
+            "messages": [done],
+        }
+    )
+
+
+@tool
+def get_collected_requirements(runtime: ToolRuntime) -> str:
+    """Every requirement stored so far, as JSON."""
+    files = runtime.state.get("files") or {}
+    merged = {}
+    for path in sorted(p for p in files if p.startswith(FOLDER)):
+        merged.update(json.loads(file_data_to_string(files[path])))
+    return json.dumps(merged, sort_keys=True)
+
 
 # %% [markdown]
-# Called five times on the same state, as the five parallel calls are (they
-# all see the state from before the super-step), it returns five files, each
-# holding **only its own field**. The `files` reducer then keeps the last:
-
-# %%
-before_step = {"files": {}}
-updates = [FileStorage().write(before_step, None, f, v) for f, v in POSTGRES_FIELDS.items()]
-each_holds = [sorted(file_fields(update)) for update in updates]
-assert each_holds == [[f] for f in order]
-each_holds
-
-# %% [markdown]
-# ### Safe alternative 1, piece 1: one path per field
-# `PerFieldFileStorage` writes each field to its own path,
-# `/requirements/<field>.json`. Parallel calls now write *different* keys of
-# `files`, and the reducer above keeps every key it is given:
-
-# %%
-from agentstate.fixtures import PerFieldFileStorage
-
-show_source(PerFieldFileStorage.write)
+# The same five calls in one reply; in its **next** step the model reads the
+# requirements back:
 
 # %%
 from agentstate.fixtures import store_then_read_model
+
+fixed_agent = create_deep_agent(
+    store_then_read_model(POSTGRES_FIELDS), tools=[store_in_own_file, get_collected_requirements]
+)
+fixed_state = fixed_agent.invoke(user_turn())
+read_back = json.loads(tool_replies(fixed_state, "get_collected_requirements")[-1].content)
+assert read_back == POSTGRES_FIELDS
+sorted(p for p in fixed_state["files"] if p.startswith(FOLDER))
+
+# %% [markdown]
+# The package's version, `PerFieldFileStorage` under the six RDS tools, is the
+# same layout; what it adds is a check of every value against the
+# `AwsRdsInstance` spec before anything is written. Both keep the same files:
+
+# %%
+from agentstate.fixtures import PerFieldFileStorage
 from agentstate.rds import assemble_rds_agent
 
-per_field = assemble_rds_agent(store_then_read_model(POSTGRES_FIELDS), PerFieldFileStorage())
-per_field_state = per_field.invoke(user_turn())
-paths = sorted(p for p in per_field_state["files"] if p.startswith("/requirements/"))
-assert len(paths) == 5
-paths
+package_state = assemble_rds_agent(
+    store_then_read_model(POSTGRES_FIELDS), PerFieldFileStorage()
+).invoke(user_turn())
+
+
+def files_of(out: dict) -> dict:
+    return {p: json.loads(file_data_to_string(d)) for p, d in out["files"].items()}
+
+
+assert files_of(package_state) == files_of(fixed_state)
+assert PerFieldFileStorage().read(package_state, None) == read_back
+{"same files": len(files_of(package_state)), "same fields": len(read_back)}
 
 # %% [markdown]
-# **Break it:** give every field the same path, and the stage 01 loss comes
-# back: one file, one field.
-
-# %%
-from agentstate.fixtures import fields_seen_by_reader
-
-same_path = PerFieldFileStorage(path_for=lambda field: "/requirements/all.json")
-broken = assemble_rds_agent(store_then_read_model(POSTGRES_FIELDS), same_path).invoke(user_turn())
-broken_paths = sorted(p for p in broken["files"] if p.startswith("/requirements/"))
-assert broken_paths == ["/requirements/all.json"] and fields_seen_by_reader(broken) == 1
-{"files": broken_paths, "fields the reader sees": fields_seen_by_reader(broken)}
-
-# %% [markdown]
-# ### Safe alternative 1, piece 2: a read that merges every file
-# The manifest generator needs all requirements at once, so every reader
-# (`get_collected_requirements`, `validate_manifest`,
-# `generate_rds_manifest`) must merge the files back:
-
-# %%
-show_source(PerFieldFileStorage.read)
-
-# %% [markdown]
-# The model above read the requirements back in its **next** step: all five.
-# **Break it:** keep the per-field writes but read `/requirements.json` as
-# before, and the reader finds nothing, although all five files exist:
-
-# %%
-class PerFieldWritesOldRead(PerFieldFileStorage):
-    read = FileStorage.read
-
-
-old_read = assemble_rds_agent(store_then_read_model(POSTGRES_FIELDS), PerFieldWritesOldRead())
-old_read_state = old_read.invoke(user_turn())
-seen = {
-    "merged read": fields_seen_by_reader(per_field_state),
-    "old read": fields_seen_by_reader(old_read_state),
-}
-assert seen == {"merged read": 5, "old read": 0}
-seen
-
-# %% [markdown]
-# ### Safe alternative 2: one `store_requirement` per model step
-# Keep `FileStorage` as it is and have the model store one field per reply.
-# Each call then reads the file written by the previous step. The lesson
-# model for this is in the fixtures module:
+# ## 6. Prove: every layout, side by side
+# The same five fields through three layouts: the shared file, one file per
+# field, and the shared file with the model storing one field per reply (the
+# other way out: each call then reads the file the previous step wrote).
 
 # %%
 from agentstate.fixtures import one_call_per_step_model
 
-show_source(one_call_per_step_model)
 
-# %%
-serial_model = one_call_per_step_model(POSTGRES_FIELDS)
-serial = file_fields(build_file_storage_agent(serial_model).invoke(user_turn()))
-assert serial == POSTGRES_FIELDS
-{"fields kept": len(serial), "model calls": serial_model.position}
-
-# %% [markdown]
-# **Break it:** the same storage, the same fields, but the model batches them
-# in one reply (nothing in the storage stops a model from batching): one
-# field.
-
-# %%
-batched_model = one_batch_model(POSTGRES_FIELDS)
-batched = file_fields(build_file_storage_agent(batched_model).invoke(user_turn()))
-assert len(batched) == 1
-{"fields kept": len(batched), "model calls": batched_model.position}
-
-# %% [markdown]
-# ## Prove it: every layout, side by side
-# The same five fields through each layout. The per-field files keep all five
-# in one model round trip; one call per step keeps all five at the price of
-# one model call per field (6 instead of 2); the shared file keeps one.
-
-# %%
-def run_layout(storage, model) -> dict:
-    state = assemble_rds_agent(model, storage).invoke(user_turn())
-    return {"fields kept": len(storage.read(state, None)), "model calls": model.position}
+def fields_kept(tools: list, model) -> dict:
+    out = create_deep_agent(model, tools=tools).invoke(user_turn())
+    found = {}
+    for path in (p for p in out["files"] if p == PATH or p.startswith(FOLDER)):
+        found.update(json.loads(file_data_to_string(out["files"][path])))
+    return {"fields kept": len(found), "model calls": model.position}
 
 
-cases = {
-    "one file, one batch": (FileStorage(), one_batch_model),
-    "one file, one call per step": (FileStorage(), one_call_per_step_model),
-    "one file per field, one batch": (PerFieldFileStorage(), one_batch_model),
-}
 layouts = Table(
-    {"layout": name, **run_layout(storage, make_model(POSTGRES_FIELDS))}
-    for name, (storage, make_model) in cases.items()
+    [
+        {
+            "layout": "one file, one reply",
+            **fields_kept([store_requirement], one_batch_model(POSTGRES_FIELDS)),
+        },
+        {
+            "layout": "one file per field, one reply",
+            **fields_kept([store_in_own_file], one_batch_model(POSTGRES_FIELDS)),
+        },
+        {
+            "layout": "one file, one call per reply",
+            **fields_kept([store_requirement], one_call_per_step_model(POSTGRES_FIELDS)),
+        },
+    ]
 )
 assert layouts.column("fields kept") == [1, 5, 5]
-assert layouts.column("model calls") == [2, len(POSTGRES_FIELDS) + 1, 2]
-assert REQUIREMENTS_PATH not in per_field_state["files"]  # no single file for the user
+assert layouts.column("model calls") == [2, 2, 6]
 layouts
 
 # %% [markdown]
-# Neither alternative is the end of the story: a user who opens
-# `/requirements.json` finds nothing with per-field files, and one call per
-# step relies on the model never batching. Stage 02 keeps requirements in
-# state, where a reducer merges them, and renders the one file from state.
-#
+# One call per reply keeps five at the price of a model round trip per field,
+# and only while the model never batches. The doctor, which reads an agent's
+# tools and state schema without running it, names the broken agent's hazard
+# and passes the fixed one:
+
+# %%
+from agentstate.doctor import diagnose
+
+broken, fixed = diagnose(broken_agent), diagnose(fixed_agent)
+assert broken.codes() == ["file-read-modify-write"] and fixed.errors == []
+broken
+
+# %% [markdown]
+# ## A knob: how many parallel calls?
+# Run the cells above first. Choose the number of `store_requirement` calls
+# in one reply and the layout; the table shows how many fields survive.
+
+# %%
+from agentstate.fixtures import label_fields
+
+LAYOUTS = {"one file": store_requirement, "one file per field": store_in_own_file}
+
+
+def survivors(parallel_calls: int, layout: str) -> Table:
+    model = one_batch_model(label_fields(parallel_calls))
+    kept = fields_kept([LAYOUTS[layout]], model)["fields kept"]
+    return Table([{"layout": layout, "parallel calls": parallel_calls, "fields kept": kept}])
+
+
+# %% tags=["nbval-ignore-output"]
+import ipywidgets as widgets
+
+widgets.interactive(
+    survivors,
+    parallel_calls=widgets.IntSlider(value=5, min=1, max=20, description="parallel calls"),
+    layout=widgets.Dropdown(options=list(LAYOUTS), description="layout"),
+)
+
+# %% [markdown]
+# The same claim for fixed settings: the shared file keeps one field whatever
+# the number of calls, one file per field keeps them all.
+
+# %%
+knob = Table(survivors(n, layout).rows[0] for layout in LAYOUTS for n in (1, 5, 20))
+assert knob.column("fields kept") == [1, 1, 1, 1, 5, 20]
+knob
+
+# %% [markdown]
 # ## Summary
 # - Five parallel read-modify-write calls on `/requirements.json` kept **one**
-#   field; every tool said "Stored".
-# - "Tools run single-threaded within a turn" is wrong: all five ran in one
-#   super-step on five threads. Each read the state from before the step, so
-#   each wrote a file holding only its own field.
-# - "The last call to finish wins" is wrong too: the writes were applied in
-#   the order of the calls in the AIMessage, and the `files` reducer replaces
-#   a path's whole value, so the **last call in the message** survives (here
-#   the one that finished first).
-# - One file per field keeps all five (a write per path, a read that merges);
-#   one call per model step keeps all five at the price of a model call per
-#   field. Give every field the same path, or let the model batch, and the
-#   loss is back.
+#   field, and every tool said "Stored".
+# - The five calls ran in **one** super-step on five threads; each read the
+#   file from before the step and wrote a whole file with its own field.
+# - The writes were applied in the order of the calls in the message, and a
+#   later write to a path replaces it: the **last call of the message**
+#   survives, here the one that finished first.
+# - deepagents' `write_file`/`edit_file` refuse a second mutation of one path
+#   in one reply; a custom tool that reads a file and writes it back is not
+#   covered and still loses.
+# - One file per field keeps all five in one reply; so does one call per
+#   reply, at a model call per field. [Notebook 02](02_state_reducer.ipynb)
+#   keeps requirements in a state key whose reducer merges fields.
 #
 # ## Exercises
-# 1. Give `finish_last_first` a `unit` of 0 and run the reproduction several
-#    times. Does the survivor change? Why not?
-# 2. With `PerFieldFileStorage`, store the same field twice in one reply with
-#    different values. Which value is kept, and why is that deterministic?
-# 3. Run the batch with `config={"max_concurrency": 1}`. The calls now run one
-#    after another: does that save the fields? Explain with the super-step rule.
+# 1. Set every `work_seconds` to 0 and run the reproduction several times.
+#    Does the survivor change? Why not?
+# 2. With `store_in_own_file`, store the same field twice in one reply with
+#    different values. Which value is kept, and is that deterministic?
+# 3. Run the broken agent with `config={"max_concurrency": 1}`. The calls now
+#    run one after another: does that save the fields? Explain with the
+#    super-step rule.

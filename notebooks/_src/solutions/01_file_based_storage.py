@@ -21,9 +21,10 @@ order = list(POSTGRES_FIELDS)
 
 # %% [markdown]
 # ## Exercise 1
-# With `finish_last_first(order, unit=0)` every tool sleeps 0 s, so the calls
-# finish in whatever order their threads happen to run. Does the survivor
-# change from run to run?
+# With every `work_seconds` at 0 the calls finish in whatever order their
+# threads happen to run. Does the survivor change from run to run? The
+# package's `FileStorage` is the lesson's tool (notebook 01 shows both lose
+# the same field); `finish_last_first(order, unit=0)` sets every pause to 0.
 
 # %%
 survivors = []
@@ -42,7 +43,8 @@ survivors
 
 # %% [markdown]
 # ## Exercise 2
-# With `PerFieldFileStorage`, one reply stores the same field twice with
+# With one file per field (the lesson's `store_in_own_file`, here its package
+# twin `PerFieldFileStorage`), one reply stores the same field twice with
 # different values. Which value is kept, and is that deterministic?
 
 # %%

@@ -1,0 +1,221 @@
+"""Notebook 01's library claims, pinned, and its teaching tools agree with the package's.
+
+The lesson shows a few of these in cells; the exhaustive checks live here so a
+deepagents or LangGraph upgrade that changes any of them turns CI red. The
+teaching tools are executed from the lesson's own source
+(``notebooks/_src/01_file_based_storage.py``), not copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from pathlib import Path
+
+import jupytext
+import pytest
+from deepagents import create_deep_agent
+from deepagents.backends.utils import create_file_data, file_data_to_string
+from deepagents.middleware.filesystem import _file_data_delta_reducer
+
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
+    PerFieldFileStorage,
+    file_fields,
+    one_batch_model,
+    one_call_per_step_model,
+    one_reply_model,
+    store_then_read_model,
+    user_turn,
+)
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
+from agentstate.tracing import ToolTimeline, tool_replies
+
+LESSON = Path(__file__).resolve().parents[1] / "notebooks/_src/01_file_based_storage.py"
+GUARD_ERROR = "Error: parallel file mutations to the same path are not allowed."
+ORDER = list(POSTGRES_FIELDS)
+
+
+def teaching() -> dict:
+    """The lesson's tools, executed from its source: the cells that define a ``@tool``."""
+    cells = jupytext.read(LESSON, fmt="py:percent").cells
+    code = [c.source for c in cells if c.cell_type == "code" and "@tool" in c.source]
+    assert len(code) == 2, "the lesson defines its tools in two cells"
+    namespace: dict = {}
+    for source in code:
+        exec(compile(source, str(LESSON), "exec"), namespace)
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def lesson() -> dict:
+    return teaching()
+
+
+def run(agent, inp, mode: str):
+    return agent.invoke(inp) if mode == "sync" else asyncio.run(agent.ainvoke(inp))
+
+
+def in_file(state) -> dict:
+    return json.loads(file_data_to_string(state["files"][REQUIREMENTS_PATH]))
+
+
+def per_field_files(state) -> dict:
+    return {
+        p: json.loads(file_data_to_string(d))
+        for p, d in state["files"].items()
+        if p.startswith("/requirements/")
+    }
+
+
+# --- the loss, as the pinned libraries produce it ---
+
+
+def test_the_files_channel_is_deepagents_delta_reducer_and_a_later_write_replaces_a_path():
+    agent = create_deep_agent(ScriptedChatModel(script=[reply(text="ok")]))
+    channel = agent.channels["files"]
+    assert type(channel).__name__ == "DeltaChannel"
+    assert channel.reducer is _file_data_delta_reducer
+    writes = [{REQUIREMENTS_PATH: create_file_data(json.dumps({f: 1}))} for f in ORDER]
+    merged = _file_data_delta_reducer({}, writes)
+    assert json.loads(file_data_to_string(merged[REQUIREMENTS_PATH])) == {ORDER[-1]: 1}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_five_calls_run_in_one_step_on_five_threads_and_the_last_in_the_message_survives(
+    lesson, mode
+):
+    lesson["work_seconds"].update({f: 0.1 * (len(ORDER) - i) for i, f in enumerate(ORDER)})
+    try:
+        timeline = ToolTimeline()
+        agent = create_deep_agent(
+            one_batch_model(POSTGRES_FIELDS),
+            tools=[lesson["store_requirement"]],
+            middleware=[timeline],
+        )
+        state = run(agent, user_turn(), mode)
+    finally:
+        lesson["work_seconds"].clear()
+    assert in_file(state) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
+    assert [m.content for m in tool_replies(state)] == [f"Stored {f}." for f in ORDER]
+    assert {e.step for e in timeline.events} == {3}
+    if mode == "sync":  # under ainvoke the timeline records the event loop's thread
+        assert timeline.thread_count() == 5
+    assert max(e.start for e in timeline.events) < min(e.end for e in timeline.events)  # overlap
+    assert timeline.finish_order()[0].args["field_name"] == ORDER[-1]  # finished first
+
+
+@pytest.mark.parametrize("seed", [7, 8, 11])
+def test_the_teaching_tool_and_the_package_file_storage_lose_the_same_fields(lesson, seed):
+    order = random.Random(seed).sample(ORDER, len(ORDER))
+    fields = {f: POSTGRES_FIELDS[f] for f in order}
+    teaching_state = create_deep_agent(
+        one_batch_model(fields), tools=[lesson["store_requirement"]]
+    ).invoke(user_turn())
+    package_state = build_file_storage_agent(one_batch_model(fields)).invoke(user_turn())
+    assert in_file(teaching_state) == file_fields(package_state) == {order[-1]: fields[order[-1]]}
+
+
+def test_max_concurrency_one_runs_the_calls_apart_and_still_keeps_one_field(lesson):
+    timeline = ToolTimeline()
+    agent = create_deep_agent(
+        one_batch_model(POSTGRES_FIELDS), tools=[lesson["store_requirement"]], middleware=[timeline]
+    )
+    state = agent.invoke(user_turn(), {"max_concurrency": 1})
+    by_start = sorted(timeline.events, key=lambda e: e.start)
+    assert all(b.start >= a.end for a, b in zip(by_start, by_start[1:], strict=False))
+    assert in_file(state) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
+
+
+def test_one_call_per_reply_keeps_every_field_at_a_model_call_per_field(lesson):
+    model = one_call_per_step_model(POSTGRES_FIELDS)
+    state = create_deep_agent(model, tools=[lesson["store_requirement"]]).invoke(user_turn())
+    assert in_file(state) == POSTGRES_FIELDS
+    assert model.position == len(POSTGRES_FIELDS) + 1
+
+
+# --- deepagents' own guard (0.7.32, upstream PR #6446) ---
+
+
+def test_write_file_refuses_every_later_mutation_of_one_path_in_one_reply():
+    calls = [
+        tool_call("write_file", file_path=REQUIREMENTS_PATH, content=json.dumps({f: v}))
+        for f, v in POSTGRES_FIELDS.items()
+    ]
+    state = create_deep_agent(one_reply_model(*calls)).invoke(user_turn())
+    replies = tool_replies(state)
+    assert [m.status for m in replies] == ["success"] + ["error"] * 4
+    assert {m.content for m in replies[1:]} == {GUARD_ERROR}
+    assert in_file(state) == {ORDER[0]: POSTGRES_FIELDS[ORDER[0]]}  # the FIRST call's write
+
+
+def test_edit_file_is_guarded_too():
+    calls = [
+        tool_call("edit_file", file_path=REQUIREMENTS_PATH, old_string="{", new_string="{ ")
+        for _ in range(3)
+    ]
+    inp = {**user_turn(), "files": {REQUIREMENTS_PATH: create_file_data("{}")}}
+    state = create_deep_agent(one_reply_model(*calls)).invoke(inp)
+    assert [m.status for m in tool_replies(state)] == ["success", "error", "error"]
+    assert tool_replies(state)[-1].content == GUARD_ERROR
+
+
+def test_the_guard_is_per_reply_and_per_path():
+    one_per_reply = [
+        reply(tool_call("write_file", file_path=REQUIREMENTS_PATH, content=json.dumps({f: 1})))
+        for f in ORDER[:2]
+    ]
+    state = create_deep_agent(ScriptedChatModel(script=[*one_per_reply, reply(text="ok")])).invoke(
+        user_turn()
+    )
+    assert [m.status for m in tool_replies(state)] == ["success", "success"]
+    other_paths = [
+        tool_call("write_file", file_path=f"/requirements/{f}.json", content="{}") for f in ORDER
+    ]
+    state = create_deep_agent(one_reply_model(*other_paths)).invoke(user_turn())
+    assert {m.status for m in tool_replies(state)} == {"success"}
+
+
+def test_a_custom_read_modify_write_tool_is_not_guarded(lesson):
+    state = create_deep_agent(
+        one_batch_model(POSTGRES_FIELDS), tools=[lesson["store_requirement"]]
+    ).invoke(user_turn())
+    assert {m.status for m in tool_replies(state)} == {"success"}
+    assert GUARD_ERROR not in {m.content for m in tool_replies(state)}
+    assert len(in_file(state)) == 1
+
+
+# --- the fix: one file per field ---
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_teaching_fix_and_the_package_per_field_storage_keep_the_same_files(lesson, mode):
+    tools = [lesson["store_in_own_file"], lesson["get_collected_requirements"]]
+    teaching_state = run(
+        create_deep_agent(store_then_read_model(POSTGRES_FIELDS), tools=tools), user_turn(), mode
+    )
+    package_state = run(
+        assemble_rds_agent(store_then_read_model(POSTGRES_FIELDS), PerFieldFileStorage()),
+        user_turn(),
+        mode,
+    )
+    assert per_field_files(teaching_state) == per_field_files(package_state)
+    assert len(per_field_files(teaching_state)) == 5
+    read_back = tool_replies(teaching_state, "get_collected_requirements")[-1].content
+    assert json.loads(read_back) == PerFieldFileStorage().read(package_state, None)
+    assert json.loads(read_back) == POSTGRES_FIELDS
+
+
+def test_the_package_per_field_storage_loses_again_when_every_field_shares_a_path():
+    same_path = PerFieldFileStorage(path_for=lambda field: "/requirements/all.json")
+    state = assemble_rds_agent(one_batch_model(POSTGRES_FIELDS), same_path).invoke(user_turn())
+    assert same_path.read(state, None) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
+
+
+def test_the_package_per_field_storage_refuses_a_bad_value_and_writes_nothing():
+    fields = {"engine": "postgres", "instance_class": "t3.micro"}  # no ``db.`` prefix
+    state = assemble_rds_agent(one_batch_model(fields), PerFieldFileStorage()).invoke(user_turn())
+    assert [m.status for m in tool_replies(state)] == ["success", "error"]
+    assert sorted(per_field_files(state)) == ["/requirements/engine.json"]
