@@ -82,10 +82,12 @@ from agentstate.core import share_state, undeclared_keys
 @tool
 def plan(step: str, runtime: ToolRuntime) -> Command:
     """Add a step to the todo list."""
-    return Command(update={
-        "todos": [{"content": step, "status": "pending"}],
-        "messages": [ToolMessage("Planned.", tool_call_id=runtime.tool_call_id)],
-    })
+    return Command(
+        update={
+            "todos": [{"content": step, "status": "pending"}],
+            "messages": [ToolMessage("Planned.", tool_call_id=runtime.tool_call_id)],
+        }
+    )
 
 
 # %%
@@ -95,16 +97,23 @@ from agentstate.rds import COLLECTOR
 
 def planner_step(messages):
     if isinstance(messages[-1], HumanMessage):
-        return reply(tool_call("plan", step="collect the engine"),
-                     tool_call("store_requirement", field_name="engine", value="postgres"))
+        return reply(
+            tool_call("plan", step="collect the engine"),
+            tool_call("store_requirement", field_name="engine", value="postgres"),
+        )
     return reply(text="Planned and stored.")
 
 
-spec = collector_spec(ScriptedChatModel(script=[planner_step] * 2, model_name=COLLECTOR),
-                      StateStorage())
+spec = collector_spec(
+    ScriptedChatModel(script=[planner_step] * 2, model_name=COLLECTOR), StateStorage()
+)
 planner = share_state([{**spec, "tools": [*spec["tools"], plan]}], PlanningState)[0]
-assert undeclared_keys(create_sub_agent(planner, state_schema=RdsAgentState),
-                       ["todos", "requirements"]) == []
+assert (
+    undeclared_keys(
+        create_sub_agent(planner, state_schema=RdsAgentState), ["todos", "requirements"]
+    )
+    == []
+)
 
 # %%
 from agentstate.rds import fixed_middleware
@@ -112,8 +121,11 @@ from agentstate.tracing import CommandRecorder
 
 recorder = CommandRecorder(["task"])
 state = assemble_rds_agent(
-    parent_model({"engine": "postgres"}), StateStorage(), state_schema=RdsAgentState,
-    middleware=[*fixed_middleware(), recorder], subagents=[planner],
+    parent_model({"engine": "postgres"}),
+    StateStorage(),
+    state_schema=RdsAgentState,
+    middleware=[*fixed_middleware(), recorder],
+    subagents=[planner],
 ).invoke(user_turn())
 assert state.get("todos") is None and state["requirements"] == {"engine": "postgres"}
 assert recorder.updates == [{"tool": "task", "update keys": ["messages", "requirements"]}]
@@ -130,6 +142,7 @@ assert recorder.updates == [{"tool": "task", "update keys": ["messages", "requir
 # Write a reducer for a list of dicts with an `id` field that merges by id
 # (a later item with the same id replaces the earlier one), and show that a
 # returning subagent does not double the parent's items.
+
 
 # %%
 def merge_by_id(left, right):
@@ -160,25 +173,40 @@ class ItemNotesState(RdsAgentState):
 @tool
 def add_item(item_id: str, text: str, runtime: ToolRuntime) -> Command:
     """Add a note with an id."""
-    return Command(update={
-        "notes": [{"id": item_id, "text": text}],
-        "messages": [ToolMessage("Noted.", tool_call_id=runtime.tool_call_id)],
-    })
+    return Command(
+        update={
+            "notes": [{"id": item_id, "text": text}],
+            "messages": [ToolMessage("Noted.", tool_call_id=runtime.tool_call_id)],
+        }
+    )
 
 
 # %%
 def run_notes(schema):
     """The parent starts with ``pre``, delegates one ``add_item``; the parent's notes after."""
-    note_taker = ScriptedChatModel(script=[reply(tool_call("add_item", item_id="new", text="v2")),
-                                           reply(text="Noted.")])
-    parent = ScriptedChatModel(script=[
-        reply(tool_call("task", description="Add note new.", subagent_type="note-taker")),
-        reply(text="Done."),
-    ])
-    agent = create_deep_agent(parent, tools=[add_item], state_schema=schema, subagents=[{
-        "name": "note-taker", "description": "Adds notes.", "system_prompt": "Add the note.",
-        "tools": [add_item], "model": note_taker,
-    }])
+    note_taker = ScriptedChatModel(
+        script=[reply(tool_call("add_item", item_id="new", text="v2")), reply(text="Noted.")]
+    )
+    parent = ScriptedChatModel(
+        script=[
+            reply(tool_call("task", description="Add note new.", subagent_type="note-taker")),
+            reply(text="Done."),
+        ]
+    )
+    agent = create_deep_agent(
+        parent,
+        tools=[add_item],
+        state_schema=schema,
+        subagents=[
+            {
+                "name": "note-taker",
+                "description": "Adds notes.",
+                "system_prompt": "Add the note.",
+                "tools": [add_item],
+                "model": note_taker,
+            }
+        ],
+    )
     return agent.invoke({"messages": [("user", "note it")], "notes": [pre]})["notes"]
 
 

@@ -1,0 +1,137 @@
+# %% [markdown]
+# # 04 · Going further: lists a subagent doubles, fork mode, and a message shown twice
+#
+# Notebook 04 made a subagent's writes reach the parent with one state schema
+# for both. Three things at the same boundary did not fit there: a list key
+# with `operator.add` that comes back doubled, deepagents' `mode="fork"`
+# that hands the subagent the parent's conversation, and the original
+# write-up's report that the user's message appeared twice. Each claim is
+# asserted in the cell that shows it.
+
+# %% [markdown]
+# ## A list reducer that a returning subagent doubles
+# A subagent starts from the parent's state and returns the keys it changed,
+# **whole**. For a list with `operator.add`, the parent then adds the whole
+# returned list to its own, so its existing items come back twice. The
+# parent below starts with one note, `pre`, and delegates one `add_note`:
+
+# %%
+from agentstate.display import Table
+from agentstate.fixtures import AddNotesState, UniqueNotesState, build_notes_agent
+
+start = {"messages": [("user", "Note that the database is for orders.")], "notes": ["pre"]}
+notes = {
+    "operator.add": build_notes_agent(AddNotesState).invoke(start)["notes"],
+    "append_unique": build_notes_agent(UniqueNotesState).invoke(start)["notes"],
+}
+assert notes == {"operator.add": ["pre", "pre", "new"], "append_unique": ["pre", "new"]}
+Table({"reducer": name, "parent's notes after the task": items} for name, items in notes.items())
+
+# %% [markdown]
+# The safe pattern is a reducer that is idempotent for what comes back:
+# `append_unique` adds only unseen items, and the field merge of
+# `requirements` is idempotent by construction. Applying a returned value a
+# second time changes nothing with either:
+
+# %%
+from agentstate.core import append_unique, merge_fields
+from agentstate.fixtures import POSTGRES_FIELDS
+
+assert append_unique(append_unique(["pre"], ["new"]), ["pre", "new"]) == ["pre", "new"]
+assert merge_fields(POSTGRES_FIELDS, POSTGRES_FIELDS) == POSTGRES_FIELDS
+{"append_unique twice": append_unique(["pre", "new"], ["pre", "new"])}
+
+# %% [markdown]
+# ## Fork mode: the subagent receives the parent's conversation
+# In deepagents' default mode (`isolated`) a subagent receives one human
+# message, the task description. deepagents 0.7.32 also has `mode="fork"`
+# (marked beta: it warns when used) in which the subagent continues the
+# parent's conversation. A collector that only answers shows what it
+# received in each mode:
+
+# %%
+import warnings
+
+from langchain_core.messages import HumanMessage
+
+from agentstate.fixtures import parent_model, user_turn
+from agentstate.models import ScriptedChatModel, reply
+from agentstate.rds import (
+    COLLECTOR,
+    RdsAgentState,
+    StateStorage,
+    assemble_rds_agent,
+    collector_spec,
+)
+
+
+def humans_received(mode):
+    collector = ScriptedChatModel(script=[reply(text="Nothing stored.")], model_name=COLLECTOR)
+    spec = {**collector_spec(collector, StateStorage()), "mode": mode}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the beta warning of fork mode
+        agent = assemble_rds_agent(
+            parent_model(POSTGRES_FIELDS),
+            StateStorage(),
+            state_schema=RdsAgentState,
+            subagents=[spec],
+        )
+        agent.invoke(user_turn("Give me a Postgres 15.5 manifest"))
+    return [m.content for m in collector.seen[0] if isinstance(m, HumanMessage)]
+
+
+# %%
+received = {mode: humans_received(mode) for mode in ("isolated", "fork")}
+assert len(received["isolated"]) == 1 and received["isolated"][0].startswith('{"engine"')
+assert received["fork"][0] == "Give me a Postgres 15.5 manifest" and len(received["fork"]) == 2
+Table(
+    {"mode": mode, "human messages": len(h), "first one": h[0][:45]} for mode, h in received.items()
+)
+
+# %% [markdown]
+# So "the subagent never receives the user's message" holds for the default
+# mode only. In fork mode the task comes last, wrapped in a note that the
+# messages above are a prior conversation.
+#
+# ## "The user's message is shown twice"
+# The original write-up reported the user's message appearing twice during
+# delegation. In state it does not: the parent holds it once. A chat view
+# does not read state, though: it renders a stream. Streamed with
+# `subgraphs=True` (how a UI shows a subagent at work), the values stream
+# carries the subagent's state too, under a `tools:<id>` namespace, and with
+# it a second human message per delegation (`(parent)` is the main graph,
+# `tools` the subagent running inside the parent's `tools` node):
+
+# %%
+from agentstate.fixtures import collector_model
+from agentstate.rds import build_shared_schema_agent
+
+agent = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
+streamed = {}
+for namespace, values in agent.stream(
+    user_turn("Give me a Postgres 15.5 manifest"), stream_mode="values", subgraphs=True
+):
+    for m in values.get("messages", []):
+        if isinstance(m, HumanMessage):
+            where = namespace[0].split(":")[0] if namespace else "(parent)"
+            streamed[m.id] = {"namespace": where, "human message": m.content[:40]}
+assert [r["namespace"] for r in streamed.values()] == ["(parent)", "tools"]
+Table(streamed.values())
+
+# %% [markdown]
+# A view that renders every human message of the stream shows two per
+# delegation, and when the model copies the user's words into the task
+# description (the scripted parent writes JSON instead) the second reads
+# like the user's message again. Nothing is duplicated in state; the fix
+# belongs in the view (render human messages of the root namespace only).
+# The write-up's UI cannot run here, so this is the closest evidence, not
+# proof that it was the cause.
+#
+# ## Summary
+# - A list key with `operator.add` comes back doubled when a subagent
+#   returns it; an idempotent reducer (`append_unique`, a merge by id) keeps
+#   one copy.
+# - The default subagent mode hands over only the task description;
+#   `mode="fork"` hands over the parent's conversation, user's message first.
+# - A stream with `subgraphs=True` carries the subagent's human message too:
+#   a view that renders it shows two human messages per delegation.
