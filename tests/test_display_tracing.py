@@ -74,3 +74,10 @@ def test_show_source_displays_the_packages_own_code_and_selects_a_part():
     assert "\n    name, call_id = " in part.text  # the body keeps its indentation
     with pytest.raises(ValueError, match="is not in the source"):
         show_source(merge_fields, start="no such line")
+
+
+def test_table_html_aligns_every_cell_left():
+    """JupyterLab's stylesheet right-aligns table cells; text columns must read left-aligned."""
+    html = Table([{"field": "engine", "n": 5}])._repr_html_()
+    assert html.count('style="text-align: left"') == 4  # two headers, two cells
+    assert "<td>" not in html and "<th>" not in html

@@ -14,7 +14,7 @@ from typing import Any
 
 
 class Table:
-    """Rows of dicts shown as an aligned text table (``repr``) and an HTML table."""
+    """Rows of dicts shown as an aligned text table (``repr``) and a left-aligned HTML table."""
 
     def __init__(self, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None):
         self.rows = [dict(r) for r in rows]
@@ -41,9 +41,11 @@ class Table:
         return "\n".join(out + [line(row) for row in cells])
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        # Inline style: JupyterLab's stylesheet right-aligns table cells.
+        left = 'style="text-align: left"'
+        head = "".join(f"<th {left}>{html.escape(c)}</th>" for c in self.columns)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"
+            "<tr>" + "".join(f"<td {left}>{html.escape(v)}</td>" for v in row) + "</tr>"
             for row in self._cells()
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
