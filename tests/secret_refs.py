@@ -8,9 +8,8 @@ searching stored bytes for it still finds every reference.
 
 from __future__ import annotations
 
+import re
 from typing import Any
-
-from agentstate.core import ref_label
 
 
 class AnyRef(str):
@@ -26,10 +25,8 @@ class AnyRef(str):
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, str):
             return NotImplemented
-        try:
-            return ref_label(other) == self.label
-        except ValueError:
-            return False
+        # not agentstate.core.ref_label: the same tests run against the code before the fix
+        return re.fullmatch(rf"\$secret:{re.escape(self.label)}-[0-9a-f]{{24}}", other) is not None
 
     def __ne__(self, other: Any) -> bool:
         result = self.__eq__(other)

@@ -45,8 +45,9 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict  # the Agent Server derives schemas only from this one
 
+from agentstate.core import SecretStore
 from agentstate.fixtures import POSTGRES_FIELDS, delegate, store_calls
-from agentstate.memory.capture import build_capture_graph
+from agentstate.memory.capture import InvalidTurn, build_capture_graph, check_turn
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.observer import VAULT
 from agentstate.memory.policy import CapturePolicy
@@ -139,25 +140,52 @@ def served_model(policy: Any, name: str, environ: Mapping[str, str] | None = Non
     return PolicyChatModel(policy=policy, model_name=name)
 
 
-def build_served_reducer(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
+# The served graphs are built once, at import, and serve every user and thread: their
+# passwords all go to this one store, each value under its own random reference, so one
+# user's reference never resolves to another user's password (a deploy step in this
+# process resolves them; nothing else can).
+SECRETS = SecretStore()
+
+
+def build_served_reducer(
+    environ: Mapping[str, str] | None = None,
+    *,
+    checkpointer: Any = None,
+    secrets: SecretStore | None = None,
+):
     """Stage 02's fixed agent; served without a checkpointer (the server brings one)."""
     return build_reducer_agent(
-        served_model(rds_policy, "reducer", environ), checkpointer=checkpointer
+        served_model(rds_policy, "reducer", environ),
+        secrets=SECRETS if secrets is None else secrets,
+        checkpointer=checkpointer,
     )
 
 
-def build_served_turn_cache(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
+def build_served_turn_cache(
+    environ: Mapping[str, str] | None = None,
+    *,
+    checkpointer: Any = None,
+    secrets: SecretStore | None = None,
+):
     """Stage 03's fixed agent: its turn cache works when the server invokes the graph."""
     return build_turn_cache_agent(
-        served_model(rds_policy, "turn-cache", environ), checkpointer=checkpointer
+        served_model(rds_policy, "turn-cache", environ),
+        secrets=SECRETS if secrets is None else secrets,
+        checkpointer=checkpointer,
     )
 
 
-def build_served_subagents(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
+def build_served_subagents(
+    environ: Mapping[str, str] | None = None,
+    *,
+    checkpointer: Any = None,
+    secrets: SecretStore | None = None,
+):
     """Stage 04's fixed agent: parent and collector share one state schema."""
     return build_shared_schema_agent(
         served_model(parent_policy, "main-agent", environ),
         served_model(collector_policy, COLLECTOR, environ),
+        secrets=SECRETS if secrets is None else secrets,
         checkpointer=checkpointer,
     )
 
@@ -182,10 +210,13 @@ class CaptureEvent(TypedDict):
 
 
 class CaptureResult(TypedDict):
-    """What one event did: the tool calls run (in order), the memory, the guard's corrections."""
+    """What one event did: the calls the server acknowledged (in order), the calls it refused
+    (with its message; a refused message is not marked stored), the memory, the guard's
+    corrections."""
 
     event: NotRequired[str]
     tool_calls: NotRequired[list[str]]
+    refused: NotRequired[list[str]]
     memory_id: NotRequired[str]
     corrections: NotRequired[list[str]]
 
@@ -195,7 +226,11 @@ class ServedCaptureState(CaptureEvent, CaptureResult):
 
 
 def event_message(event: Mapping[str, Any], last_msg_idx: int) -> BaseMessage:
-    """The typed message the capture graph expects; ``ValueError`` says what is wrong."""
+    """The typed message the capture graph expects; ``ValueError`` says what is wrong.
+
+    Text the memory server cannot store (a NUL, over 100,000 characters, a lone
+    surrogate) is refused here, before anything is sent.
+    """
     control, role, content = event.get("control"), event.get("role"), event.get("content")
     if control is not None:
         if role is not None or content is not None:
@@ -212,7 +247,13 @@ def event_message(event: Mapping[str, Any], last_msg_idx: int) -> BaseMessage:
     idx = last_msg_idx + 1 if idx is None else idx
     if isinstance(idx, bool) or not isinstance(idx, int) or idx < 1:
         raise ValueError(f"msg_idx must be a positive integer, got {idx!r}")
-    return ChatMessage(role=role, content=content, id=f"m{idx}", additional_kwargs={"msg_idx": idx})
+    message = ChatMessage(
+        role=role, content=content, id=f"m{idx}", additional_kwargs={"msg_idx": idx}
+    )
+    try:
+        return check_turn(message)
+    except InvalidTurn as exc:
+        raise ValueError(str(exc)) from None
 
 
 class _CaptureRuntime:
@@ -271,15 +312,17 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
         await runtime.ensure_memory(client, vault_id, memory_id)
         inner = {**config, "configurable": {**conf, "vault_id": vault_id, "memory_id": memory_id}}
         result = await graph.ainvoke({"messages": [message], "turn": message}, inner)
-        ran = [m.name for m in _after(result["messages"], message.id) if isinstance(m, ToolMessage)]
+        replies = [m for m in _after(result["messages"], message.id) if isinstance(m, ToolMessage)]
         idx = message.additional_kwargs.get("msg_idx")
         label = f"msg {idx}" if idx is not None else str(message.content)
+        mine = [c for c in result.get("corrections", []) if c.startswith(label + ":")]
         return {
             **dict.fromkeys(("role", "content", "msg_idx", "control")),  # consumed
             "event": label,
-            "tool_calls": ran,
+            "tool_calls": [m.name for m in replies if m.status != "error"],
+            "refused": [f"{m.name}: {m.text}" for m in replies if m.status == "error"],
             "memory_id": memory_id,
-            "corrections": [c for c in result.get("corrections", []) if c.startswith(label + ":")],
+            "corrections": mine,
             "last_msg_idx": max(idx or 0, state.get("last_msg_idx") or 0),
         }
 

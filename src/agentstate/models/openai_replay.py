@@ -67,15 +67,27 @@ def to_messages(wire: Any) -> list[BaseMessage]:
         elif role == "assistant":
             calls = []
             for c in m.get("tool_calls") or []:
-                function = c.get("function") or {}
+                call_id = c.get("id") if isinstance(c, dict) else None
+                function = c.get("function") if isinstance(c, dict) else None
+                if not isinstance(function, dict):
+                    function = {}
+                name = function.get("name")
+                if not isinstance(call_id, str) or not isinstance(name, str) or not name:
+                    raise WireFormatError(
+                        f"message {i}: a tool call needs a string 'id' and 'function.name'"
+                    )
                 try:
                     args = json.loads(function.get("arguments") or "{}")
                 except json.JSONDecodeError:
                     raise WireFormatError(
-                        f"message {i}: tool call {c.get('id')!r} has arguments that are not JSON"
+                        f"message {i}: tool call {call_id!r} has arguments that are not JSON"
                     ) from None
-                names[c.get("id")] = function.get("name")
-                calls.append({"name": function.get("name"), "args": args, "id": c.get("id")})
+                if not isinstance(args, dict):
+                    raise WireFormatError(
+                        f"message {i}: tool call {call_id!r} has arguments that are not an object"
+                    )
+                names[call_id] = name
+                calls.append({"name": name, "args": args, "id": call_id})
             out.append(AIMessage(content=content or "", tool_calls=calls))
         elif role == "tool":
             call_id = m.get("tool_call_id")
@@ -88,14 +100,26 @@ def to_messages(wire: Any) -> list[BaseMessage]:
 
 
 def wire_tool_calls(message: AIMessage) -> list[dict[str, Any]]:
-    """An AIMessage's tool calls in the OpenAI format (arguments as a JSON string)."""
-    return [
+    """An AIMessage's tool calls in the OpenAI format (arguments as a JSON string).
+
+    Its ``invalid_tool_calls`` go out with their raw argument text, as a model
+    that wrote broken JSON sends them.
+    """
+    calls = [
         {
             "id": c["id"] or f"call_{uuid.uuid4().hex[:12]}",
             "type": "function",
             "function": {"name": c["name"], "arguments": json.dumps(c["args"])},
         }
         for c in message.tool_calls
+    ]
+    return calls + [
+        {
+            "id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": c.get("name") or "", "arguments": c.get("args") or ""},
+        }
+        for c in message.invalid_tool_calls
     ]
 
 
