@@ -135,8 +135,8 @@ def reader_batch_model(
 
 
 def reader_replies(state: Mapping[str, Any]) -> dict[str, str]:
-    """The last reply of each tool in a state, by tool name."""
-    return {m.name: m.content for m in tool_replies(state)}
+    """The last reply of each tool in a state, by tool name (its text, whatever its form)."""
+    return {m.name: m.text for m in tool_replies(state) if m.name}
 
 
 def fields_seen_by_reader(state: Mapping[str, Any]) -> int:
@@ -145,7 +145,7 @@ def fields_seen_by_reader(state: Mapping[str, Any]) -> int:
     if not replies:
         raise ValueError("no get_collected_requirements reply in this state")
     last = replies[-1]
-    return -1 if last.status == "error" else len(json.loads(last.content))
+    return -1 if last.status == "error" else len(json.loads(last.text))
 
 
 def same_batch_reader_trials(
@@ -178,7 +178,7 @@ def collector_model(tasks: int = 1) -> ScriptedChatModel:
     def step(messages: list[BaseMessage]) -> AIMessage:
         last = messages[-1]
         if isinstance(last, HumanMessage):
-            return reply(*store_calls(json.loads(last.content)))
+            return reply(*store_calls(json.loads(last.text)))
         stored = [
             m
             for m in messages
@@ -557,11 +557,11 @@ class GetConfigCacheMiddleware(AgentMiddleware):
     ``configurable``, so the tools of later steps never see the key.
     """
 
-    def before_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    def before_agent(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:
         get_config()["configurable"][NAIVE_KEY] = {}
         return None
 
-    async def abefore_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
 
@@ -631,7 +631,7 @@ def build_note_agent(model: BaseChatModel, *, middleware: Sequence[AgentMiddlewa
 
 def notes_read(state: Mapping[str, Any]) -> list[str]:
     """What the last ``read_notes`` reply listed."""
-    return json.loads(tool_replies(state, "read_notes")[-1].content)
+    return json.loads(tool_replies(state, "read_notes")[-1].text)
 
 
 READ_CALLS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")
@@ -708,6 +708,12 @@ class PlainExpertsState(TypedDict, total=False):
     expert_outputs: dict[str, str]
 
 
+class ExpertName(TypedDict):
+    """What one ``Send`` gives an expert of :func:`plain_dict_fan_out`."""
+
+    expert: str
+
+
 def plain_dict_fan_out(experts: list[str]) -> Any:
     """The experts' Send fan-out with ``expert_outputs`` as a plain dict key (no reducer).
 
@@ -718,11 +724,11 @@ def plain_dict_fan_out(experts: list[str]) -> Any:
     from langgraph.graph import START, StateGraph
     from langgraph.types import Send
 
-    def fan_out(state: PlainExpertsState) -> list:
-        return [Send("expert", {"expert": name}) for name in state["experts"]]
+    def fan_out(state: PlainExpertsState) -> list[Send]:
+        return [Send("expert", ExpertName(expert=name)) for name in state["experts"]]
 
-    def expert(task: dict[str, str]) -> dict[str, Any]:
-        return {"expert_outputs": {task["expert"]: f"notes of {task['expert']}"}}
+    def expert(state: ExpertName) -> dict[str, Any]:
+        return {"expert_outputs": {state["expert"]: f"notes of {state['expert']}"}}
 
     graph = StateGraph(PlainExpertsState)
     graph.add_node("expert", expert)

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
@@ -27,7 +28,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from agentstate.private_files import private_db_file
@@ -117,6 +118,11 @@ def _check_pool(max_connections: int, timeout: float) -> None:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
 
 
+def _took_lock(row: tuple[Any, ...] | None) -> bool:
+    """``pg_try_advisory_lock``'s answer (a SELECT of one value returns exactly one row)."""
+    return bool(row and row[0])
+
+
 # Polled, not waited for: a session blocked in pg_advisory_lock() is an open
 # transaction, and the holder's setup runs CREATE INDEX CONCURRENTLY, which
 # waits for every open transaction: each would wait for the other forever.
@@ -148,7 +154,7 @@ def _setup_lock(url: str, timeout: float) -> Iterator[None]:
         raise _unavailable(url, error) from None
     with conn:
         deadline = time.monotonic() + timeout * SETUP_WAIT_FACTOR
-        while not conn.execute(_TRY_LOCK, (SETUP_LOCK,)).fetchone()[0]:
+        while not _took_lock(conn.execute(_TRY_LOCK, (SETUP_LOCK,)).fetchone()):
             if time.monotonic() > deadline:
                 raise _setup_stuck(url, timeout)
             time.sleep(0.05)
@@ -167,7 +173,7 @@ async def _async_setup_lock(url: str, timeout: float) -> AsyncIterator[None]:
         raise _unavailable(url, error) from None
     async with conn:
         deadline = time.monotonic() + timeout * SETUP_WAIT_FACTOR
-        while not (await (await conn.execute(_TRY_LOCK, (SETUP_LOCK,))).fetchone())[0]:
+        while not _took_lock(await (await conn.execute(_TRY_LOCK, (SETUP_LOCK,))).fetchone()):
             if time.monotonic() > deadline:
                 raise _setup_stuck(url, timeout)
             await asyncio.sleep(0.05)
@@ -192,6 +198,7 @@ def postgres_checkpointer(
     with _setup_lock(url, timeout):
         pool = ConnectionPool(
             url,
+            connection_class=psycopg.Connection[DictRow],
             min_size=1,
             max_size=max_connections,
             kwargs=_PG_CONNECTION,
@@ -221,6 +228,7 @@ async def async_postgres_checkpointer(
     async with _async_setup_lock(url, timeout):
         pool = AsyncConnectionPool(
             url,
+            connection_class=psycopg.AsyncConnection[DictRow],
             min_size=1,
             max_size=max_connections,
             kwargs=_PG_CONNECTION,

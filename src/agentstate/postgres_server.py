@@ -112,7 +112,7 @@ def process_tree(pid: int) -> set[tuple[int, str]]:
 
 def still_alive(processes: set[tuple[int, str]]) -> list[int]:
     """The pids of ``processes`` that still run (same pid, same start time)."""
-    return sorted(pid for pid, start in processes if (_stat(pid) or [None] * 20)[19] == start)
+    return sorted(pid for pid, start in processes if (fields := _stat(pid)) and fields[19] == start)
 
 
 class PostgresServer:

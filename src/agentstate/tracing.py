@@ -182,7 +182,8 @@ def state_by_step(
     adds lesson-specific columns (counts, field names).
     """
     snapshots = list(reversed(list(graph.get_state_history(config))))
-    rows, previous = [], {}
+    rows: list[dict[str, Any]] = []
+    previous: dict[str, Any] = {}
     for snapshot in snapshots:
         values = snapshot.values
         keys = set(values) | set(previous)

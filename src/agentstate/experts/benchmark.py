@@ -32,10 +32,10 @@ from langchain_core.messages import HumanMessage
 
 from agentstate.engine import count_tokens, engine_version, locate_model, model_sha256
 from agentstate.experts.budget import turn_budget
-from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
+from agentstate.experts.graph import Execution, ExpertsConfig, build_experts_graph, user_turn
 from agentstate.experts.llm import RequestRecorder, chat_model
 from agentstate.experts.manual import load_manual
-from agentstate.experts.prompts import system_prefix
+from agentstate.experts.prompts import PrefixPolicy, system_prefix
 from agentstate.models import ModelSettings
 
 QUERY = (
@@ -50,9 +50,16 @@ BENCH_TIMEOUT = 900.0  # a benchmark waits: a cold 6k-token prefill on a loaded 
 SERVER_FLAGS = "--n_ctx 8192 --n_threads 2 --n_threads_batch 2 --interrupt_requests false"
 
 
+_CASE_POLICY: dict[str, PrefixPolicy] = {
+    "cache_busted": "timestamp_first",
+    "no_manual": "no_manual",
+}
+_CASE_EXECUTION: dict[str, Execution] = {"parallel": "parallel", "primed": "primed"}
+
+
 def _case_config(case: str, manual, model) -> ExpertsConfig:
-    policy = {"cache_busted": "timestamp_first", "no_manual": "no_manual"}.get(case, "invariant")
-    execution = case if case in ("parallel", "primed") else "sequential"
+    policy = _CASE_POLICY.get(case, "invariant")
+    execution = _CASE_EXECUTION.get(case, "sequential")
     return ExpertsConfig(manual=manual, mode="llm", expert_model=model, execution=execution,
                          prefix_policy=policy, synthesis="combine")  # fmt: skip
 

@@ -15,7 +15,7 @@ never in state, so no checkpoint ever holds it. Taught in notebook 05.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -29,6 +29,7 @@ from agentstate.experts.manual import Manual, load_manual
 from agentstate.experts.personas import EXPERTS
 from agentstate.experts.prompts import (
     POLICIES,
+    Prefix,
     PrefixPolicy,
     build_messages,
     prime_messages,
@@ -37,7 +38,7 @@ from agentstate.experts.prompts import (
     utc_clock,
 )
 from agentstate.experts.router import route_by_llm, route_by_rules
-from agentstate.experts.state import PER_RUN_KEYS, ExpertsState
+from agentstate.experts.state import PER_RUN_KEYS, ExpertCall, ExpertsState, ExpertTask
 
 Mode = Literal["stub", "llm"]
 RouterMode = Literal["rules", "llm"]
@@ -85,7 +86,7 @@ class ExpertsConfig:
         return self.synthesis == "llm" or (self.synthesis == "auto" and self.mode == "llm")
 
 
-def _query_and_history(messages: list[BaseMessage], keep: int) -> tuple[str, list[BaseMessage]]:
+def _query_and_history(messages: Sequence[BaseMessage], keep: int) -> tuple[str, list[BaseMessage]]:
     for message in messages:
         if message.type not in ("human", "ai"):
             raise ValueError(
@@ -105,7 +106,12 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
     """Compile the graph for ``config`` (default: stub, rules, sequential, full manual)."""
     cfg = config or ExpertsConfig()
 
-    def prefix():
+    def model(chosen: BaseChatModel | None, role: str) -> BaseChatModel:
+        if chosen is None:  # ExpertsConfig refuses a config that would get here
+            raise ValueError(f"this configuration calls no {role} model")
+        return chosen
+
+    def prefix() -> Prefix:
         return system_prefix(cfg.manual, cfg.prefix_policy, cfg.clock)
 
     def start(state: ExpertsState) -> dict[str, Any]:
@@ -117,17 +123,18 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
     def router(state: ExpertsState) -> dict[str, Any]:
         query, _ = _query_and_history(state["messages"], 0)
         if cfg.router == "llm":
-            route = route_by_llm(query, cfg.router_model)
+            route = route_by_llm(query, model(cfg.router_model, "router"))
         else:
             route = route_by_rules(query)
-        tasks = [{"expert": name, "query": query} for name in route["experts"]]
+        tasks = [ExpertTask(expert=name, query=query) for name in route["experts"]]
         return {"route": route, "pending_tasks": tasks}
 
-    def payload(task: dict[str, str], state: ExpertsState) -> Send:
+    def payload(task: ExpertTask, state: ExpertsState) -> Send:
         _, history = _query_and_history(state["messages"], cfg.history_messages)
-        return Send("expert", {**task, "history": history})
+        return Send("expert", ExpertCall(expert=task["expert"], query=task["query"],
+                                         history=history))  # fmt: skip
 
-    def next_one(state: ExpertsState):
+    def next_one(state: ExpertsState) -> list[Send] | str:
         done = state.get("expert_outputs") or {}
         left = [t for t in state["pending_tasks"] if t["expert"] not in done]
         return [payload(left[0], state)] if left else "synthesize"
@@ -135,17 +142,17 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
     def fan_out(state: ExpertsState) -> list[Send]:
         return [payload(t, state) for t in state["pending_tasks"]]
 
-    def expert(task: dict[str, Any]) -> dict[str, Any]:
-        name = task["expert"]
+    def expert(state: ExpertCall) -> dict[str, Any]:
+        name = state["expert"]
         sent = prefix()
-        messages = build_messages(sent, name, task["query"], task["history"])
+        messages = build_messages(sent, name, state["query"], state["history"])
         update: dict[str, Any] = {"prefix_by_call": {name: sent.sha256}}
         if cfg.mode == "stub":
             return {
                 **update,
-                "expert_outputs": {name: stub_answer(name, task["query"], cfg.manual)},
+                "expert_outputs": {name: stub_answer(name, state["query"], cfg.manual)},
             }
-        reply = timed_stream(cfg.expert_model, messages)
+        reply = timed_stream(model(cfg.expert_model, "expert"), messages)
         timings = {"ttft_ms": {name: reply.ttft_ms}, "latency_ms": {name: reply.latency_ms}}
         return {**update, "expert_outputs": {name: reply.text}, **timings}
 
@@ -154,7 +161,8 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
         update: dict[str, Any] = {"prefix_by_call": {"prime": sent.sha256}}
         if cfg.mode == "stub":
             return update
-        reply = timed_stream(cfg.expert_model, prime_messages(sent), extra_body={"max_tokens": 1})
+        primer = model(cfg.expert_model, "expert")
+        reply = timed_stream(primer, prime_messages(sent), extra_body={"max_tokens": 1})
         return {**update, "ttft_ms": {"prime": reply.ttft_ms},
                 "latency_ms": {"prime": reply.latency_ms}}  # fmt: skip
 
@@ -165,7 +173,8 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
         update: dict[str, Any] = {}
         if cfg.synthesis_by_llm:
             sent = prefix()
-            reply = timed_stream(cfg.expert_model, synthesis_messages(sent, query, notes))
+            writer = model(cfg.expert_model, "synthesis")
+            reply = timed_stream(writer, synthesis_messages(sent, query, notes))
             text = reply.text
             update = {"prefix_by_call": {"synthesis": sent.sha256},
                       "ttft_ms": {"synthesis": reply.ttft_ms},

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import openai
 from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from agentstate.models import ModelSettings, model_settings
 
@@ -138,7 +139,7 @@ def chat_model(
     client = recorder.client(timeout) if recorder is not None else http_client(timeout)
     return ChatOpenAI(
         base_url=settings.base_url,
-        api_key=settings.api_key,
+        api_key=SecretStr(settings.api_key),
         model=settings.model,
         temperature=0,
         seed=0,

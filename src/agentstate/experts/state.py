@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
@@ -22,6 +22,14 @@ from agentstate.core.reducers import merge_or_reset
 class ExpertTask(TypedDict):
     expert: str
     query: str
+
+
+class ExpertCall(TypedDict):
+    """What the router's ``Send`` gives one expert: its task and the thread's recent turns."""
+
+    expert: str
+    query: str
+    history: list[BaseMessage]
 
 
 class ExpertsState(TypedDict, total=False):

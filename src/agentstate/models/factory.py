@@ -72,10 +72,11 @@ def get_chat_model(
     settings = settings or model_settings()
     if settings.is_real:
         from langchain_openai import ChatOpenAI
+        from pydantic import SecretStr
 
         return ChatOpenAI(
             base_url=settings.base_url,
-            api_key=settings.api_key,
+            api_key=SecretStr(settings.api_key),
             model=settings.model,
             **openai_kwargs,
         )
