@@ -1,0 +1,40 @@
+"""The doctor: the series' hazards found in the reader's own agent (notebooks 01-06).
+
+- :func:`diagnose`: static checks of a compiled graph (no model call, no tool
+  run), one code per hazard of the series;
+- :class:`Watch`: a callback handler passed at run time that reports what a
+  run showed (parallel writers, dropped writes, blind readers, prompts whose
+  prefix changes);
+- ``agentstate doctor module:attr`` on the command line (:mod:`.cli`).
+
+Each code has a page under ``docs/doctor/``. Names are imported on first use,
+so ``agentstate doctor --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentstate.doctor.diagnosis import diagnose
+    from agentstate.doctor.findings import CODES, Finding, Report
+    from agentstate.doctor.graph_facts import NotAGraphError
+
+_HOMES = {
+    "CODES": "agentstate.doctor.findings",
+    "Finding": "agentstate.doctor.findings",
+    "NotAGraphError": "agentstate.doctor.graph_facts",
+    "Report": "agentstate.doctor.findings",
+    "diagnose": "agentstate.doctor.diagnosis",
+}
+
+__all__ = ["CODES", "Finding", "NotAGraphError", "Report", "diagnose"]
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'agentstate.doctor' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

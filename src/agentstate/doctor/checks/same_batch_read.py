@@ -1,0 +1,112 @@
+"""``same-batch-read`` (notebook 03): a tool reads a key that other tools of the agent write.
+
+In the writers' batch the reader sees the state from before it, whatever
+order the calls finish in; the next model step sees everything. A
+``TurnCacheMiddleware`` whose writers, readers and key cover the pair closes
+the gap. ``messages`` is never a concern and ``files`` is left to
+``file-read-modify-write`` (every deep agent has ``read_file`` and
+``write_file``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agentstate.core.turn_cache import TurnCacheMiddleware
+from agentstate.doctor.findings import Finding, finding, info
+from agentstate.doctor.graph_facts import GraphFacts, task_writes
+
+CODE = "same-batch-read"
+IGNORED = frozenset({"messages", "files", "todos"})
+
+
+def _covered(facts: GraphFacts, writer: str, reader: str, key: str) -> bool:
+    for cache in facts.middleware_of(TurnCacheMiddleware):
+        assert isinstance(cache, TurnCacheMiddleware)
+        if cache.key == key and writer in cache.writers and reader in cache.readers:
+            return True
+    return False
+
+
+def blind_pairs(facts: GraphFacts) -> dict[tuple[str, str], list[str]]:
+    """(reader, key) -> the writers of ``key`` in the same agent that no turn cache covers."""
+    writers: dict[str, set[str]] = {}
+    for tool in facts.tools.values():
+        for key in tool.code.writes - IGNORED:
+            writers.setdefault(key, set()).add(tool.name)
+    pairs: dict[tuple[str, str], list[str]] = {}
+    for reader in facts.tools.values():
+        for key in reader.code.reads - IGNORED:
+            blind = sorted(
+                w
+                for w in writers.get(key, set())
+                if w != reader.name and not _covered(facts, w, reader.name, key)
+            )
+            if blind:
+                pairs[(reader.name, key)] = blind
+    return pairs
+
+
+def check(facts: GraphFacts) -> list[Finding]:
+    """A warning per key whose readers share a batch with uncovered writers; info for ``task``.
+
+    In a subagent, a pair the parent already reports is not repeated, and a pair
+    the parent's turn cache covers is ``info``: deepagents' general-purpose
+    subagent copies the parent's tools but not its ``TurnCacheMiddleware``.
+    """
+    if not facts.tool_nodes:
+        return []
+    parent = facts.parent
+    pairs = blind_pairs(facts)
+    parent_pairs = blind_pairs(parent) if parent is not None else {}
+    warn: dict[str, dict[str, list[str]]] = {}
+    note: dict[str, dict[str, list[str]]] = {}
+    for (reader, key), writers in pairs.items():
+        if parent is not None and (reader, key) in parent_pairs:
+            continue  # the parent's finding says it
+        bucket = note if parent is not None and reader in parent.tools else warn
+        bucket.setdefault(key, {})[reader] = writers
+    out: list[Finding] = []
+    for key, readers in sorted(warn.items()):
+        writers = sorted({w for ws in readers.values() for w in ws})
+        out.append(
+            finding(
+                CODE,
+                f"{facts.prefix()}{key}",
+                f"{_names(readers)} read `{key}`, which {_names(writers)} write; called in "
+                "their batch a reader sees the state from before it. Add "
+                f"`TurnCacheMiddleware(writers={writers}, readers={sorted(readers)}, "
+                f"key='{key}')`.",
+            )
+        )
+    for key, readers in sorted(note.items()):
+        out.append(
+            info(
+                CODE,
+                f"{facts.prefix()}{key}",
+                f"subagent `{facts.name}` has {_names(readers)} and the writers of `{key}` "
+                "without the turn cache that covers them in the parent: add it to the "
+                "subagent's middleware if the subagent reads in the writers' batch.",
+            )
+        )
+    delegated = task_writes(facts) - IGNORED if "task" in facts.tools else set()
+    for key in sorted(delegated):
+        readers_of = sorted(
+            t.name for t in facts.tools.values()
+            if key in t.code.reads and not _covered(facts, "task", t.name, key)
+        )  # fmt: skip
+        if readers_of:
+            out.append(
+                info(
+                    CODE,
+                    f"{facts.prefix()}{key}",
+                    f"{_names(readers_of)} read `{key}`, which a subagent may write through "
+                    "`task`; in the batch of that `task` call they see the state from before "
+                    "it (the next step sees it).",
+                )
+            )
+    return out
+
+
+def _names(names: Iterable[str]) -> str:
+    return ", ".join(f"`{n}`" for n in sorted(names))

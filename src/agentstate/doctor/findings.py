@@ -1,0 +1,194 @@
+"""What the doctor reports: a :class:`Finding` per hazard, gathered in a :class:`Report`.
+
+Every code is one hazard of the series and names the notebook that teaches it
+(notebooks 01-06); :data:`CODES` is the one table of codes, severities and
+lessons that the checks, the watch, the CLI and the docs pages share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Code:
+    """One hazard: its stable name, its usual severity, the lesson and a one-line title."""
+
+    name: str
+    severity: Severity
+    notebook: str
+    title: str
+
+
+CODES: dict[str, Code] = {
+    c.name: c
+    for c in (
+        Code("file-read-modify-write", "error", "01", "a tool reads a file and writes it back"),
+        Code(
+            "unreduced-parallel-write", "error", "02", "parallel writers of a key without reducer"
+        ),
+        Code("undeclared-key", "error", "02", "a tool writes a key the graph does not declare"),
+        Code("same-batch-read", "warning", "03", "a reader blind to its own batch's writes"),
+        Code("subagent-drops-key", "error", "04", "a subagent writes a key its schema lacks"),
+        Code("list-doubled-by-subagent", "error", "04", "a concatenated list a subagent returns"),
+        Code("prefix-not-invariant", "warning", "05", "prompts diverge before a large shared part"),
+        Code("memory-in-react-loop", "warning", "06", "a ReAct loop writes long-term memory"),
+    )
+}
+"""Every code the doctor knows, in the order of the series."""
+
+NOTEBOOKS = {
+    "01": "01_file_based_storage",
+    "02": "02_state_reducer",
+    "03": "03_same_turn_visibility",
+    "04": "04_subagents",
+    "05": "05_prefix_cached_experts",
+    "06": "06_tool_only_memory_capture",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One hazard found: ``code``, what it is about, how bad, what to do, where it is taught.
+
+    ``subject`` is the key, tool or file path the finding is about (prefixed by
+    ``<subagent>:`` inside a subagent); ``evidence`` is filled by
+    :class:`~agentstate.doctor.watch.Watch` with what the run showed.
+    """
+
+    code: str
+    subject: str
+    severity: Severity
+    message: str
+    notebook: str
+    evidence: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (``evidence`` as a list)."""
+        out = asdict(self)
+        out["evidence"] = list(self.evidence)
+        return out
+
+
+def finding(
+    code: str,
+    subject: str,
+    message: str,
+    *,
+    severity: Severity | None = None,
+    evidence: Iterable[str] = (),
+) -> Finding:
+    """A :class:`Finding` with the code's own severity and notebook unless told otherwise."""
+    known = CODES[code]
+    return Finding(
+        code=code,
+        subject=subject,
+        severity=severity or known.severity,
+        message=message,
+        notebook=known.notebook,
+        evidence=tuple(evidence),
+    )
+
+
+def info(code: str, subject: str, message: str) -> Finding:
+    """An ``info`` finding: something the doctor could not tell, said plainly, never an alarm."""
+    return finding(code, subject, message, severity="info")
+
+
+@dataclass
+class Report:
+    """The findings about one graph (or one run), sorted: errors first, then by code."""
+
+    graph: str
+    findings: list[Finding] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        unique = list(dict.fromkeys(self.findings))
+        order = {s: i for i, s in enumerate(SEVERITIES)}
+        self.findings = sorted(unique, key=lambda f: (order[f.severity], f.code, f.subject))
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    @property
+    def errors(self) -> list[Finding]:
+        """The ``error`` findings: data lost or the run fails."""
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        """The ``warning`` findings: likely wrong."""
+        return [f for f in self.findings if f.severity == "warning"]
+
+    def codes(self) -> list[str]:
+        """The sorted codes of every error and warning (``info`` left out)."""
+        return sorted({f.code for f in self.findings if f.severity != "info"})
+
+    def of(self, code: str) -> list[Finding]:
+        """The findings with ``code``."""
+        return [f for f in self.findings if f.code == code]
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict: the graph's name, its codes and every finding."""
+        return {
+            "graph": self.graph,
+            "codes": self.codes(),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as indented JSON."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    def rows(self) -> list[dict[str, str]]:
+        """One row per finding: code, severity, subject, message."""
+        return [
+            {"code": f.code, "severity": f.severity, "subject": f.subject, "message": f.message}
+            for f in self.findings
+        ]
+
+    def __str__(self) -> str:
+        if not self.findings:
+            return f"{self.graph}: no findings"
+        rows = self.rows()
+        widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in ("code", "severity")}
+        width_subject = min(40, max(len("subject"), *(len(r["subject"]) for r in rows)))
+        lines = [f"{self.graph}: {len(rows)} finding(s)"]
+        head = (
+            f"{'code':<{widths['code']}}  {'severity':<{widths['severity']}}  "
+            f"{'subject':<{width_subject}}  message"
+        )
+        lines.append(head)
+        for r in rows:
+            lines.append(
+                f"{r['code']:<{widths['code']}}  {r['severity']:<{widths['severity']}}  "
+                f"{r['subject']:<{width_subject}}  {r['message']}"
+            )
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        if not self.findings:
+            return f"**{self.graph}**: no findings"
+        lines = [
+            f"**{self.graph}**: {len(self.findings)} finding(s)",
+            "",
+            "| code | severity | subject | message |",
+            "|:--|:--|:--|:--|",
+        ]
+        for r in self.rows():
+            cells = [r[k].replace("|", "\\|").replace("\n", " ") for k in r]
+            lines.append(
+                "| "
+                + " | ".join(f"`{cells[0]}`" if i == 0 else c for i, c in enumerate(cells))
+                + " |"
+            )
+        return "\n".join(lines)

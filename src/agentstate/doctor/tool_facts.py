@@ -1,0 +1,521 @@
+"""What a tool (or a graph node) reads and writes, read from its own source with ``ast``.
+
+The doctor never runs a tool: it parses the function behind it and the helpers
+it calls (closure variables, globals, methods of the objects it closes over,
+as the RDS tools of notebooks 01-04 call their storage), and collects
+
+- the state keys written through ``Command(update={...})`` (and, for a graph
+  node, through the dict it returns), following a name or a helper's return
+  value to the dict literal that builds it;
+- the state keys read as ``state[...]``, ``state.get(...)`` or
+  ``runtime.state[...]`` (an injected ``state`` parameter counts too);
+- the paths of deepagents' ``files`` it reads and writes, and the paths it
+  reads and writes through a backend (``backend.read``/``backend.write``),
+  so a read-modify-write of one path can be told apart from two paths.
+
+A key or path built at run time is recorded as *dynamic*: the checks say so
+as ``info``, never as an alarm. Taught in notebooks 01-04 (and used for 06).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import sys
+import textwrap
+import tokenize
+import types
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from deepagents.backends.protocol import BackendProtocol
+from langchain_core.tools import BaseTool
+
+LIBRARIES = frozenset(
+    {
+        "langchain",
+        "langchain_core",
+        "langgraph",
+        "deepagents",
+        "langchain_mcp_adapters",
+        "langchain_openai",
+        "langchain_anthropic",
+        "pydantic",
+        "typing_extensions",
+    }
+)
+"""Top-level packages whose code the doctor does not follow from a user's tool."""
+
+BACKEND_READS = frozenset({"read", "aread", "download_files", "adownload_files"})
+BACKEND_WRITES = frozenset({"write", "awrite", "edit", "aedit", "upload_files", "aupload_files"})
+MAX_DEPTH = 5
+
+
+@dataclass
+class CodeFacts:
+    """What one function (and the helpers it calls) reads and writes."""
+
+    writes: set[str] = field(default_factory=set)
+    reads: set[str] = field(default_factory=set)
+    file_reads: set[str] = field(default_factory=set)
+    """Paths of ``files`` read: a literal path, or ``<expr ...>`` for a run-time path."""
+    file_writes: set[str] = field(default_factory=set)
+    backend_reads: set[str] = field(default_factory=set)
+    backend_writes: set[str] = field(default_factory=set)
+    store_writes: bool = False
+    """Writes LangGraph's long-term store (``store.put``/``runtime.store.aput``)."""
+    dynamic: list[str] = field(default_factory=list)
+    """What could not be told (a key or path built at run time, an unreadable source)."""
+    analysed: bool = True
+
+    def merge(self, other: CodeFacts) -> None:
+        """Add what a helper does to what its caller does."""
+        self.writes |= other.writes
+        self.reads |= other.reads
+        self.file_reads |= other.file_reads
+        self.file_writes |= other.file_writes
+        self.backend_reads |= other.backend_reads
+        self.backend_writes |= other.backend_writes
+        self.store_writes = self.store_writes or other.store_writes
+        self.dynamic.extend(d for d in other.dynamic if d not in self.dynamic)
+
+
+def top_package(obj: object) -> str:
+    """The top-level package an object's code lives in (``""`` if unknown)."""
+    module = getattr(obj, "__module__", None) or ""
+    return module.split(".", 1)[0]
+
+
+def is_library(obj: object) -> bool:
+    """True for code of LangChain, LangGraph, deepagents and friends (not the user's)."""
+    return top_package(obj) in LIBRARIES
+
+
+def _is_stdlib(obj: object) -> bool:
+    top = top_package(obj)
+    return top in sys.stdlib_module_names or top == "builtins"
+
+
+def tool_functions(tool: BaseTool) -> list[Callable[..., object]]:
+    """The Python functions behind a tool: ``func``/``coroutine``, or ``_run``/``_arun``."""
+    found: list[Callable[..., object]] = []
+    for name in ("func", "coroutine"):
+        fn = getattr(tool, name, None)
+        if callable(fn):
+            found.append(fn)
+    if not found:
+        for name in ("_run", "_arun"):
+            method = getattr(type(tool), name, None)
+            if inspect.isfunction(method) and not is_library(method):
+                found.append(types.MethodType(method, tool))
+    return found
+
+
+Memo = dict[tuple[int, int, bool], CodeFacts]
+
+_SOURCE_CACHE: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
+
+
+def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    code = fn.__code__
+    if code in _SOURCE_CACHE:
+        return _SOURCE_CACHE[code]
+    tree: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        module = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
+        module = None  # no source (a REPL, a frozen module) or not this function's
+    if module is not None:
+        for node in ast.walk(module):
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and node.name == fn.__name__
+            ):
+                tree = node
+                break
+    _SOURCE_CACHE[code] = tree
+    return tree
+
+
+def _unwrap(fn: object) -> tuple[types.FunctionType | None, object]:
+    """The plain function behind ``fn`` and the ``self`` it is bound to (if any)."""
+    bound: object = None
+    if isinstance(fn, types.MethodType):
+        bound, fn = fn.__self__, fn.__func__
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    return (fn if isinstance(fn, types.FunctionType) else None), bound
+
+
+def _namespace(fn: types.FunctionType) -> dict[str, object]:
+    names: dict[str, object] = dict(vars(builtins))
+    names.update(fn.__globals__)
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            names[name] = cell.cell_contents
+        except ValueError:  # an empty cell: defined later
+            continue
+    return names
+
+
+def _expr(node: ast.AST) -> str:
+    return f"<expr {ast.unparse(node)}>"
+
+
+class _Scanner:
+    """One function's scan; helpers get their own scanner and are merged in."""
+
+    def __init__(
+        self,
+        fn: types.FunctionType,
+        bound: object,
+        *,
+        node_mode: bool,
+        depth: int,
+        seen: set[types.CodeType],
+        origin: str,
+        memo: Memo,
+    ) -> None:
+        self.fn = fn
+        self.bound = bound
+        self.node_mode = node_mode
+        self.depth = depth
+        self.seen = seen
+        self.origin = origin
+        self.memo = memo
+        self.names = _namespace(fn)
+        self.facts = CodeFacts()
+        self.tree = _function_ast(fn)
+        self.assigns: dict[str, list[ast.expr]] = {}
+        self.item_keys: dict[str, list[ast.expr]] = {}
+        self.state_names: set[str] = {"state"}
+        self.file_names: set[str] = set()
+        self.backend_names: set[str] = {"backend"}
+
+    # --- entry ---
+
+    def scan(self) -> CodeFacts:
+        if self.tree is None:
+            self.facts.analysed = False
+            self.facts.dynamic.append(f"{self.fn.__qualname__}: source not available")
+            return self.facts
+        self._params()
+        self._collect_assigns()
+        for node in ast.walk(self.tree):
+            self._visit(node)
+        return self.facts
+
+    def _params(self) -> None:
+        assert self.tree is not None
+        for arg in [*self.tree.args.args, *self.tree.args.kwonlyargs]:
+            note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+            if "InjectedState" in note:
+                self.state_names.add(arg.arg)
+            if "Backend" in note:
+                self.backend_names.add(arg.arg)
+
+    def _collect_assigns(self) -> None:
+        assert self.tree is not None
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    self._assign(target, node.value)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                self._assign(node.target, node.value)
+            elif isinstance(node, ast.NamedExpr):
+                self._assign(node.target, node.value)
+        # names bound to the state, to its files or to a backend
+        for name, values in self.assigns.items():
+            for value in values:
+                if self._is_state(value):
+                    self.state_names.add(name)
+                if self._is_files(value):
+                    self.file_names.add(name)
+                if isinstance(value, ast.Attribute) and "backend" in value.attr:
+                    self.backend_names.add(name)
+
+    def _assign(self, target: ast.expr, value: ast.expr) -> None:
+        if isinstance(target, ast.Name):
+            self.assigns.setdefault(target.id, []).append(value)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            self.item_keys.setdefault(target.value.id, []).append(target.slice)
+
+    # --- what an expression is ---
+
+    def _is_state(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.state_names
+        return isinstance(node, ast.Attribute) and node.attr == "state"
+
+    def _state_key(self, node: ast.expr) -> ast.expr | None:
+        """The key expression of ``state[k]`` / ``state.get(k)``, else None."""
+        if isinstance(node, ast.Subscript) and self._is_state(node.value):
+            return node.slice
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and self._is_state(node.func.value)
+            and node.args
+        ):
+            return node.args[0]
+        return None
+
+    def _is_files(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Name) and node.id in self.file_names:
+            return True
+        if isinstance(node, ast.BoolOp):  # state.get("files") or {}
+            return any(self._is_files(v) for v in node.values)
+        key = self._state_key(node)
+        return key is not None and self._const(key) == "files"
+
+    def _const(self, node: ast.expr) -> str | None:
+        """A string the expression surely is: a literal, or a name bound to one."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id in self.assigns:
+                values = {self._const(v) for v in self.assigns[node.id]}
+                return values.pop() if len(values) == 1 else None
+            value = self.names.get(node.id)
+            return value if isinstance(value, str) else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = self._resolve_name(node.value.id)
+            value = getattr(owner, node.attr, None) if owner is not None else None
+            return value if isinstance(value, str) else None
+        return None
+
+    def _path(self, node: ast.expr) -> str:
+        const = self._const(node)
+        return const if const is not None else _expr(node)
+
+    def _resolve_name(self, name: str) -> object:
+        if name == "self" and self.bound is not None:
+            return self.bound
+        if name in self.assigns:
+            return None
+        return self.names.get(name)
+
+    def _callee(self, func: ast.expr) -> tuple[types.FunctionType | None, object]:
+        target: object = None
+        if isinstance(func, ast.Name):
+            target = self._resolve_name(func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner = self._resolve_name(func.value.id)
+            if owner is not None and not isinstance(owner, types.ModuleType | str | int):
+                try:
+                    target = inspect.getattr_static(owner, func.attr)
+                except AttributeError:
+                    target = None
+                if isinstance(target, staticmethod | classmethod):
+                    target = getattr(owner, func.attr, None)
+                elif isinstance(target, types.FunctionType) and not isinstance(owner, type):
+                    target = types.MethodType(target, owner)
+            elif isinstance(owner, types.ModuleType):
+                target = getattr(owner, func.attr, None)
+        if target is None or isinstance(target, type):
+            return None, None
+        fn, bound = _unwrap(target)
+        if fn is None or _is_stdlib(fn):
+            return None, None
+        if is_library(fn):  # a library's own helpers: not the user's hazard, not followed
+            return None, None
+        return fn, bound
+
+    def _sub(self, fn: types.FunctionType, bound: object, *, node_mode: bool) -> CodeFacts | None:
+        """What a helper does, scanned once per (function, bound object, mode)."""
+        key = (id(fn), id(bound), node_mode)
+        if key in self.memo:
+            return self.memo[key]
+        if self.depth >= MAX_DEPTH or fn.__code__ in self.seen:
+            return None
+        self.seen.add(fn.__code__)
+        scanner = _Scanner(
+            fn,
+            bound,
+            node_mode=node_mode,
+            depth=self.depth + 1,
+            seen=self.seen,
+            origin=self.origin,
+            memo=self.memo,
+        )
+        facts = scanner.scan()
+        self.seen.discard(fn.__code__)
+        self.memo[key] = facts
+        return facts
+
+    # --- visiting ---
+
+    def _visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.expr):
+            key = self._state_key(node)
+            if key is not None:
+                name = self._const(key)
+                if name is None:
+                    self.facts.dynamic.append(f"reads a state key built at run time: {_expr(key)}")
+                else:
+                    self.facts.reads.add(name)
+        if isinstance(node, ast.Subscript) and self._is_files(node.value):
+            self.facts.file_reads.add(self._path(node.slice))
+        if isinstance(node, ast.Call):
+            self._call(node)
+        if self.node_mode and isinstance(node, ast.Return) and node.value is not None:
+            if isinstance(node.value, ast.Dict | ast.Name | ast.Call):
+                self._update(node.value, returned=True)
+
+    def _call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name == "Command":
+            for kw in node.keywords:
+                if kw.arg == "update":
+                    self._update(kw.value)
+            return
+        if isinstance(func, ast.Attribute):
+            if func.attr == "get" and self._is_files(func.value) and node.args:
+                self.facts.file_reads.add(self._path(node.args[0]))
+            owner = func.value
+            if func.attr in ("put", "aput") and (
+                (isinstance(owner, ast.Name) and owner.id == "store")
+                or (isinstance(owner, ast.Attribute) and owner.attr == "store")
+            ):
+                self.facts.store_writes = True
+            if isinstance(owner, ast.Name | ast.Attribute) and self._is_backend(owner):
+                if func.attr in BACKEND_READS and node.args:
+                    self.facts.backend_reads.add(self._path(node.args[0]))
+                if func.attr in BACKEND_WRITES and node.args:
+                    self.facts.backend_writes.add(self._path(node.args[0]))
+        files_args = [a for a in node.args if self._is_files(a)]
+        if files_args:
+            others = [a for a in node.args if not self._is_files(a)]
+            if others:
+                self.facts.file_reads.add(self._path(others[0]))
+        fn, bound = self._callee(func)
+        if fn is not None:
+            helper = self._sub(fn, bound, node_mode=False)
+            if helper is not None:
+                self.facts.merge(helper)
+
+    def _is_backend(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            if node.id in self.backend_names or "backend" in node.id.lower():
+                return True
+            return isinstance(self._resolve_name(node.id), BackendProtocol)
+        return isinstance(node, ast.Attribute) and "backend" in node.attr.lower()
+
+    # --- what an update writes ---
+
+    def _update(self, node: ast.expr, *, returned: bool = False, hops: int = 0) -> None:
+        """Record the keys that ``node`` (a Command update or a node's return) writes."""
+        if hops > 4:
+            return
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if key is None:  # {**other}
+                    self._update(value, returned=returned, hops=hops + 1)
+                    continue
+                name = self._const(key)
+                if name is None:
+                    self.facts.dynamic.append(f"writes a state key built at run time: {_expr(key)}")
+                    continue
+                self.facts.writes.add(name)
+                if name == "files":
+                    self._file_writes(value)
+        elif isinstance(node, ast.Name):
+            values = self.assigns.get(node.id)
+            if not values:
+                if not returned:
+                    self.facts.dynamic.append(f"writes an update built elsewhere: {node.id}")
+                return
+            for value in values:
+                self._update(value, returned=returned, hops=hops + 1)
+            for key in self.item_keys.get(node.id, []):
+                name = self._const(key)
+                if name is not None:
+                    self.facts.writes.add(name)
+        elif isinstance(node, ast.Call):
+            fn, bound = self._callee(node.func)
+            if fn is None:
+                if not returned and not self._is_dict_call(node):
+                    self.facts.dynamic.append(f"writes what {ast.unparse(node.func)}() returns")
+                elif self._is_dict_call(node):
+                    for kw in node.keywords:
+                        if kw.arg is not None:
+                            self.facts.writes.add(kw.arg)
+                return
+            returned_facts = self._sub(fn, bound, node_mode=True)
+            if returned_facts is not None:
+                self.facts.writes |= returned_facts.writes
+                self.facts.file_writes |= returned_facts.file_writes
+        elif isinstance(node, ast.IfExp):
+            self._update(node.body, returned=returned, hops=hops + 1)
+            self._update(node.orelse, returned=returned, hops=hops + 1)
+
+    @staticmethod
+    def _is_dict_call(node: ast.Call) -> bool:
+        return isinstance(node.func, ast.Name) and node.func.id == "dict"
+
+    def _file_writes(self, value: ast.expr) -> None:
+        if isinstance(value, ast.Dict):
+            for key in value.keys:
+                if key is not None:
+                    self.facts.file_writes.add(self._path(key))
+                else:
+                    self.facts.file_writes.add("<expr **...>")
+        else:
+            self.facts.file_writes.add(_expr(value))
+
+
+def function_facts(
+    fn: Callable[..., object], *, node: bool = False, memo: Memo | None = None
+) -> CodeFacts:
+    """What ``fn`` reads and writes; ``node=True`` also counts the dict it returns as writes.
+
+    ``memo`` shares helper scans between the tools of one graph.
+    """
+    plain, bound = _unwrap(fn)
+    if plain is None:
+        facts = CodeFacts(analysed=False)
+        facts.dynamic.append(f"{getattr(fn, '__name__', fn)!s}: not a Python function")
+        return facts
+    scanner = _Scanner(
+        plain,
+        bound,
+        node_mode=node,
+        depth=0,
+        seen={plain.__code__},
+        origin=top_package(plain),
+        memo={} if memo is None else memo,
+    )
+    return scanner.scan()
+
+
+def tool_facts(tool: BaseTool, memo: Memo | None = None) -> CodeFacts:
+    """What a tool reads and writes (its sync and async functions together)."""
+    facts = CodeFacts()
+    functions = tool_functions(tool)
+    if not functions:
+        facts.analysed = False
+        facts.dynamic.append(f"{tool.name}: no Python function found behind the tool")
+    for fn in functions:
+        facts.merge(function_facts(fn, memo=memo))
+    return facts
+
+
+def all_keys(facts: Iterable[CodeFacts]) -> set[str]:
+    """Every key any of ``facts`` writes."""
+    out: set[str] = set()
+    for f in facts:
+        out |= f.writes
+    return out
+
+
+def same_paths(reads: set[str], writes: set[str]) -> set[str]:
+    """Paths both read and written: literal paths, or the very same run-time expression."""
+    return reads & writes
+
+
+def describe(paths: Mapping[str, str] | Iterable[str]) -> str:
+    """Paths as a short comma-separated list."""
+    return ", ".join(sorted(paths))

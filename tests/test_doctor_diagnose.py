@@ -1,0 +1,360 @@
+"""``diagnose``: a positive and a negative case per code, on small agents written here."""
+
+from __future__ import annotations
+
+import json
+import operator
+import tempfile
+from typing import Annotated, Any, NotRequired, TypedDict
+
+import pytest
+from deepagents import DeepAgentState, create_deep_agent
+from deepagents.backends import FilesystemBackend
+from deepagents.backends.utils import create_file_data, file_data_to_string
+from langchain.agents import AgentState, create_agent
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command, Send
+
+from agentstate.core import TurnCacheMiddleware, append_unique, merge_fields
+from agentstate.doctor import NotAGraphError, Report, diagnose
+from agentstate.models import ScriptedChatModel, reply
+
+
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel(script=[reply(text="ok")])
+
+
+# --- tools of the small agents ---
+
+
+@tool
+def save_tag(name: str, runtime: ToolRuntime) -> Command:
+    """Save one tag."""
+    return Command(
+        update={
+            "tags": {name: True},
+            "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+@tool
+def list_tags(runtime: ToolRuntime) -> str:
+    """List the tags."""
+    return ", ".join(sorted(runtime.state.get("tags", {})))
+
+
+@tool
+def add_item(text: str, runtime: ToolRuntime) -> Command:
+    """Append one item."""
+    update: dict[str, Any] = {"items": [text]}
+    update["messages"] = [ToolMessage("ok", tool_call_id=runtime.tool_call_id)]
+    return Command(update=update)
+
+
+@tool
+def append_line(line: str, runtime: ToolRuntime) -> Command:
+    """Append a line to /notes.md: read the file, add the line, write it back."""
+    files = runtime.state.get("files") or {}
+    old = file_data_to_string(files["/notes.md"]) if "/notes.md" in files else ""
+    return Command(
+        update={
+            "files": {"/notes.md": create_file_data(old + line + "\n")},
+            "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+@tool
+def save_line(name: str, line: str, runtime: ToolRuntime) -> Command:
+    """One file per line: never reads, never shares a path."""
+    return Command(
+        update={
+            "files": {f"/notes/{name}.md": create_file_data(line)},
+            "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+COUNTS = FilesystemBackend(root_dir=tempfile.mkdtemp(prefix="doctor-"), virtual_mode=True)
+
+
+@tool
+def bump_counter() -> str:
+    """Read /count.json through a deepagents backend, add one, write it back."""
+    text = COUNTS.read("/count.json")
+    count = int(text) if text.strip().isdigit() else 0
+    COUNTS.write("/count.json", str(count + 1))
+    return "ok"
+
+
+@tool
+def count_visit(page: str) -> str:
+    """One file per page through the backend: never reads what it writes."""
+    COUNTS.write(f"/visits/{page}.txt", "1")
+    return "ok"
+
+
+@tool
+def write_anywhere(key: str, runtime: ToolRuntime) -> Command:
+    """A key chosen at run time: the doctor cannot tell which."""
+    return Command(
+        update={key: 1, "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)]}
+    )
+
+
+@tool
+def add_entry(text: str) -> str:
+    """Store one memory entry (a stand-in for the MCP memory server's tool)."""
+    return f"stored {len(text)}"
+
+
+# --- state schemas ---
+
+
+class PlainTags(AgentState):
+    tags: NotRequired[dict[str, bool]]
+
+
+class MergedTags(AgentState):
+    tags: Annotated[NotRequired[dict[str, bool]], merge_fields]
+
+
+class AddItems(DeepAgentState):
+    items: Annotated[NotRequired[list[str]], operator.add]
+
+
+class UniqueItems(DeepAgentState):
+    items: Annotated[NotRequired[list[str]], append_unique]
+
+
+class DeepTags(DeepAgentState):
+    tags: Annotated[NotRequired[dict[str, bool]], merge_fields]
+
+
+def tags_agent(schema: type, *, cache: bool = False, tools: list | None = None) -> Any:
+    middleware = (
+        [TurnCacheMiddleware(writers=["save_tag"], readers=["list_tags"], key="tags")]
+        if cache
+        else []
+    )
+    return create_agent(
+        model(), tools=tools or [save_tag, list_tags], state_schema=schema, middleware=middleware
+    )
+
+
+def subagent_spec(tools: list, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": "helper",
+        "description": "Helps.",
+        "system_prompt": "Help.",
+        "tools": tools,
+        "model": model(),
+        **extra,
+    }
+
+
+# --- unreduced-parallel-write ---
+
+
+def test_a_plain_key_written_by_parallel_tools_is_an_error():
+    report = diagnose(tags_agent(PlainTags, tools=[save_tag]))
+    assert report.codes() == ["unreduced-parallel-write"]
+    (found,) = report.errors
+    assert (found.subject, found.notebook) == ("tags", "02")
+    assert "`save_tag`" in found.message and "merge_fields" in found.message
+
+
+def test_a_reduced_key_written_by_parallel_tools_is_fine():
+    assert diagnose(tags_agent(MergedTags, tools=[save_tag])).findings == []
+
+
+class FanOut(TypedDict, total=False):
+    names: list[str]
+    plain: dict[str, str]
+    merged: Annotated[dict[str, str], merge_fields]
+
+
+def fan_out_graph(key: str) -> Any:
+    def start(state: FanOut) -> list[Send]:
+        return [Send("worker", {"name": n}) for n in state["names"]]
+
+    def worker(task: dict[str, str]) -> dict[str, Any]:
+        return {key: {task["name"]: "done"}}
+
+    graph = StateGraph(FanOut)
+    graph.add_node("worker", worker)
+    graph.add_conditional_edges(START, start, ["worker"])
+    return graph.compile()
+
+
+def test_a_send_fan_out_to_a_plain_key_is_an_error_and_to_a_reduced_key_is_not():
+    broken, fixed = diagnose(fan_out_graph("plain")), diagnose(fan_out_graph("merged"))
+    assert [(f.code, f.subject) for f in broken.errors] == [("unreduced-parallel-write", "plain")]
+    assert fixed.findings == []
+
+
+def sibling_graph(key: str) -> Any:
+    def left(state: FanOut) -> dict[str, Any]:
+        return {key: {"left": "x"}}
+
+    def right(state: FanOut) -> dict[str, Any]:
+        return {key: {"right": "y"}}
+
+    graph = StateGraph(FanOut)
+    graph.add_node("left", left)
+    graph.add_node("right", right)
+    graph.add_edge(START, "left")
+    graph.add_edge(START, "right")
+    return graph.compile()
+
+
+def test_two_nodes_of_one_step_writing_a_plain_key_is_an_error():
+    assert diagnose(sibling_graph("plain")).codes() == ["unreduced-parallel-write"]
+    assert diagnose(sibling_graph("merged")).findings == []
+
+
+# --- undeclared-key ---
+
+
+def test_a_command_to_an_undeclared_key_is_an_error():
+    report = diagnose(create_agent(model(), tools=[save_tag]))
+    assert report.codes() == ["undeclared-key"]
+    assert report.errors[0].subject == "tags"
+    assert "drops the write silently" in report.errors[0].message
+
+
+def test_a_declared_key_is_fine_and_a_run_time_key_is_only_info():
+    assert diagnose(tags_agent(MergedTags, tools=[save_tag])).codes() == []
+    report = diagnose(create_agent(model(), tools=[write_anywhere]))
+    assert report.codes() == []
+    assert [(f.code, f.severity, f.subject) for f in report] == [
+        ("undeclared-key", "info", "write_anywhere")
+    ]
+
+
+# --- file-read-modify-write ---
+
+
+def test_a_custom_tool_that_rewrites_a_file_it_read_is_an_error():
+    report = diagnose(create_deep_agent(model(), tools=[append_line]))
+    assert {f.code for f in report.errors} == {"file-read-modify-write"}
+    assert "append_line:/notes.md" in {f.subject for f in report.errors}
+    assert all(f.notebook == "01" for f in report.errors)
+
+
+def test_one_file_per_item_and_deepagents_own_file_tools_are_fine():
+    assert diagnose(create_deep_agent(model(), tools=[save_line])).codes() == []
+    assert diagnose(create_deep_agent(model())).codes() == []
+
+
+def test_a_read_modify_write_through_a_backend_is_an_error():
+    report = diagnose(create_agent(model(), tools=[bump_counter]))
+    assert [(f.code, f.subject) for f in report.errors] == [
+        ("file-read-modify-write", "bump_counter:/count.json")
+    ]
+    assert diagnose(create_agent(model(), tools=[count_visit])).findings == []
+
+
+# --- same-batch-read ---
+
+
+def test_a_reader_beside_writers_without_turn_cache_is_a_warning():
+    report = diagnose(tags_agent(MergedTags))
+    assert report.codes() == ["same-batch-read"]
+    assert report.errors == []
+    (found,) = report.warnings
+    assert found.subject == "tags" and "`list_tags`" in found.message
+
+
+def test_the_turn_cache_covering_the_pair_silences_it():
+    assert diagnose(tags_agent(MergedTags, cache=True)).findings == []
+
+
+# --- subagent-drops-key ---
+
+
+def test_a_subagent_writing_a_key_its_schema_lacks_is_an_error():
+    agent = create_deep_agent(
+        model(),
+        middleware=[],
+        subagents=[subagent_spec([save_tag])],
+    )
+    report = diagnose(agent)
+    assert "subagent-drops-key" in report.codes()
+    assert "helper:tags" in {f.subject for f in report.of("subagent-drops-key")}
+
+
+def test_one_schema_for_parent_and_subagent_is_fine():
+    agent = create_deep_agent(
+        model(), tools=[save_tag], state_schema=DeepTags, subagents=[subagent_spec([save_tag])]
+    )
+    assert diagnose(agent).codes() == []
+
+
+# --- list-doubled-by-subagent ---
+
+
+def test_an_operator_add_list_a_subagent_declares_is_an_error():
+    agent = create_deep_agent(
+        model(), tools=[add_item], state_schema=AddItems, subagents=[subagent_spec([add_item])]
+    )
+    report = diagnose(agent)
+    assert report.codes() == ["list-doubled-by-subagent"]
+    assert "helper:items" in {f.subject for f in report.errors}
+    assert "append_unique" in report.errors[0].message
+
+
+def test_append_unique_is_fine():
+    agent = create_deep_agent(
+        model(), tools=[add_item], state_schema=UniqueItems, subagents=[subagent_spec([add_item])]
+    )
+    assert diagnose(agent).codes() == []
+
+
+# --- memory-in-react-loop ---
+
+
+def test_a_memory_tool_in_a_react_loop_is_a_warning():
+    report = diagnose(create_agent(model(), tools=[add_entry]))
+    assert report.codes() == ["memory-in-react-loop"]
+    assert report.warnings[0].subject == "add_entry" and report.warnings[0].notebook == "06"
+
+
+class Msgs(TypedDict):
+    messages: Annotated[list, operator.add]
+
+
+def test_a_memory_tool_that_code_dispatches_is_only_info():
+    graph = StateGraph(Msgs)
+    graph.add_node("tools", ToolNode([add_entry]))
+    graph.add_edge(START, "tools")
+    report = diagnose(graph.compile())
+    assert report.codes() == []
+    assert [(f.code, f.severity) for f in report] == [("memory-in-react-loop", "info")]
+
+
+# --- the report itself ---
+
+
+def test_the_report_is_a_table_with_codes_errors_and_json():
+    report = diagnose(tags_agent(PlainTags), name="tags")
+    assert isinstance(report, Report) and report.graph == "tags"
+    assert report.codes() == ["same-batch-read", "unreduced-parallel-write"]
+    assert report.findings[0].severity == "error"  # errors first
+    text = str(report)
+    assert text.splitlines()[1].split() == ["code", "severity", "subject", "message"]
+    assert "| `unreduced-parallel-write` | error | tags |" in report._repr_markdown_()
+    data = json.loads(report.to_json())
+    assert data["codes"] == report.codes() and len(data["findings"]) == len(report)
+
+
+def test_something_that_is_not_a_graph_is_refused():
+    with pytest.raises(NotAGraphError, match="expected a compiled LangGraph graph"):
+        diagnose(save_tag)
+    with pytest.raises(NotAGraphError):
+        diagnose(StateGraph(Msgs))  # not compiled

@@ -1,0 +1,196 @@
+"""``diagnose`` on the series itself: each broken builder shows exactly its lesson's hazard,
+every fixed builder, served graph and library default shows no error."""
+
+from __future__ import annotations
+
+import json
+import linecache
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepagents import create_deep_agent
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    HumanInTheLoopMiddleware,
+    SummarizationMiddleware,
+    TodoListMiddleware,
+)
+from langchain_core.tools import tool
+
+from agentstate import rds
+from agentstate.doctor import diagnose
+from agentstate.doctor.cli import load_target
+from agentstate.doctor.graph_facts import graph_facts
+from agentstate.experts import ExpertsConfig, build_experts_graph
+from agentstate.fixtures import (
+    AddNotesState,
+    UniqueNotesState,
+    build_notes_agent,
+)
+from agentstate.memory.capture import build_capture_graph
+from agentstate.memory.client import MemoryClient
+from agentstate.memory.process import ServerProcess
+from agentstate.memory.react import build_react_agent
+from agentstate.models import ScriptedChatModel, reply
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel(script=[reply(text="ok")])
+
+
+def errors(report: Any) -> set[str]:
+    return {f.code for f in report.errors}
+
+
+# (stage, broken builder, the lesson's hazard, the fixed builder of the same stage)
+PAIRS = {
+    "01 file storage": (
+        lambda: rds.build_file_storage_agent(model()),
+        "file-read-modify-write",
+        None,
+    ),
+    "02 plain dict": (
+        lambda: rds.build_plain_dict_agent(model()),
+        "unreduced-parallel-write",
+        lambda: rds.build_reducer_agent(model()),
+    ),
+    "03 original cache": (
+        lambda: rds.build_original_cache_agent(model()),
+        "same-batch-read",
+        lambda: rds.build_turn_cache_agent(model()),
+    ),
+    "03 naive cache": (
+        lambda: rds.build_naive_cache_agent(model()),
+        "same-batch-read",
+        lambda: rds.build_turn_cache_agent(model()),
+    ),
+    "04 split schema": (
+        lambda: rds.build_split_schema_agent(model(), model()),
+        "subagent-drops-key",
+        lambda: rds.build_shared_schema_agent(model(), model()),
+    ),
+    "04 cache fix (same turn only)": (
+        lambda: rds.build_cache_fix_agent(model(), model()),
+        "subagent-drops-key",
+        lambda: rds.build_shared_schema_agent(model(), model()),
+    ),
+    "04 parallel subagents, plain key": (
+        lambda: rds.build_shared_schema_agent(
+            model(), model(), state_schema=rds.PlainRequirementsState
+        ),
+        "unreduced-parallel-write",
+        lambda: rds.build_shared_schema_agent(model(), model()),
+    ),
+    "04 operator.add list": (
+        lambda: build_notes_agent(AddNotesState),
+        "list-doubled-by-subagent",
+        lambda: build_notes_agent(UniqueNotesState),
+    ),
+}
+
+
+@pytest.mark.parametrize("stage", list(PAIRS))
+def test_a_broken_builder_shows_exactly_its_lessons_hazard(stage):
+    broken, hazard, fixed = PAIRS[stage]
+    report = diagnose(broken())
+    assert hazard in report.codes()
+    if fixed is None:
+        assert report.codes() == [hazard]
+        return
+    healthy = diagnose(fixed())
+    # what the broken agent adds to its own stage's fix is the lesson's hazard, nothing else
+    assert set(report.codes()) - set(healthy.codes()) == {hazard}
+    assert hazard not in healthy.codes()
+    assert errors(report) == ({hazard} if report.of(hazard)[0].severity == "error" else set())
+
+
+FIXED = {
+    "02 reducer": lambda: rds.build_reducer_agent(model()),
+    "03 turn cache": lambda: rds.build_turn_cache_agent(model()),
+    "04 shared schema": lambda: rds.build_shared_schema_agent(model(), model()),
+    "04 append_unique": lambda: build_notes_agent(UniqueNotesState),
+    "05 experts sequential": lambda: build_experts_graph(),
+    "05 experts parallel": lambda: build_experts_graph(ExpertsConfig(execution="parallel")),
+    "05 experts primed": lambda: build_experts_graph(ExpertsConfig(execution="primed")),
+    "deepagents default": lambda: create_deep_agent(model()),
+    "create_agent with built-in middleware": lambda: create_agent(
+        model(),
+        tools=[lookup],
+        middleware=[
+            TodoListMiddleware(),
+            HumanInTheLoopMiddleware(interrupt_on={"lookup": True}),
+            SummarizationMiddleware(model=model(), trigger=("tokens", 1000)),
+        ],
+    ),
+}
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up."""
+    return query
+
+
+@pytest.mark.parametrize("name", list(FIXED))
+def test_fixed_builders_and_library_defaults_have_no_error(name):
+    assert diagnose(FIXED[name]()).errors == []
+
+
+def test_the_turn_cache_agent_is_clean_and_says_what_it_cannot_cover():
+    report = diagnose(rds.build_turn_cache_agent(model()))
+    assert report.codes() == []
+    # deepagents' general-purpose subagent copies the tools but not the turn cache
+    assert {f.severity for f in report} == {"info"}
+    assert "general-purpose:requirements" in {f.subject for f in report}
+
+
+def test_the_library_defaults_have_no_finding_at_all():
+    assert diagnose(create_deep_agent(model())).findings == []
+    assert diagnose(FIXED["create_agent with built-in middleware"]()).findings == []
+
+
+@pytest.mark.parametrize("name", json.loads((ROOT / "langgraph.json").read_text())["graphs"].keys())
+def test_every_served_graph_has_no_error(name):
+    spec = json.loads((ROOT / "langgraph.json").read_text())["graphs"][name]
+    graph = load_target(spec, base=ROOT)
+    assert diagnose(graph, name).errors == []
+
+
+def test_the_readme_notes_agent_is_clean():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Use it in your own agent", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    name = "<README: Use it in your own agent>"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)  # as Jupyter does
+    namespace: dict[str, Any] = {}
+    exec(compile(code, name, "exec", dont_inherit=True), namespace)
+    agent = namespace["agent"]
+    assert diagnose(agent).findings == []
+    # not clean for want of looking: the doctor read what each tool writes and reads
+    tools = graph_facts(agent).tools
+    assert tools["save_note"].code.writes == {"notes", "messages"}
+    assert tools["read_notes"].code.reads == {"notes"}
+
+
+@pytest.fixture(scope="module")
+def memory_tools(tmp_path_factory):
+    import asyncio
+
+    async def load(url: str) -> list:
+        async with MemoryClient(url) as client:
+            return await client.tools()
+
+    with ServerProcess(tmp_path_factory.mktemp("doctor") / "memory.sqlite") as server:
+        yield asyncio.run(load(server.url))
+
+
+def test_the_react_memory_baseline_is_named_and_the_capture_graph_passes(memory_tools):
+    react = diagnose(build_react_agent(model(), memory_tools, "v", "m"))
+    assert react.codes() == ["memory-in-react-loop"]
+    assert {f.subject for f in react.warnings} == {"add_entry", "put_context"}
+    capture = diagnose(build_capture_graph(model(), memory_tools))
+    assert capture.codes() == []  # code, not the model, dispatches the memory writes
