@@ -150,3 +150,27 @@ def test_the_user_message_is_stored_once_and_the_subagent_sees_only_the_task():
     first_input = collector.seen[0]
     sub_humans = [m.content for m in first_input if isinstance(m, HumanMessage)]
     assert len(sub_humans) == 1 and "Postgres 15.5 manifest" not in sub_humans[0]
+
+
+def test_share_state_refuses_a_compiled_subagent_it_cannot_change():
+    """A middleware added to a compiled subagent's spec is ignored by deepagents: its
+    writes to the shared key would be dropped silently, so share_state must refuse."""
+    from langchain.agents import create_agent
+
+    from agentstate.core import SharedStateMiddleware, share_state
+    from agentstate.rds import RdsAgentState
+
+    plain = create_agent(collector_model(), tools=[])
+    spec = {"name": "collector", "description": "collects", "runnable": plain}
+    with pytest.raises(ValueError, match=r"compiled subagent 'collector'.*requirements"):
+        share_state([spec], RdsAgentState)
+    declared = create_agent(
+        collector_model(), tools=[], middleware=[SharedStateMiddleware(RdsAgentState)]
+    )
+    (kept,) = share_state([{**spec, "runnable": declared}], RdsAgentState)
+    assert kept["runnable"] is declared and "middleware" not in kept
+    remote = {"name": "far", "description": "remote", "graph_id": "g", "url": "http://127.0.0.1:9"}
+    with pytest.raises(ValueError, match="async subagent 'far'"):
+        share_state([remote], RdsAgentState)
+    (declarative,) = share_state([{"name": "d", "description": "d", "system_prompt": "p"}], dict)
+    assert isinstance(declarative["middleware"][0], SharedStateMiddleware)

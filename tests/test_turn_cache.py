@@ -242,14 +242,17 @@ def test_without_the_turn_cache_the_same_graph_shape_reads_state_only():
     assert same_batch_reader_trials(agent, 1) == [0]
 
 
-def test_serialised_batch_with_the_reader_first_gets_the_timeout_error_not_a_hang():
-    # max_concurrency=1 runs the calls one by one in order: a reader placed before
-    # its writers cannot be satisfied, so it must give up with the error.
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+def test_serialised_batch_with_the_reader_first_gets_the_error_at_once_not_a_hang(how):
+    # max_concurrency=1 runs the calls one by one in order, under ainvoke too: a reader
+    # placed before its writers holds the only slot, so it gives up at once with the error
+    # (it used to wait its whole timeout).
     calls = [tool_call("get_collected_requirements"), *store_calls(POSTGRES_FIELDS)]
     model = ScriptedChatModel(script=[reply(*calls), reply(text="done")])
     start = time.perf_counter()
-    state = build_turn_cache_agent(model, timeout=0.3).invoke(user_turn(), {"max_concurrency": 1})
-    assert time.perf_counter() - start < 3
+    state = run(build_turn_cache_agent(model, timeout=5), how, {"max_concurrency": 1})
+    assert time.perf_counter() - start < 2.5
     reader = [m for m in state["messages"] if m.name == "get_collected_requirements"][0]
-    assert reader.status == "error" and "timed out after 0.3s waiting for 5" in reader.content
+    assert reader.status == "error" and "cannot wait for 5 writer call(s)" in reader.content
+    assert "max_concurrency=1" in reader.content
     assert state["requirements"] == POSTGRES_FIELDS

@@ -14,14 +14,48 @@ these is pure: it returns a new value and never mutates its inputs.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, TypeVar
+
+from langgraph.channels.base import BaseChannel
 
 T = TypeVar("T", bound=Hashable)
 
 
+def _state_key() -> str | None:
+    """The state key LangGraph is reducing, read from the channel that called the reducer."""
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, BaseChannel) and isinstance(getattr(owner, "key", None), str):
+            return owner.key
+        frame = frame.f_back
+    return None
+
+
+def _refuse(reducer: str, value: Any) -> TypeError:
+    key = _state_key()
+    where = f"state key {key!r}" if key else "this key"
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return TypeError(
+        f"{reducer}: a write to {where} must be a dict of fields, got a "
+        f"{type(value).__name__} ({shown})"
+    )
+
+
 def merge_fields(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Field-level merge: keys of ``right`` win, nothing else is lost."""
+    """Field-level merge: keys of ``right`` win, nothing else is lost.
+
+    A write that is not a dict raises ``TypeError`` naming the state key and the
+    value's type (``TurnCacheMiddleware`` turns it into an error for the model).
+    """
+    for value in (right, left):
+        if value is not None and not isinstance(value, Mapping):
+            raise _refuse("merge_fields", value)
     return {**(left or {}), **(right or {})}
 
 
@@ -46,4 +80,7 @@ def merge_or_reset(
     """Merge ``right`` into ``left`` key by key; a ``None`` write starts a fresh dict."""
     if right is None:
         return {}
+    for value in (right, left):
+        if value is not None and not isinstance(value, Mapping):
+            raise _refuse("merge_or_reset", value)
     return {**(left or {}), **right}

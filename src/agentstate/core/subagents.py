@@ -31,11 +31,39 @@ class SharedStateMiddleware(AgentMiddleware):
 
 
 def share_state(subagents: Sequence[Mapping[str, Any]], schema: type) -> list[dict[str, Any]]:
-    """Copies of deepagents subagent specs that also declare ``schema``'s keys."""
-    return [
-        {**spec, "middleware": [*spec.get("middleware", ()), SharedStateMiddleware(schema)]}
-        for spec in subagents
-    ]
+    """Copies of deepagents subagent specs that also declare ``schema``'s keys.
+
+    A declarative spec gets a :class:`SharedStateMiddleware`. A compiled one
+    (``"runnable"``) or a remote one (``"graph_id"``) cannot be changed: it is
+    passed on as it is when it already declares every key, and refused with a
+    ``ValueError`` naming it and the missing keys otherwise (its writes to them
+    would be dropped silently).
+    """
+    keys = list(getattr(schema, "__annotations__", {}))
+    return [_shared(spec, schema, keys) for spec in subagents]
+
+
+def _shared(spec: Mapping[str, Any], schema: type, keys: list[str]) -> dict[str, Any]:
+    name = spec.get("name", "?")
+    if "graph_id" in spec and "runnable" not in spec:
+        raise ValueError(
+            f"share_state cannot change async subagent {name!r}: it runs the remote graph "
+            f"{spec['graph_id']!r}; declare {schema.__name__}'s keys in that graph instead"
+        )
+    if "runnable" not in spec:
+        return {**spec, "middleware": [*spec.get("middleware", ()), SharedStateMiddleware(schema)]}
+    try:
+        missing = undeclared_keys(spec["runnable"], keys)
+    except TypeError as error:
+        raise ValueError(f"share_state cannot check compiled subagent {name!r}: {error}") from None
+    if missing:
+        raise ValueError(
+            f"share_state cannot change compiled subagent {name!r}: its graph does not "
+            f"declare {', '.join(missing)}, so its writes to them would be dropped. Compile it "
+            f"with the shared keys (create_agent(..., state_schema={schema.__name__}) or "
+            f"middleware=[SharedStateMiddleware({schema.__name__})]) and pass that runnable."
+        )
+    return dict(spec)
 
 
 def undeclared_keys(graph: Any, keys: Iterable[str]) -> list[str]:

@@ -10,9 +10,12 @@ already sees everything, so the gap is exactly one batch (notebook 03).
 1. **Record**: when a writer tool returns a ``Command`` that updates the
    state key, the value it wrote is kept for its batch.
 2. **Wait**: a reader first waits until every writer call of its own
-   AIMessage has finished (stored or rejected), with a timeout that returns a
-   clear error to the model instead of hanging (``max_concurrency=1`` with the
-   reader first can never be satisfied).
+   AIMessage has finished, with a timeout that returns a clear error to the
+   model instead of hanging. A writer that will never write does not make it
+   wait: one already answered by a ToolMessage in state (a human rejected or
+   answered it, ``ToolCallLimitMiddleware`` blocked it), one a per-call
+   review pauses, one that failed for good. If such a writer's write is
+   missing, the reader returns an error naming it instead of a stale view.
 3. **Merge**: the reader then runs on a copy of the state whose key holds the
    state value with the batch's writes applied through the key's reducer, in
    tool-call order, which is the value LangGraph will store at the step's end.
@@ -20,7 +23,9 @@ already sees everything, so the gap is exactly one batch (notebook 03).
 A batch is identified by thread, graph namespace, AIMessage id and the ids of
 its calls, so nothing is shared between invokes, threads or batches; the
 middleware creates it on the first call and drops it when the batch's last
-writer or reader finishes. It lives in the middleware, not in the caller's
+writer or reader finishes. A batch resumed after an interrupt or a failure
+takes the calls that finished before it from the checkpoint's pending writes,
+so its readers see what was really written. It lives in the middleware, not in the caller's
 config, so it works however the compiled graph runs: ``invoke``, ``ainvoke``,
 ``stream``, ``astream``, ``astream_events`` or a LangGraph server.
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -37,12 +43,26 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command
 
 from agentstate.core.reducers import merge_fields
+from agentstate.core.turn_cache_calls import (
+    Alive,
+    acall_watch,
+    aearlier_results,
+    call_watch,
+    earlier_results,
+    gated_upstream,
+    outer_middleware,
+    pending_calls,
+)
 
 Reducer = Callable[[Any, Any], Any]
 BatchKey = tuple[Any, str, str, tuple[str, ...]]
+PAUSED = "is paused for a human decision"
+GATED = "waits for a human decision (a per-call review listed before the turn cache)"
+_POLL = 0.02
 
 
 @dataclass
@@ -58,47 +78,137 @@ class Batch:
     created: float = field(default_factory=time.monotonic)
     cond: threading.Condition = field(default_factory=threading.Condition)
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = field(default_factory=list)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Call id -> the tool call as the model made it (an edit may run another tool)."""
+    lost: dict[str, str] = field(default_factory=dict)
+    """Writer call id -> why it has not written: failed, or paused for a human."""
+    watches: dict[str, Alive] = field(default_factory=dict)
+    """Failed writer call id -> is its call still running (a retry may come)?"""
+    arrived: set[str] = field(default_factory=set)
+    slots: int | None = None
+    """``max_concurrency`` of the run, when the caller set it."""
+    waiting: int = 0
+    stalled: bool = False
+    restored: bool = False
 
     def record(self, call_id: str, value: Any) -> None:
         """Keep what writer ``call_id`` wrote to the key."""
         with self.cond:
             self.writes[call_id] = value
 
+    def start(self, call_id: str) -> None:
+        """A call reached the cache (again, for a retried or resumed writer)."""
+        with self.cond:
+            self.arrived.add(call_id)
+            self.lost.pop(call_id, None)
+            self.watches.pop(call_id, None)
+
+    def fail(self, call_id: str, reason: str, alive: Alive) -> None:
+        """Writer ``call_id`` raised: lost unless its call is retried while ``alive()``."""
+        with self.cond:
+            self.lost[call_id] = reason
+            self.watches[call_id] = alive
+            self._wake()
+
+    def pause(self, call_id: str, reason: str = PAUSED) -> None:
+        """Writer ``call_id`` will not write before the run is resumed."""
+        with self.cond:
+            self.lost[call_id] = reason
+            self.watches.pop(call_id, None)
+            self._wake()
+
     def finish(self, call_id: str) -> bool:
         """Mark a call as finished and wake waiting readers; True when the batch is done."""
         with self.cond:
-            self.finished.add(call_id)
-            self.cond.notify_all()
-            if self._writers_done():
-                for loop, future in self.waiters:
-                    loop.call_soon_threadsafe(_resolve, future)
-                self.waiters.clear()
-            return self.participants <= self.finished
+            if call_id not in self.lost:
+                self.finished.add(call_id)
+            self._wake()
+            return self.ended()
+
+    def poke(self, *_: Any) -> None:
+        """Re-check waiting readers (a failed writer's call may have ended)."""
+        with self.cond:
+            self._wake()
+
+    def _wake(self) -> None:
+        # every waiter re-checks (and starts polling if a failed writer is watched)
+        self.cond.notify_all()
+        for loop, future in self.waiters:
+            loop.call_soon_threadsafe(_resolve, future)
+        self.waiters.clear()
+
+    def _gone(self, call_id: str) -> bool:
+        """Lost for good: paused, or failed and its call is over."""
+        if call_id not in self.lost:
+            return False
+        alive = self.watches.get(call_id)
+        return alive is None or not alive()
+
+    def ended(self) -> bool:
+        """True when no participant can still act in this attempt of the step."""
+        with self.cond:
+            return all(c in self.finished or self._gone(c) for c in self.participants)
 
     def _writers_done(self) -> bool:
-        return set(self.writers) <= self.finished
+        return all(c in self.finished or self._gone(c) for c in self.writers)
+
+    def _stalled(self) -> bool:
+        # every worker slot is held by a waiting reader: no writer can start
+        self.stalled = self.slots is not None and self.waiting >= self.slots
+        return self.stalled
+
+    def _ready(self) -> bool:
+        return self._writers_done() or self._stalled()
 
     def _missing(self) -> list[str]:
-        return [c for c in self.writers if c not in self.finished]
+        return [c for c in self.writers if not (c in self.finished or self._gone(c))]
+
+    def lost_writers(self) -> dict[str, str]:
+        """Writer call id -> reason, for the writers whose write this batch will not have."""
+        with self.cond:
+            return {c: self.lost[c] for c in self.writers if self._gone(c)}
 
     def wait_for_writers(self, timeout: float) -> list[str]:
-        """Block until every writer finished; return the ids still missing."""
+        """Block until every writer finished or is lost; return the ids still missing."""
+        deadline = time.monotonic() + timeout
         with self.cond:
-            self.cond.wait_for(self._writers_done, timeout=timeout)
-            return self._missing()
+            self.waiting += 1
+            self._wake()
+            try:
+                while not self._ready():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.cond.wait(min(left, _POLL) if self.watches else left)
+                return self._missing()
+            finally:
+                self.waiting -= 1
 
     async def await_writers(self, timeout: float) -> list[str]:
         """The async twin of :meth:`wait_for_writers`: waits on the event loop, no thread."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        deadline = loop.time() + timeout
         with self.cond:
-            if self._writers_done():
-                return []
-            self.waiters.append((loop, future))
+            self.waiting += 1
+            self._wake()
         try:
-            await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            pass
+            while True:
+                future = loop.create_future()
+                with self.cond:
+                    if self._ready():
+                        return self._missing()
+                    self.waiters.append((loop, future))
+                    polling = bool(self.watches)
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                await asyncio.wait([future], timeout=min(left, _POLL) if polling else left)
+                with self.cond:
+                    if (loop, future) in self.waiters:
+                        self.waiters.remove((loop, future))
+        finally:
+            with self.cond:
+                self.waiting -= 1
         with self.cond:
             if (loop, future) in self.waiters:
                 self.waiters.remove((loop, future))
@@ -112,6 +222,17 @@ class Batch:
             current = reducer(current, value)
         return current
 
+    def take_earlier(self, results: Mapping[str, tuple[bool, Any]]) -> None:
+        """Calls that finished in an earlier attempt of this step (read from the checkpoint)."""
+        with self.cond:
+            for call_id, (wrote, value) in results.items():
+                if call_id not in self.participants or call_id in self.arrived:
+                    continue
+                if wrote and call_id in self.writers:
+                    self.writes[call_id] = value
+                self.finished.add(call_id)
+            self._wake()
+
 
 def _resolve(future: asyncio.Future) -> None:
     if not future.done():
@@ -119,13 +240,8 @@ def _resolve(future: asyncio.Future) -> None:
 
 
 def _calls_of(state: Any, call_id: str) -> tuple[AIMessage | None, list[dict[str, Any]]]:
-    messages = state.get("messages", []) if isinstance(state, Mapping) else []
-    for message in reversed(messages):
-        if not isinstance(message, AIMessage):
-            continue
-        if any(c.get("id") == call_id for c in message.tool_calls):
-            return message, list(message.tool_calls)
-    return None, []
+    """The AIMessage holding ``call_id`` and its calls that still have to run."""
+    return pending_calls(state, call_id)
 
 
 def _graph_scope(config: Mapping[str, Any] | None) -> tuple[Any, str]:
@@ -145,21 +261,35 @@ def written_value(result: Any, key: str) -> tuple[bool, Any]:
     return False, None
 
 
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return (
+        f"failed ({type(exc).__name__}: {text[:200]})" if text else f"failed ({type(exc).__name__})"
+    )
+
+
 class TurnCacheMiddleware(AgentMiddleware):
     """Readers see, and wait for, the writes of their own batch to ``key``.
 
     ``writers`` are tools that update ``key`` by returning a ``Command``;
     ``readers`` are tools that read ``key`` from their runtime state (or an
     injected state). ``reducer`` must be the key's own reducer. Works in
-    ``create_agent`` and ``create_deep_agent`` alike. Taught in notebook 03.
+    ``create_agent`` and ``create_deep_agent`` alike, beside LangChain's
+    ``HumanInTheLoopMiddleware`` (either order), ``ToolCallLimitMiddleware``
+    and ``ToolRetryMiddleware``; one instance per key, several compose.
+    Taught in notebook 03.
 
-    Limit: under ``invoke``/``stream`` a waiting reader holds one of the
-    step's worker threads (``max_concurrency``, or the thread pool's default,
-    ``min(32, cores + 4)``). Readers placed *before* the writers in one reply
-    can fill every slot, so the writers never start and the readers time out
-    with the error below. Put readers after writers, or raise
-    ``max_concurrency``; ``ainvoke``/``astream`` wait on the event loop and
-    hold no thread.
+    Limit: a waiting reader holds one of the step's worker slots, under
+    ``invoke`` and ``ainvoke`` alike when the config sets ``max_concurrency``
+    (``invoke`` without it: the thread pool's default, ``min(32, cores + 4)``).
+    Readers placed *before* the writers in one reply can fill every slot, so
+    the writers never start. With ``max_concurrency`` set the readers see that
+    at once and return an error; otherwise they wait ``timeout``. Put readers
+    after writers, or raise ``max_concurrency``.
+
+    A middleware listed *before* the cache that answers a writer without
+    calling it (other than a per-call ``HumanInTheLoopMiddleware``, which the
+    cache recognises) is invisible to it: list the cache first.
     """
 
     def __init__(
@@ -189,6 +319,11 @@ class TurnCacheMiddleware(AgentMiddleware):
         self._lock = threading.Lock()
 
     @property
+    def name(self) -> str:
+        """One name per key, so caches on several keys can sit in one agent."""
+        return f"{type(self).__name__}[{self.key}]"
+
+    @property
     def open_batches(self) -> int:
         """How many batches are held in memory now (0 once every turn has ended)."""
         with self._lock:
@@ -202,20 +337,38 @@ class TurnCacheMiddleware(AgentMiddleware):
         if message is None:  # a tool run outside an agent loop: nothing to coordinate
             return None
         ours = [c for c in calls if c.get("name") in self.writers | self.readers]
-        thread, namespace = _graph_scope(getattr(request.runtime, "config", None))
+        if call_id not in {c["id"] for c in ours}:
+            return None
+        config = getattr(request.runtime, "config", None)
+        thread, namespace = _graph_scope(config)
         key = (thread, namespace, str(message.id), tuple(c["id"] for c in calls))
+        slots = (config or {}).get("max_concurrency")
         now = time.monotonic()
         with self._lock:
-            for stale in [k for k, b in self._batches.items() if now - b.created > self.max_age]:
-                del self._batches[stale]
+            # too old, or ended by a writer whose failure was seen after the others left
+            for old in [
+                k
+                for k, b in self._batches.items()
+                if now - b.created > self.max_age or (b.lost and b.ended())
+            ]:
+                del self._batches[old]
             batch = self._batches.get(key)
             if batch is None:
                 batch = Batch(
                     writers=tuple(c["id"] for c in ours if c["name"] in self.writers),
                     participants=frozenset(c["id"] for c in ours),
+                    calls={c["id"]: c for c in ours},
+                    slots=slots if isinstance(slots, int) and slots > 0 else None,
                 )
                 self._batches[key] = batch
         return key, batch
+
+    def _needs_restore(self, request: Any, batch: Batch) -> bool:
+        with batch.cond:
+            if batch.restored:
+                return False
+            batch.restored = True
+        return getattr(request.runtime, "config", None) is not None
 
     def _leave(self, key: BatchKey, batch: Batch, call_id: str) -> None:
         if batch.finish(call_id):
@@ -236,6 +389,77 @@ class TurnCacheMiddleware(AgentMiddleware):
             status="error",
         )
 
+    def _stalled(self, request: Any, batch: Batch, missing: list[str]) -> ToolMessage:
+        name = request.tool_call["name"]
+        return ToolMessage(
+            content=(
+                f"Error: {name} cannot wait for {len(missing)} writer call(s) of the same reply "
+                f"({', '.join(sorted(self.writers))}): all {batch.slots} worker slot(s) "
+                f"(max_concurrency={batch.slots}) are held by readers waiting for them, so "
+                "they cannot start; nothing was read. Call it again in your next reply, "
+                "after the writers."
+            ),
+            tool_call_id=request.tool_call["id"],
+            name=name,
+            status="error",
+        )
+
+    def _lost(self, request: Any, batch: Batch, lost: dict[str, str]) -> ToolMessage:
+        name = request.tool_call["name"]
+        which = "; ".join(
+            f"{batch.calls.get(c, {}).get('name', '?')} call {c} {why}" for c, why in lost.items()
+        )
+        return ToolMessage(
+            content=(
+                f"Error: {name} did not read {self.key!r}: a writer of the same reply has not "
+                f"written, so what this call would see is not what the state will hold: "
+                f"{which}. Nothing was read. Call it again in your next reply."
+            ),
+            tool_call_id=request.tool_call["id"],
+            name=name,
+            status="error",
+        )
+
+    def _refused(self, request: Any, value: Any, error: Exception) -> ToolMessage:
+        name = request.tool_call["name"]
+        return ToolMessage(
+            content=(
+                f"Error: {name} wrote a {type(value).__name__} to {self.key!r}, which its "
+                f"reducer refuses ({error}); nothing was written."
+            ),
+            tool_call_id=request.tool_call["id"],
+            name=name,
+            status="error",
+        )
+
+    def _check_write(self, request: Any, result: Any) -> tuple[bool, Any, ToolMessage | None]:
+        wrote, value = written_value(result, self.key)
+        if not wrote:
+            return False, None, None
+        state = request.state if isinstance(request.state, Mapping) else {}
+        try:
+            self.reducer(state.get(self.key), value)
+        except (TypeError, ValueError) as error:
+            return False, None, self._refused(request, value, error)
+        return True, value, None
+
+    def _gate(self, request: Any, batch: Batch, frame: Any, *, is_async: bool) -> None:
+        """Writers a per-call review listed before the cache will pause first: say so."""
+        with batch.cond:
+            absent = [
+                c for c in batch.writers if c not in batch.arrived and c not in batch.finished
+            ]
+        if not absent:
+            return
+        outer = outer_middleware(frame, is_async=is_async)
+        if not outer:
+            return
+        for call_id in absent:
+            if gated_upstream(outer, request, batch.calls[call_id]):
+                with batch.cond:
+                    if call_id not in batch.arrived and call_id not in batch.finished:
+                        batch.pause(call_id, GATED)
+
     def _reader_view(self, request: Any, batch: Batch) -> Any:
         state = request.state
         if not isinstance(state, Mapping):
@@ -250,40 +474,81 @@ class TurnCacheMiddleware(AgentMiddleware):
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         name, call_id = request.tool_call["name"], request.tool_call["id"]
-        joined = self._join(request) if name in self.writers | self.readers else None
+        joined = self._join(request)
         if joined is None:
             return handler(request)
         key, batch = joined
+        if self._needs_restore(request, batch):
+            batch.take_earlier(earlier_results(request.runtime.config, self.key))
+        name = batch.calls.get(call_id, {}).get("name", name)  # the tool the model called
+        batch.start(call_id)
         try:
             if name in self.writers:
-                result = handler(request)
-                wrote, value = written_value(result, self.key)
+                try:
+                    result = handler(request)
+                except GraphInterrupt:
+                    batch.pause(call_id)
+                    raise
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:
+                    batch.fail(call_id, _reason(exc), call_watch())
+                    raise
+                wrote, value, refused = self._check_write(request, result)
+                if refused is not None:
+                    return refused
                 if wrote:
                     batch.record(call_id, value)
                 return result
+            self._gate(request, batch, sys._getframe(), is_async=False)
             missing = batch.wait_for_writers(self.timeout)
             if missing:
+                if batch.stalled:
+                    return self._stalled(request, batch, missing)
                 return self._timed_out(request, missing)
+            if lost := batch.lost_writers():
+                return self._lost(request, batch, lost)
             return handler(self._reader_view(request, batch))
         finally:
             self._leave(key, batch, call_id)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         name, call_id = request.tool_call["name"], request.tool_call["id"]
-        joined = self._join(request) if name in self.writers | self.readers else None
+        joined = self._join(request)
         if joined is None:
             return await handler(request)
         key, batch = joined
+        if self._needs_restore(request, batch):
+            batch.take_earlier(await aearlier_results(request.runtime.config, self.key))
+        name = batch.calls.get(call_id, {}).get("name", name)  # the tool the model called
+        batch.start(call_id)
         try:
             if name in self.writers:
-                result = await handler(request)
-                wrote, value = written_value(result, self.key)
+                try:
+                    result = await handler(request)
+                except GraphInterrupt:
+                    batch.pause(call_id)
+                    raise
+                except GraphBubbleUp:
+                    raise
+                except Exception as exc:
+                    alive = acall_watch(sys._getframe())
+                    batch.fail(call_id, _reason(exc), alive)
+                    raise
+                wrote, value, refused = self._check_write(request, result)
+                if refused is not None:
+                    return refused
                 if wrote:
                     batch.record(call_id, value)
                 return result
+            self._gate(request, batch, sys._getframe(), is_async=True)
             missing = await batch.await_writers(self.timeout)
             if missing:
+                if batch.stalled:
+                    return self._stalled(request, batch, missing)
                 return self._timed_out(request, missing)
+            if lost := batch.lost_writers():
+                return self._lost(request, batch, lost)
             return await handler(self._reader_view(request, batch))
         finally:
             self._leave(key, batch, call_id)
