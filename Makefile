@@ -89,8 +89,10 @@ nbval: $(STAMP)  ## the notebooks only
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)
 
-serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve PORT=8123; no usage report, no version check)
-	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/langgraph dev --no-browser --port $(or $(PORT),2024)
+# agentstate.serve runs `langgraph dev` with umask 077: the threads it pickles into
+# .langgraph_api/ (conversation content) are 0600 in a 0700 folder, not readable by other users.
+serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve PORT=8123; no usage report, no version check, private .langgraph_api/)
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/python -m agentstate.serve --no-browser --port $(or $(PORT),2024)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py

@@ -34,6 +34,7 @@ from agentstate.memory.conversations import parse
 from agentstate.memory.process import ServerProcess, free_port, port_open
 from agentstate.models import reply, tool_call
 from agentstate.models.policy import PolicyChatModel
+from agentstate.serve import STATE_DIR
 from agentstate.served import (
     MEMORY_URL_VAR,
     build_served_capture,
@@ -48,7 +49,7 @@ from agentstate.served import (
 from tests.secret_refs import RDS_PASSWORD
 
 ROOT = Path(__file__).resolve().parents[1]
-LANGGRAPH = Path(sys.executable).with_name("langgraph")
+LANGGRAPH = Path(sys.executable).with_name("langgraph")  # started through agentstate.serve
 GRAPHS = {"reducer", "turn_cache", "subagents", "experts", "memory_capture"}
 PASSWORD = "hunter2-plain"
 OFFLINE_ENV = {
@@ -92,6 +93,7 @@ class DevServer:
     def __init__(self, workdir: Path, memory_url: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
         self.log = workdir / "langgraph-dev.log"
         env = {
             k: v
@@ -99,7 +101,10 @@ class DevServer:
             if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_", "AGENTSTATE_LLM_"))
         }
         env.update(OFFLINE_ENV, **{MEMORY_URL_VAR: memory_url})
-        args = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+        # as `make serve` starts it: agentstate.serve keeps .langgraph_api/ private, then
+        # replaces itself with `langgraph dev` (same pid, so the same process group)
+        args = [sys.executable, "-m", "agentstate.serve", "--no-browser", "--no-reload"]
+        args += ["--host", "127.0.0.1"]
         args += ["--port", str(self.port), "--config", str(served_config(workdir))]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -155,7 +160,13 @@ def memory(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, memory):
-    server = DevServer(tmp_path_factory.mktemp("langgraph-dev"), memory.url)
+    workdir = tmp_path_factory.mktemp("langgraph-dev")
+    earlier = workdir / STATE_DIR  # what a run without the wrapper left: readable by all
+    earlier.mkdir(mode=0o755)
+    (earlier / "earlier-run.txt").write_text("a thread of an earlier run")
+    for path, mode in ((earlier, 0o755), (earlier / "earlier-run.txt", 0o644)):
+        path.chmod(mode)
+    server = DevServer(workdir, memory.url)
     try:
         server.wait_ready()
         yield server
@@ -465,3 +476,23 @@ def test_stopping_the_server_leaves_no_process_behind(served):
     assert served.proc.poll() is not None
     assert not group_alive(served.pgid)
     assert not port_open(served.port)
+
+
+def test_the_threads_the_server_saved_are_private(served):
+    """Issue 16: ``langgraph dev`` pickled conversations world-readable (0644 in a 0755 folder).
+
+    Runs after the server stopped (it writes its files on shutdown, and every
+    10 s before): the folder an earlier run left open and everything in it,
+    old and new, is readable by this user only.
+    """
+    assert served.proc.poll() is not None
+    state = served.workdir / STATE_DIR
+    written = sorted(p.name for p in state.iterdir())
+    assert any(n.startswith(".langgraph_checkpoint.") and n.endswith(".pckl") for n in written)
+    assert "earlier-run.txt" in written
+    assert state.stat().st_mode & 0o777 == 0o700
+    files = [p for p in state.rglob("*") if p.is_file()]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.name: "0o600" for p in files
+    }
+    assert [p.name for p in state.rglob("*") if p.stat().st_mode & 0o077] == []

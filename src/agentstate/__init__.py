@@ -24,7 +24,8 @@ Where each stage lives:
 Shared modules: ``models`` (the scripted model and the real-model factory),
 ``tracing`` (timelines, state by step, tool replies), ``display`` (tables,
 source display), ``simulation`` (tool latency), ``persistence``
-(checkpointers on private files) and ``fixtures`` (the lessons' scenarios and
+(checkpointers on private files), ``serve`` (``langgraph dev`` with its saved
+threads private, for ``make serve``) and ``fixtures`` (the lessons' scenarios and
 scripted models, for notebooks and tests only: library modules never import it).
 """
 
