@@ -24,7 +24,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.config import get_config
-from langgraph.types import Command
+from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
 from agentstate.core.reducers import append_unique
@@ -722,8 +722,8 @@ def plain_dict_fan_out(experts: list[str]) -> Any:
     reducer (``InvalidUpdateError``). Compile and ``invoke({"experts": [...]})``.
     """
     from langgraph.graph import START, StateGraph
-    from langgraph.types import Send
 
+    # Send is imported at module level: LangGraph reads this hint (get_type_hints)
     def fan_out(state: PlainExpertsState) -> list[Send]:
         return [Send("expert", ExpertName(expert=name)) for name in state["experts"]]
 
