@@ -158,21 +158,12 @@ class _Rewrite:
             elif secret_field is not None and name == self.m.value_arg:
                 field = secret_field
             else:
-                return match[0]
+                return _requote(match, self.scrub_text(_pair_value(match)))  # pairs inside
             value = _pair_value(match)
             if is_secret_ref(value):
                 return match[0]
             ref = self.hide(field, value)
-            if match["edq"] is not None:
-                return f'{match["key"]}\\"{ref}\\"'
-            quote = (
-                "'"
-                if match["sq"] is not None
-                else '"'
-                if match["kq"] or match["dq"] is not None
-                else ""
-            )
-            return f"{match['key']}{quote}{ref}{quote}"
+            return _requote(match, ref, bare_quote='"' if match["kq"] else "")
 
         return _TEXT_PAIR.sub(swap, text)
 
@@ -303,6 +294,19 @@ class _Rewrite:
         if isinstance(value, list):
             return [self.known(v) for v in value]
         return value
+
+
+def _requote(match: re.Match[str], value: str, bare_quote: str = "") -> str:
+    """The pair again with ``value``, quoted the way the original value was."""
+    if value == _pair_value(match) and not bare_quote:
+        return match[0]
+    if match["edq"] is not None:
+        return f'{match["key"]}\\"{value}\\"'
+    if match["dq"] is not None:
+        return f'{match["key"]}"{value}"'
+    if match["sq"] is not None:
+        return f"{match['key']}'{value}'"
+    return f"{match['key']}{bare_quote}{value}{bare_quote}"
 
 
 def _pair_value(match: re.Match[str]) -> str:
