@@ -50,3 +50,13 @@ def test_the_scopes_make_test_starts_first_exist():
 
     missing = [path for path in conftest.LONGEST_FIRST if not (ROOT / path).is_file()]
     assert not missing, f"conftest.LONGEST_FIRST names files that are gone: {missing}"
+
+
+def test_the_libraries_the_lessons_teach_are_installed_at_their_pins():
+    """The lessons state library behaviour of these exact versions (they no longer print them)."""
+    from importlib.metadata import version
+
+    project = pyproject()["project"]
+    pins = dict(d.split("==") for d in project["dependencies"] if "==" in d)
+    taught = ("langgraph", "langchain", "langchain-core", "deepagents")
+    assert {name: version(name) for name in taught} == {name: pins[name] for name in taught}
