@@ -2,7 +2,8 @@
 
 Each system registers its own subcommands from ``agentstate.<system>.cli``
 (``register(subparsers)``), so this file never grows with them. The systems it
-runs are taught in notebooks 05 (experts, engine) and 06 (memory).
+runs are taught in notebooks 05 (experts, engine) and 06 (memory); ``doctor``
+checks an agent for the hazards of notebooks 01-06.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-SYSTEMS = ("experts", "engine", "memory")
+SYSTEMS = ("experts", "engine", "memory", "doctor")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -64,14 +64,19 @@ def _load_module(where: str, base: Path) -> object:
 
 
 def load_target(spec: str, base: Path | None = None) -> object:
-    """The compiled graph ``spec`` names (calling a zero-argument function if it is one)."""
-    from agentstate.doctor.graph_facts import NotAGraphError, as_compiled
+    """The compiled graph ``spec`` names (calling a zero-argument function if it is one).
 
+    The spec, the file and the module are checked before LangGraph is imported,
+    so a typo ends in one line at once.
+    """
     where, attr = _split(spec)
     module = _load_module(where, base or Path.cwd())
     if not hasattr(module, attr):
         raise TargetError(f"{where} has no attribute {attr!r}")
     value = getattr(module, attr)
+
+    from agentstate.doctor.graph_facts import NotAGraphError, as_compiled
+
     try:
         return as_compiled(value)
     except NotAGraphError:
@@ -140,15 +145,13 @@ def run(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     try:
         planned = [t for spec in args.target for t in targets(spec)]
-        from agentstate.doctor.diagnosis import diagnose
-
-        reports = [
-            (diagnose(load_target(target, base), name), target, base)
-            for name, target, base in planned
-        ]
+        graphs = [(name, load_target(target, base), target, base) for name, target, base in planned]
     except TargetError as exc:
         print(f"agentstate doctor: error: {exc}", file=sys.stderr)
         return 2
+    from agentstate.doctor.diagnosis import diagnose
+
+    reports = [(diagnose(graph, name), target, base) for name, graph, target, base in graphs]
     if fmt == "json":
         data = [r.to_dict() for r, _, _ in reports]
         print(json.dumps(data[0] if len(data) == 1 else data, indent=2))

@@ -1,0 +1,142 @@
+"""``agentstate doctor`` as a subprocess: clean, findings, langgraph.json, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+AGENTS = textwrap.dedent(
+    '''
+    from typing import Annotated, NotRequired
+
+    from langchain.agents import AgentState, create_agent
+    from langchain.tools import ToolRuntime
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.types import Command
+
+    from agentstate.core import merge_fields
+    from agentstate.models import ScriptedChatModel, reply
+
+
+    class Plain(AgentState):
+        tags: NotRequired[dict[str, bool]]
+
+
+    class Merged(AgentState):
+        tags: Annotated[NotRequired[dict[str, bool]], merge_fields]
+
+
+    @tool
+    def save_tag(name: str, runtime: ToolRuntime) -> Command:
+        """Save one tag."""
+        return Command(update={
+            "tags": {name: True},
+            "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)],
+        })
+
+
+    def model():
+        return ScriptedChatModel(script=[reply(text="ok")])
+
+
+    clean = create_agent(model(), tools=[save_tag], state_schema=Merged)
+
+
+    def build_broken():
+        return create_agent(model(), tools=[save_tag], state_schema=Plain)
+
+
+    not_a_graph = 42
+    '''
+)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("doctor-cli")
+    (root / "agents.py").write_text(AGENTS)
+    (root / "boom.py").write_text("raise RuntimeError('no model configured')\n")
+    (root / "langgraph.json").write_text(
+        json.dumps({"graphs": {"clean": "./agents.py:clean", "broken": "./agents.py:build_broken"}})
+    )
+    return root
+
+
+def doctor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run(
+        [sys.executable, "-m", "agentstate.cli", "doctor", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_a_clean_graph_exits_0_with_no_findings(project):
+    done = doctor("agents.py:clean", cwd=project)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.strip() == "agents.py:clean: no findings"
+
+
+def test_a_function_returning_a_broken_graph_exits_1_and_names_the_hazard(project):
+    done = doctor("agents:build_broken", cwd=project)  # the module:attr form
+    assert done.returncode == 1
+    assert "unreduced-parallel-write  error" in done.stdout
+    assert "InvalidUpdateError" in done.stdout
+
+
+def test_json_and_github_formats(project):
+    done = doctor("agents.py:build_broken", "--json", cwd=project)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1
+    assert report["codes"] == ["unreduced-parallel-write"]
+    assert report["findings"][0]["notebook"] == "02"
+    github = doctor("agents.py:build_broken", "--format", "github", cwd=project)
+    (line,) = github.stdout.splitlines()
+    assert line.startswith("::error file=agents.py,title=doctor unreduced-parallel-write::")
+    assert github.returncode == 1
+
+
+def test_a_langgraph_json_checks_every_graph_it_lists(project):
+    done = doctor("langgraph.json", "--json", cwd=project)
+    assert done.returncode == 1
+    reports = {r["graph"]: r["codes"] for r in json.loads(done.stdout)}
+    assert reports == {"clean": [], "broken": ["unreduced-parallel-write"]}
+
+
+def test_the_projects_own_langgraph_json_has_no_error():
+    done = doctor("langgraph.json", "--json", cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [r["graph"] for r in json.loads(done.stdout)]
+    assert names == list(json.loads((ROOT / "langgraph.json").read_text())["graphs"])
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("missing.py:agent", "no such file"),
+        ("boom.py:agent", "importing"),
+        ("no_such_module:agent", "importing no_such_module failed: ModuleNotFoundError"),
+        ("agents.py:nothing", "has no attribute 'nothing'"),
+        ("agents.py:not_a_graph", "expected a compiled LangGraph graph"),
+        ("agents.py", "is not module:attr"),
+        ("nowhere.json", "cannot read nowhere.json"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(project, target, message):
+    done = doctor(target, cwd=project)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("agentstate doctor: error: ") and message in line
