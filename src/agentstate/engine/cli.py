@@ -144,7 +144,7 @@ def _status(args: argparse.Namespace) -> int:
         "model": _served_model() if installed else None,
         "shipped_model": str(locate_model()) if installed else None,
         "running": running,
-        "base_url": record["base_url"] if running else None,
+        "base_url": record["base_url"] if record and running else None,
     }
     if args.json:
         print(json.dumps(info, indent=2))

@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from agentstate.engine.model import HOW_TO_INSTALL
+from agentstate.engine.model import HOW_TO_INSTALL, engine_installed
 from agentstate.engine.quantize import default_model
 from agentstate.loopback import HOST, LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
 
@@ -74,6 +74,9 @@ class EngineServer(LoopbackProcess):
     ):
         self.model_path = Path(model_path) if model_path else default_model()
         super().__init__(port=port, log_path=log_path)
+        # A failed start says how to install the engine only when it is missing; otherwise
+        # the cause the server logged is the whole story (a bad --threads, a busy port, ...).
+        self.hint = "" if engine_installed() else HOW_TO_INSTALL
         self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
         self.alias = alias
@@ -107,9 +110,6 @@ class EngineServer(LoopbackProcess):
         the cache works whatever the machine's load.
         """
         return [int(m) for m in _PREFIX_HIT.findall(self.log_path.read_text(errors="replace"))]
-
-    def __enter__(self) -> EngineServer:
-        return self.start()  # type: ignore[return-value]
 
 
 # --- a detached server shared across CLI invocations: a small JSON state file ---
