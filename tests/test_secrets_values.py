@@ -151,3 +151,41 @@ def test_an_echo_of_a_hidden_value_in_the_replys_text_is_replaced():
     clean = rds_redaction(store).rewrite(message)
     ref = clean.tool_calls[0]["args"]["value"]
     assert clean.content == f"Storing your password {ref} now." and len(store) == 1
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_reviewers_edit_is_not_redacted_but_an_edited_in_reference_is_kept(api):
+    """docs/secrets.md, "Not redacted": a human-in-the-loop edit with a plain password."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    @tool
+    def connect(host: str, password: str) -> str:
+        """Connect to a database."""
+        return f"connected to {host}"
+
+    def edited(password: str) -> dict:
+        store = SecretStore()
+        model = ScriptedChatModel(
+            script=[reply(tool_call("connect", host="db", password="model-pw")), reply(text="ok")]
+        )
+        agent = create_agent(
+            model,
+            tools=[connect],
+            middleware=[
+                SecretRedactionMiddleware(store, secret_args={"connect": ["password"]}),
+                HumanInTheLoopMiddleware(interrupt_on={"connect": True}),
+            ],
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": "review"}}
+        run(agent, {"messages": [("user", "connect")]}, api, config)
+        value = password if password != "ref" else store.put("password", PLAIN)
+        action = {"name": "connect", "args": {"host": "db", "password": value}}
+        decision = {"decisions": [{"type": "edit", "edited_action": action}]}
+        return run(agent, Command(resume=decision), api, config)
+
+    assert PLAIN in repr(edited(PLAIN)["messages"])  # the edit notice repeats it: not redacted
+    assert PLAIN not in repr(edited("ref")["messages"])  # a reference edited in stays one

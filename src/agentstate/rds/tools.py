@@ -61,7 +61,7 @@ def make_rds_tools(storage: RequirementsStorage) -> list[BaseTool]:
         Args:
             field_name: snake_case field, e.g. engine, instance_class, allocated_storage_gb.
             value: the value; lists for subnet_ids and security_group_ids; the password
-                only as a secret reference like $secret:rds-master-password.
+                only as a secret reference like $secret:rds-master-password-<id>.
         """
         issues = check_value(field_name, value, spec)
         if issues:
