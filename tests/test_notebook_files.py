@@ -79,7 +79,9 @@ def test_every_widget_view_has_saved_state(path):
         for out in cell.get("outputs", [])
         if WIDGET_VIEW in out.get("data", {})
     ]
-    assert views, "no knob: every notebook has a widget"
+    if not views and path.parent.name == "going_further":
+        return  # a going-further notebook needs no knob (DESIGN.md); a lesson does
+    assert views, "no knob: every lesson has a widget"
     saved = nb["metadata"].get("widgets", {}).get(WIDGET_STATE, {})
     assert (saved.get("version_major"), saved.get("version_minor")) == (2, 0)
     state = saved.get("state", {})
