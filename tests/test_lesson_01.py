@@ -45,7 +45,7 @@ def teaching() -> dict:
     assert len(code) == 2, "the lesson defines its tools in two cells"
     namespace: dict = {}
     for source in code:
-        exec(compile(source, str(LESSON), "exec"), namespace)
+        exec(compile(source, str(LESSON), "exec", dont_inherit=True), namespace)
     return namespace
 
 

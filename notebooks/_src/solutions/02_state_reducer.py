@@ -16,25 +16,21 @@ from agentstate.fixtures import (
     HoldReaderMiddleware,
     ReducerProbe,
     fields_seen_by_reader,
-    file_fields,
     one_reply_model,
     reader_batch_model,
     user_turn,
 )
 from agentstate.models import tool_call
 from agentstate.rds import (
-    REQUIREMENTS_PATH,
-    RdsAgentState,
     StateStorage,
     assemble_rds_agent,
-    build_reducer_agent,
-    rds_redaction,
 )
 
 # %% [markdown]
 # ## Exercise 1
 # Write a reducer that deletes a field when the update's value is `None`, and
 # show that it is still pure.
+
 
 # %%
 def merge_or_delete(left: dict | None, right: dict | None) -> dict:
@@ -88,6 +84,7 @@ assert fields_seen_by_reader(state) == 0 and state["requirements"] == POSTGRES_F
 # Store the same field twice in one batch with different values. Which value
 # wins, and why is that deterministic?
 
+
 # %%
 def winner(*values: str) -> dict:
     probe = ReducerProbe(merge_fields)
@@ -117,35 +114,45 @@ winners
 
 # %% [markdown]
 # ## Exercise 3
-# Remove `RequirementsSyncMiddleware` and ask a `get_collected_requirements`
-# reader in the same batch as the writers what it sees.
+# Give the requirements key to a `create_deep_agent`: subclass
+# `deepagents.DeepAgentState` (so `files` and `todos` keep their own
+# reducers) instead of `AgentState`. Do the five fields still merge, and
+# which extra steps appear in the state table?
 
 # %%
-def same_batch(sync: bool) -> dict:
-    model = reader_batch_model(POSTGRES_FIELDS, trials=1)
-    if sync:
-        agent = build_reducer_agent(model)
-    else:
-        agent = assemble_rds_agent(
-            model, StateStorage(), middleware=[rds_redaction()], state_schema=RdsAgentState
-        )
-    state = agent.invoke(user_turn())
-    file = len(file_fields(state)) if REQUIREMENTS_PATH in state["files"] else "missing"
-    return {
-        "sync": sync,
-        "reader in the batch sees": fields_seen_by_reader(state),
-        "in state after the turn": len(state["requirements"]),
-        "in the file": file,
-    }
+from deepagents import create_deep_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentstate.display import Table
+from agentstate.fixtures import one_batch_model
+from agentstate.rds.tools import make_rds_tools
+from agentstate.tracing import state_by_step
 
 
-seen = [same_batch(sync=False), same_batch(sync=True)]
-assert [s["reader in the batch sees"] for s in seen] == [0, 0]
-assert [s["in the file"] for s in seen] == ["missing", 5]
-seen
+class DeepRequirementsState(DeepAgentState):
+    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
+
+
+store_requirement = make_rds_tools(StateStorage())[0]  # writes {field: value} to the key
+deep = create_deep_agent(
+    one_batch_model(POSTGRES_FIELDS),
+    tools=[store_requirement],
+    state_schema=DeepRequirementsState,
+    checkpointer=InMemorySaver(),
+)
+config = {"configurable": {"thread_id": "deep"}}
+deep_state = deep.invoke(user_turn(), config)
+deep_history = Table(
+    state_by_step(deep, config, lambda v: {"requirements": len(v.get("requirements", {}))})
+)
+assert deep_state["requirements"] == POSTGRES_FIELDS
+assert deep_history.column("next")[1] == "PatchToolCallsMiddleware.before_agent"
+assert "_ParentNotifierMiddleware.after_agent" in deep_history.column("next")
+deep_history
 
 # %% [markdown]
-# The reader sees 0 fields with or without the sync: it runs in the same
-# super-step as the writers, so it reads the state from before the batch,
-# and the sync only runs when the turn ends. Removing the sync just leaves
-# the file missing. Making a same-batch reader see its batch is stage 03.
+# Yes: the reducer is on the key, whatever factory builds the graph, so the
+# five fields merge. The deep agent adds two hook steps around the model
+# loop: deepagents' `PatchToolCallsMiddleware.before_agent` before the first
+# model call, and its `_ParentNotifierMiddleware.after_agent` at the end
+# (both write nothing here), the rows stage 01's table explained.

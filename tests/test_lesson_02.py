@@ -1,0 +1,283 @@
+"""Notebook 02's library claims, pinned, and its teaching reducer agrees with the package's.
+
+The lesson shows a few of these in cells; the exhaustive checks (channel
+types, where and how often LangGraph calls a reducer, the step a write lands
+in) live here so a LangGraph or LangChain upgrade that changes them turns CI
+red. The teaching tool, schemas and reducer are executed from the lesson's
+own source (``notebooks/_src/02_state_reducer.py``), not copied.
+"""
+
+import ast
+import asyncio
+import copy
+import traceback
+from pathlib import Path
+from typing import Annotated, Any, NotRequired
+
+import jupytext
+import pytest
+from deepagents import DeepAgentState
+from langchain.agents import AgentState, create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import InvalidUpdateError
+
+from agentstate.core import merge_fields as package_merge_fields
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
+    HoldReaderMiddleware,
+    ReducerProbe,
+    fields_seen_by_reader,
+    file_fields,
+    graph_steps,
+    label_fields,
+    merge_in_place,
+    one_batch_model,
+    one_call_per_step_model,
+    reader_batch_model,
+    user_turn,
+)
+from agentstate.rds import (
+    StateStorage,
+    assemble_rds_agent,
+    build_plain_dict_agent,
+    build_reducer_agent,
+)
+from agentstate.tracing import ToolTimeline, state_by_step
+
+LESSON = Path(__file__).resolve().parents[1] / "notebooks/_src/02_state_reducer.py"
+TEACHING = {
+    "store_requirement",
+    "PlainState",
+    "replace_whole",
+    "ReplaceState",
+    "merge_fields",
+    "RequirementsState",
+}
+
+
+def teaching() -> dict:
+    """The lesson's imports and the definitions named in TEACHING, executed from its source."""
+    cells = jupytext.read(LESSON, fmt="py:percent").cells
+    kept: list[ast.stmt] = []
+    for cell in cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.Import | ast.ImportFrom) or (
+                isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in TEACHING
+            ):
+                kept.append(node)
+    namespace: dict = {}
+    exec(
+        compile(ast.Module(body=kept, type_ignores=[]), str(LESSON), "exec", dont_inherit=True),
+        namespace,
+    )
+    missing = TEACHING - set(namespace)
+    assert not missing, f"the lesson no longer defines {missing}"
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def lesson() -> dict:
+    return teaching()
+
+
+def agent_with(lesson: dict, schema: str, model, **kwargs):
+    return create_agent(
+        model, tools=[lesson["store_requirement"]], state_schema=lesson[schema], **kwargs
+    )
+
+
+def run(agent, inp, mode: str, config=None):
+    if mode == "sync":
+        return agent.invoke(inp, config)
+    return asyncio.run(agent.ainvoke(inp, config))
+
+
+# --- the failure ---
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_plain_key_raises_after_every_tool_ran_in_apply_writes(lesson, mode):
+    timeline = ToolTimeline()
+    agent = agent_with(
+        lesson, "PlainState", one_batch_model(POSTGRES_FIELDS), middleware=[timeline]
+    )
+    with pytest.raises(InvalidUpdateError) as caught:
+        run(agent, user_turn(), mode)
+    assert str(caught.value).splitlines()[0] == (
+        "At key 'requirements': Can receive only one value per step. "
+        "Use an Annotated key to handle multiple values."
+    )
+    assert "apply_writes" in {f.name for f in traceback.extract_tb(caught.value.__traceback__)}
+    assert len(timeline.events) == 5
+
+
+def test_a_plain_key_across_steps_keeps_only_the_last_write(lesson):
+    model = one_call_per_step_model({"engine": "postgres", "username": "dbadmin"})
+    state = agent_with(lesson, "PlainState", model).invoke(user_turn())
+    assert state["requirements"] == {"username": "dbadmin"}
+
+
+def test_the_package_plain_agent_fails_the_same_way():
+    with pytest.raises(InvalidUpdateError, match="Can receive only one value per step"):
+        build_plain_dict_agent(one_batch_model(POSTGRES_FIELDS)).invoke(user_turn())
+
+
+# --- the channels LangGraph builds ---
+
+
+def test_a_plain_key_is_a_last_value_channel_and_an_annotated_one_folds_through_its_reducer(
+    lesson,
+):
+    kinds = {
+        schema: type(agent_with(lesson, schema, one_batch_model({})).channels["requirements"])
+        for schema in ("PlainState", "ReplaceState", "RequirementsState")
+    }
+    assert {k: v.__name__ for k, v in kinds.items()} == {
+        "PlainState": "LastValue",
+        "ReplaceState": "BinaryOperatorAggregate",
+        "RequirementsState": "BinaryOperatorAggregate",
+    }
+    package = build_reducer_agent(one_batch_model({}))
+    assert type(package.channels["requirements"]).__name__ == "BinaryOperatorAggregate"
+
+
+def test_a_reducer_that_replaces_keeps_the_last_call_of_the_reply(lesson):
+    state = agent_with(lesson, "ReplaceState", one_batch_model(POSTGRES_FIELDS)).invoke(user_turn())
+    assert state["requirements"] == {"username": "dbadmin"}
+
+
+# --- the fix, and the package's version of it ---
+
+
+def test_the_teaching_reducer_is_pure_and_equals_the_package_one(lesson):
+    cases = [(None, None), ({"a": 1}, None), (None, {"b": 2}), ({"a": 1, "b": 1}, {"b": 2})]
+    for left, right in cases:
+        before = copy.deepcopy((left, right))
+        result = lesson["merge_fields"](left, right)
+        assert result == package_merge_fields(left, right)
+        assert (left, right) == before and result is not left
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("fields", [POSTGRES_FIELDS, label_fields(50)], ids=["five", "fifty"])
+def test_the_teaching_agent_and_build_reducer_agent_keep_the_same_requirements(
+    lesson, mode, fields
+):
+    teaching_state = run(
+        agent_with(lesson, "RequirementsState", one_batch_model(fields)), user_turn(), mode
+    )
+    package_state = run(build_reducer_agent(one_batch_model(fields)), user_turn(), mode)
+    assert teaching_state["requirements"] == package_state["requirements"] == fields
+    assert file_fields(package_state) == fields  # what the package adds: the synced file
+
+
+def test_five_hundred_parallel_calls_keep_five_hundred_fields(lesson):
+    state = agent_with(lesson, "RequirementsState", one_batch_model(label_fields(500))).invoke(
+        user_turn()
+    )
+    assert state["requirements"] == label_fields(500)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_second_turn_on_the_thread_adds_to_the_first(lesson, mode):
+    from agentstate.fixtures import store_calls
+    from agentstate.models import ScriptedChatModel, reply
+
+    model = ScriptedChatModel(
+        script=[
+            reply(*store_calls({"engine": "postgres"})),
+            reply(text="ok"),
+            reply(*store_calls({"username": "dbadmin"})),
+            reply(text="ok"),
+        ]
+    )
+    agent = agent_with(lesson, "RequirementsState", model, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, user_turn("one"), mode, config)
+    state = run(agent, user_turn("two"), mode, config)
+    assert state["requirements"] == {"engine": "postgres", "username": "dbadmin"}
+
+
+# --- where the writes land, and how often LangGraph calls the reducer ---
+
+
+def test_create_agent_applies_the_five_writes_at_step_two(lesson):
+    agent = agent_with(
+        lesson, "RequirementsState", one_batch_model(POSTGRES_FIELDS), checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "s"}}
+    agent.invoke(user_turn(), config)
+    steps = graph_steps(
+        state_by_step(agent, config, lambda v: {"n": len(v.get("requirements", {}))})
+    )
+    assert [steps[s]["next"] for s in (-1, 0, 1, 2, 3)] == [
+        "__start__",
+        "model",
+        "tools x5",
+        "model",
+        "(end)",
+    ]
+    assert [steps[s]["n"] for s in (1, 2)] == [0, 5]
+
+
+def test_the_package_agent_merges_at_step_three_and_syncs_the_file_in_after_agent():
+    agent = build_reducer_agent(one_batch_model(POSTGRES_FIELDS), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "p"}}
+    agent.invoke(user_turn(), config)
+    rows = state_by_step(
+        agent,
+        config,
+        lambda v: {"n": len(v.get("requirements", {})), "file": len(file_fields(v))},
+    )
+    steps = graph_steps(rows)
+    assert steps[2]["next"] == "tools x5" and steps[3]["n"] == 5 and steps[3]["file"] == 0
+    synced = next(r for r in rows if r["file"] == 5)
+    assert steps[synced["step"] - 1]["next"] == "RequirementsSyncMiddleware.after_agent"
+
+
+def _probed_schema(probe: ReducerProbe, base: type) -> type:
+    class Probed(base):
+        requirements: Annotated[NotRequired[dict[str, Any]], probe]
+
+    return Probed
+
+
+@pytest.mark.parametrize("base", [AgentState, DeepAgentState], ids=["create_agent", "deep"])
+def test_langgraph_calls_the_reducer_twice_per_write_half_on_throwaway_copies(lesson, base):
+    probe = ReducerProbe(package_merge_fields)
+    schema = _probed_schema(probe, base)
+    if base is AgentState:
+        agent = create_agent(
+            one_batch_model(POSTGRES_FIELDS),
+            tools=[lesson["store_requirement"]],
+            state_schema=schema,
+        )
+    else:
+        agent = assemble_rds_agent(
+            one_batch_model(POSTGRES_FIELDS), StateStorage(), state_schema=schema
+        )
+    assert agent.invoke(user_turn())["requirements"] == POSTGRES_FIELDS
+    assert probe.sites() == {ReducerProbe.THROWAWAY: 5, ReducerProbe.APPLY: 5}
+    applied = [c for c in probe.calls if c["site"] == ReducerProbe.APPLY]
+    throwaway = [c for c in probe.calls if c["site"] == ReducerProbe.THROWAWAY]
+    assert [list(c["write"]) for c in applied] == [[f] for f in POSTGRES_FIELDS]  # call order
+    assert {c["thread"] for c in applied} == {"MainThread"}
+    assert "MainThread" not in {c["thread"] for c in throwaway}  # on the tools' threads
+
+
+@pytest.mark.parametrize(
+    ("reducer", "seen"), [(package_merge_fields, 0), (merge_in_place, 5)], ids=["pure", "impure"]
+)
+def test_an_impure_reducer_leaks_the_batch_into_a_same_batch_reader(reducer, seen):
+    probe = ReducerProbe(reducer)
+    schema = _probed_schema(probe, DeepAgentState)
+    hold = HoldReaderMiddleware(probe, throwaway_calls=len(POSTGRES_FIELDS))
+    agent = assemble_rds_agent(
+        reader_batch_model(POSTGRES_FIELDS, trials=1),
+        StateStorage(),
+        state_schema=schema,
+        middleware=[hold],
+    )
+    assert fields_seen_by_reader(agent.invoke(user_turn())) == seen
