@@ -85,6 +85,14 @@ def test_bad_turn_cache_configuration_is_refused():
         TurnCacheMiddleware(writers=[], readers=["r"], key="k")
 
 
+def test_a_non_dict_write_to_a_merging_reducer_names_its_type():
+    for reducer in (merge_fields, merge_or_reset):
+        with pytest.raises(TypeError, match=r"must be a dict of fields, got a str \('x'\)"):
+            reducer({"a": 1}, "x")
+        with pytest.raises(TypeError, match=r"got a list"):
+            reducer(["bad"], {"b": 2})
+
+
 def test_reducers_are_pure():
     left, right = {"a": 1}, {"b": 2}
     assert merge_fields(left, right) == {"a": 1, "b": 2} and left == {"a": 1}

@@ -17,6 +17,7 @@ from typing import Annotated, Any, NotRequired
 import pytest
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import (
+    AgentMiddleware,
     HumanInTheLoopMiddleware,
     ToolCallLimitMiddleware,
     ToolRetryMiddleware,
@@ -34,6 +35,7 @@ from agentstate.persistence import async_sqlite_checkpointer, sqlite_checkpointe
 TIMEOUT = 5.0  # the reader's wait limit; "at once" below means well under it
 AT_ONCE = 2.0
 HOWS = ["invoke", "ainvoke"]
+EVERY_WAY = ["invoke", "ainvoke", "stream", "astream"]
 ORDERS = ["cache first", "cache last"]
 
 
@@ -123,15 +125,21 @@ START = {"messages": [("user", "shopping")]}
 
 
 def go(agent, how, inp=START, config=CONFIG):
-    """One run, timed: (final state values, seconds)."""
+    """One run, timed: (final state snapshot, seconds)."""
     start = time.perf_counter()
     if how == "invoke":
         agent.invoke(inp, config)
         state = agent.get_state(config)
+    elif how == "stream":
+        list(agent.stream(inp, config, stream_mode="updates"))
+        state = agent.get_state(config)
     else:
 
         async def run():
-            await agent.ainvoke(inp, config)
+            if how == "astream":
+                [_ async for _ in agent.astream(inp, config, stream_mode="updates")]
+            else:
+                await agent.ainvoke(inp, config)
             return await agent.aget_state(config)
 
         state = asyncio.run(run())
@@ -195,7 +203,7 @@ def per_call_review(decisions=("approve", "edit", "reject", "respond")):
     return HumanInTheLoopMiddleware({"save_note": config}, interrupt_mode="per_call")
 
 
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("how", EVERY_WAY)
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("decision", list(DECISIONS))
 def test_per_call_review_the_reader_says_the_write_is_pending_then_the_next_read_is_true(
@@ -257,7 +265,7 @@ def test_a_reviewed_reader_resumed_by_a_new_process_sees_the_writes_of_its_batch
 # --- ToolCallLimitMiddleware: a blocked writer never reaches the tools node ---
 
 
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("how", EVERY_WAY)
 @pytest.mark.parametrize("order", ORDERS)
 def test_a_writer_blocked_by_the_call_limit_releases_the_reader_at_once(order, how):
     limit = ToolCallLimitMiddleware(tool_name="save_note", run_limit=1, exit_behavior="continue")
@@ -272,7 +280,7 @@ def test_a_writer_blocked_by_the_call_limit_releases_the_reader_at_once(order, h
 # --- ToolRetryMiddleware and writers that raise ---
 
 
-@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("how", EVERY_WAY)
 @pytest.mark.parametrize("order", ORDERS)
 def test_a_writer_retried_after_a_failure_is_waited_for(order, how):
     FAILS["b"] = 1
@@ -322,6 +330,32 @@ def test_a_raising_writer_resumed_later_the_reader_never_reported_a_stale_view(t
         assert call_id(state.values, "b") in first.content and "ConnectionError" in first.content
     else:
         assert json.loads(first.content) == final
+    assert cache.open_batches == 0
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_a_writer_answered_by_a_middleware_inside_the_cache_releases_the_reader(how):
+    """Any middleware listed after the cache that answers a writer without running it."""
+
+    class Skip(AgentMiddleware):
+        def answer(self, request):
+            if request.tool_call["args"].get("title") == "b":
+                return ToolMessage("skipped", tool_call_id=request.tool_call["id"], name="x")
+            return None
+
+        def wrap_tool_call(self, request, handler):
+            answer = self.answer(request)
+            return answer if answer is not None else handler(request)
+
+        async def awrap_tool_call(self, request, handler):
+            answer = self.answer(request)
+            return answer if answer is not None else await handler(request)
+
+    agent, cache = build(Skip(), "cache first")
+    state, seconds = go(agent, how)
+    assert seconds < AT_ONCE
+    (reader,) = reads(state.values)
+    assert json.loads(reader.content) == {"a": "milk"} == state.values["notes"]
     assert cache.open_batches == 0
 
 
