@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -362,6 +363,31 @@ def test_stage02_keeps_every_field_of_a_parallel_batch_and_redacts_the_password(
             m for m in snapshot["values"].get("messages", []) if m["type"] != "human"
         ]
         assert PASSWORD not in json.dumps(kept)
+
+
+@pytest.mark.parametrize("graph", ["reducer", "turn_cache", "subagents"])
+def test_two_users_of_one_served_graph_get_their_own_password_references(client, graph):
+    """Issue 16: the graphs are built once at import; alice and bob run at the same time."""
+
+    def one(name: str) -> dict:
+        fields = {"engine": "postgres", "password": f"{name}-pw-{graph}"}
+        return run(client, graph, user(json.dumps(fields)))
+
+    with ThreadPoolExecutor(2) as pool:
+        alice, bob = pool.map(one, ("alice", "bob"))
+    refs = [values["requirements"]["password"] for values in (alice, bob)]
+    assert refs[0] != refs[1] and refs == [RDS_PASSWORD, RDS_PASSWORD]
+    assert f"bob-pw-{graph}" not in json.dumps(alice) and refs[1] not in json.dumps(alice)
+    assert f"alice-pw-{graph}" not in json.dumps(bob) and refs[0] not in json.dumps(bob)
+
+
+def test_a_200_character_secret_looking_field_is_a_tool_error_on_the_server(client):
+    """Issue 16: it ended the run with ``ValueError: invalid secret name``."""
+    values = run(client, "reducer", user(json.dumps({"x" * 190 + "_password": "long-pw"})))
+    (error,) = tool_replies(values, "store_requirement")
+    assert error["status"] == "error" and "unknown field" in error["content"]
+    assert last_text(values).startswith("Stored 0 field(s)")
+    assert "long-pw" not in json.dumps(values["messages"][1:])
 
 
 def test_stage03_reader_in_the_batch_sees_every_field_and_nothing_leaks(client):
