@@ -412,8 +412,8 @@ class TurnCacheMiddleware(AgentMiddleware):
         return ToolMessage(
             content=(
                 f"Error: {name} did not read {self.key!r}: a writer of the same reply has not "
-                f"written, so what this call would see is not what the state will hold: "
-                f"{which}. Nothing was read. Call it again in your next reply."
+                f"written ({which}), so what it would read now may not be what the state will "
+                f"hold. Nothing was read. Call {name} again in your next reply."
             ),
             tool_call_id=request.tool_call["id"],
             name=name,
