@@ -20,16 +20,18 @@ if TYPE_CHECKING:
     from agentstate.doctor.diagnosis import diagnose
     from agentstate.doctor.findings import CODES, Finding, Report
     from agentstate.doctor.graph_facts import NotAGraphError
+    from agentstate.doctor.watch import Watch
 
 _HOMES = {
     "CODES": "agentstate.doctor.findings",
     "Finding": "agentstate.doctor.findings",
     "NotAGraphError": "agentstate.doctor.graph_facts",
+    "Watch": "agentstate.doctor.watch",
     "Report": "agentstate.doctor.findings",
     "diagnose": "agentstate.doctor.diagnosis",
 }
 
-__all__ = ["CODES", "Finding", "NotAGraphError", "Report", "diagnose"]
+__all__ = ["CODES", "Finding", "NotAGraphError", "Report", "Watch", "diagnose"]
 
 
 def __getattr__(name: str) -> object:

@@ -1,0 +1,164 @@
+"""``Watch``: evidence from a run of an unchanged graph, per code, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langgraph.errors import InvalidUpdateError
+
+from agentstate.core import TurnCacheMiddleware
+from agentstate.doctor import Watch
+from agentstate.doctor.prefix import divergence
+from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from tests.test_doctor_diagnose import MergedTags, PlainTags, list_tags, save_tag
+
+MODES = ["invoke", "ainvoke", "stream", "astream"]
+QUESTION = "How do I report a lost card, and which fees and compliance rules apply?"
+
+
+def run(graph: Any, inputs: Any, mode: str, watch: Watch) -> None:
+    """One run in ``mode`` with the watch as its only callback; errors are the caller's."""
+    config: Any = {"callbacks": [watch]}
+    if mode == "invoke":
+        graph.invoke(inputs, config)
+    elif mode == "stream":
+        for _ in graph.stream(inputs, config):
+            pass
+    else:
+
+        async def go() -> None:
+            if mode == "ainvoke":
+                await graph.ainvoke(inputs, config)
+            else:
+                async for _ in graph.astream(inputs, config):
+                    pass
+
+        asyncio.run(go())
+
+
+def batch_model(*names: str) -> ScriptedChatModel:
+    calls = [tool_call("save_tag", name=n) for n in names]
+    return ScriptedChatModel(script=[reply(*calls, tool_call("list_tags")), reply(text="done")])
+
+
+def tags_agent(schema: type | None, *, cache: bool = False) -> Any:
+    middleware = (
+        [TurnCacheMiddleware(writers=["save_tag"], readers=["list_tags"], key="tags")]
+        if cache
+        else []
+    )
+    extra = {"state_schema": schema} if schema is not None else {}
+    return create_agent(
+        batch_model("a", "b"), tools=[save_tag, list_tags], middleware=middleware, **extra
+    )
+
+
+USER = {"messages": [{"role": "user", "content": "tag a and b"}]}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_parallel_writers_of_a_plain_key_are_named_even_when_the_run_fails(mode):
+    agent = tags_agent(PlainTags)
+    watch = Watch(agent)
+    with pytest.raises(InvalidUpdateError):
+        run(agent, USER, mode, watch)
+    (found,) = watch.report().of("unreduced-parallel-write")
+    assert (found.severity, found.subject) == ("error", "tags")
+    step, ended = found.evidence
+    assert step.startswith("step 2: `save_tag` (call ") and step.count("`save_tag`") == 2
+    assert ended.startswith("the run ended with InvalidUpdateError: At key 'tags'")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_reduced_key_gives_no_parallel_write_evidence(mode):
+    agent = tags_agent(MergedTags)
+    watch = Watch(agent)
+    run(agent, USER, mode, watch)
+    assert watch.report().of("unreduced-parallel-write") == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_dropped_write_to_an_undeclared_key_is_shown(mode):
+    agent = tags_agent(None)
+    watch = Watch(agent)
+    run(agent, USER, mode, watch)
+    (found,) = watch.report().of("undeclared-key")
+    assert found.subject == "tags" and len(found.evidence) == 2
+    assert all("`save_tag` (call " in e and e.endswith("wrote `tags`") for e in found.evidence)
+    declared = tags_agent(MergedTags)
+    clean = Watch(declared)
+    run(declared, USER, mode, clean)
+    assert clean.report().of("undeclared-key") == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_reader_in_its_writers_batch_is_shown_and_the_turn_cache_silences_it(mode):
+    agent = tags_agent(MergedTags)
+    watch = Watch(agent)
+    run(agent, USER, mode, watch)
+    report = watch.report()
+    assert report.codes() == ["same-batch-read"]
+    (evidence,) = report.of("same-batch-read")[0].evidence
+    assert evidence.startswith("step 2: `list_tags` (call ") and "which wrote `tags`" in evidence
+    covered = tags_agent(MergedTags, cache=True)
+    quiet = Watch(covered)
+    run(covered, USER, mode, quiet)
+    assert quiet.report().findings == []
+
+
+STAMP = "2026-01-01T00:00:0"
+
+
+def experts(policy: str) -> Any:
+    model = ScriptedChatModel(script=[reply(text=f"note {i}") for i in range(8)])
+    ticks = itertools.count(1)
+    config = ExpertsConfig(
+        mode="llm", expert_model=model, prefix_policy=policy, clock=lambda: f"{STAMP}{next(ticks)}"
+    )
+    return build_experts_graph(config)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_timestamp_before_the_manual_is_shown_with_offset_and_text(mode):
+    graph = experts("timestamp_first")
+    watch = Watch(graph)
+    run(graph, user_turn(QUESTION), mode, watch)
+    report = watch.report()
+    assert report.codes() == ["prefix-not-invariant"]
+    first = report.findings[0].evidence[0]
+    offset = len(f"system: Current time: {STAMP}")
+    assert f"calls 1 and 2 diverge at offset {offset} (message 1 (system), character" in first
+    assert f"'system: Current time: {STAMP}1' vs 'system: Current time: {STAMP}2'" in first
+    assert first.endswith("characters are the same in both")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_invariant_manual_prefix_is_clean(mode):
+    graph = experts("invariant")
+    watch = Watch(graph)
+    run(graph, user_turn(QUESTION), mode, watch)
+    assert len(watch._prompts) >= 2  # the calls were seen, and they agree up to the persona
+    assert watch.report().findings == []
+
+
+def test_divergence_needs_a_large_shared_part_after_it():
+    manual = " ".join(f"rule {i}" for i in range(1000))
+    stamped = divergence("t=1\n" + manual + "q1", "t=2\n" + manual + "q2")
+    assert stamped is not None and stamped.prefix == 2 and stamped.shared >= len(manual)
+    tail_only = divergence(manual + "persona A, question", manual + "persona B, question")
+    assert tail_only is None or tail_only.shared < 20
+    assert divergence("same", "same") is None
+
+
+def test_reset_forgets_the_runs():
+    agent = tags_agent(MergedTags)
+    watch = Watch(agent)
+    run(agent, USER, "invoke", watch)
+    assert watch.report().codes() == ["same-batch-read"]
+    watch.reset()
+    assert watch.report().findings == []
