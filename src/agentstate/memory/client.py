@@ -50,6 +50,7 @@ DUPLICATE = "already enqueued"  # the server's answer to a write whose key it al
 OPEN_TIMEOUT = 10.0  # seconds to open a session, on top of a call's own timeout
 SESSION_TERMINATED = 32600  # what the MCP client reports when the server forgot the session
 CONNECTION_CLOSED = -32000  # ... and for calls in flight when the transport closed
+REQUEST_TIMEOUT = 408  # ... and for a call whose reply did not come within the read timeout
 
 
 class MemoryServerUnavailable(ConnectionError):
@@ -197,6 +198,9 @@ class _SessionTask:
         except McpError as exc:
             if exc.error.code in (SESSION_TERMINATED, CONNECTION_CLOSED):  # server restarted/died
                 gone(exc.error.message)
+                return
+            if exc.error.code == REQUEST_TIMEOUT:  # no reply: a request lost with a killed server
+                gone(f"no reply within {self.timeout:g}s")  # retried; a write's key keeps it once
                 return
             settle(exc)  # a protocol error: the session itself is fine
             return
