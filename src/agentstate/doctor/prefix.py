@@ -33,12 +33,26 @@ def prompt_text(messages: Sequence[BaseMessage]) -> tuple[str, list[tuple[int, s
     return "".join(parts), starts
 
 
+BLOCK = 4096
+
+
 def common_prefix(a: str, b: str, start_a: int = 0, start_b: int = 0) -> int:
-    """How many characters ``a[start_a:]`` and ``b[start_b:]`` share at their start."""
-    low, high = 0, min(len(a) - start_a, len(b) - start_b)
-    while low < high:  # binary search on slice equality: C speed on long prompts
+    """How many characters ``a[start_a:]`` and ``b[start_b:]`` share at their start.
+
+    Whole blocks are compared first (each character copied once), then the
+    first differing block is bisected: linear in the shared length, at C speed.
+    """
+    n = min(len(a) - start_a, len(b) - start_b)
+    i = 0
+    while (
+        i + BLOCK <= n
+        and a[start_a + i : start_a + i + BLOCK] == b[start_b + i : start_b + i + BLOCK]
+    ):
+        i += BLOCK
+    low, high = i, min(i + BLOCK, n)
+    while low < high:
         mid = (low + high + 1) // 2
-        if a[start_a : start_a + mid] == b[start_b : start_b + mid]:
+        if a[start_a + i : start_a + mid] == b[start_b + i : start_b + mid]:
             low = mid
         else:
             high = mid - 1

@@ -42,6 +42,8 @@ from agentstate.doctor.prefix import divergence, prompt_text, where
 
 MIN_SHARED = 2000
 """Characters two prompts must share after their divergence for it to count as a lost prefix."""
+RECENT = 8
+"""Each model call is compared with the first call and the calls just before it (this many)."""
 IGNORED_READS = frozenset({"messages", "files", "todos"})
 
 
@@ -295,7 +297,8 @@ class Watch(BaseCallbackHandler):
     def _prefix(self, prompts: Sequence[_Prompt]) -> list[Finding]:
         out = []
         for i, later in enumerate(prompts):
-            for earlier in prompts[:i]:
+            for j in sorted({0, *range(max(0, i - RECENT), i)} - {i}):
+                earlier = prompts[j]
                 gap = divergence(earlier.text, later.text)
                 if gap is None or gap.shared < self.min_shared or gap.shared <= gap.prefix:
                     continue

@@ -1,0 +1,174 @@
+"""Benchmark the doctor: ``diagnose`` per graph of the series, and what ``Watch`` adds to a turn.
+
+- ``diagnose``: every broken and fixed builder of notebooks 01-06 (and the
+  library defaults) is built once, after imports; then ``diagnose`` runs
+  ``--repeat`` times on it and the median is printed (the issue asks for
+  under 1 s per graph). The first call on a graph is printed too: it reads
+  and parses the tools' source files, which later calls find in a cache.
+- ``Watch``: one turn of an agent, alternately without and with a watch
+  (``report()`` included in the "with" turn), ``--turns`` times each in one
+  run; the ratio of the medians is the overhead (the issue asks for under
+  10%). Two turns: stage 03's fixed RDS agent (five parallel writers and a
+  reader, scripted model) and stage 05's experts with the timestamp before the
+  manual (three model calls of about 110 k characters each, scripted model, so
+  the prompt comparison is as large as it gets and the model costs nothing).
+
+    python scripts/bench_doctor.py
+    python scripts/bench_doctor.py --repeat 7 --turns 40
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from deepagents import create_deep_agent
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    HumanInTheLoopMiddleware,
+    SummarizationMiddleware,
+    TodoListMiddleware,
+)
+from langchain_core.tools import tool
+
+from agentstate import rds
+from agentstate.doctor import Watch, diagnose
+from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
+from agentstate.fixtures import (
+    POSTGRES_FIELDS,
+    AddNotesState,
+    UniqueNotesState,
+    build_notes_agent,
+    reader_batch_model,
+)
+from agentstate.models import ScriptedChatModel, reply
+
+
+def model() -> ScriptedChatModel:
+    return ScriptedChatModel(script=[reply(text="ok")])
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look something up."""
+    return query
+
+
+def graphs() -> dict[str, Callable[[], Any]]:
+    """Every graph the doctor is benchmarked on, built lazily."""
+    return {
+        "01 file storage (broken)": lambda: rds.build_file_storage_agent(model()),
+        "02 plain dict (broken)": lambda: rds.build_plain_dict_agent(model()),
+        "02 reducer (fixed)": lambda: rds.build_reducer_agent(model()),
+        "03 original cache (broken)": lambda: rds.build_original_cache_agent(model()),
+        "03 naive cache (broken)": lambda: rds.build_naive_cache_agent(model()),
+        "03 turn cache (fixed)": lambda: rds.build_turn_cache_agent(model()),
+        "04 split schema (broken)": lambda: rds.build_split_schema_agent(model(), model()),
+        "04 cache fix (broken)": lambda: rds.build_cache_fix_agent(model(), model()),
+        "04 shared schema (fixed)": lambda: rds.build_shared_schema_agent(model(), model()),
+        "04 operator.add list (broken)": lambda: build_notes_agent(AddNotesState),
+        "04 append_unique list (fixed)": lambda: build_notes_agent(UniqueNotesState),
+        "05 experts, timestamp first (broken)": lambda: build_experts_graph(
+            ExpertsConfig(prefix_policy="timestamp_first")
+        ),
+        "05 experts, invariant (fixed)": lambda: build_experts_graph(),
+        "deepagents default": lambda: create_deep_agent(model()),
+        "create_agent + built-in middleware": lambda: create_agent(
+            model(),
+            tools=[lookup],
+            middleware=[
+                TodoListMiddleware(),
+                HumanInTheLoopMiddleware(interrupt_on={"lookup": True}),
+                SummarizationMiddleware(model=model(), trigger=("tokens", 1000)),
+            ],
+        ),
+    }
+
+
+def bench_diagnose(repeat: int) -> None:
+    print(f"diagnose, median of {repeat} runs after the first (seconds)")
+    print(f"{'graph':<40} {'first':>7} {'median':>7}  codes")
+    worst = 0.0
+    for name, build in graphs().items():
+        graph = build()
+        start = time.perf_counter()
+        report = diagnose(graph, name)
+        first = time.perf_counter() - start
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            diagnose(graph, name)
+            times.append(time.perf_counter() - start)
+        median = statistics.median(times)
+        worst = max(worst, median, first)
+        print(f"{name:<40} {first:7.3f} {median:7.3f}  {', '.join(report.codes()) or '-'}")
+    print(f"slowest: {worst:.3f} s")
+
+
+def rds_agent(turns: int) -> Any:
+    """Stage 03's fixed agent with a script for ``2 * turns`` turns of 5 writers and a reader."""
+    return rds.build_turn_cache_agent(reader_batch_model(dict(POSTGRES_FIELDS), 2 * turns))
+
+
+def experts_graph(turns: int) -> Any:
+    """Stage 05's experts, timestamp first, on a scripted model (the prompts are real)."""
+    ticks = itertools.count()
+    model = ScriptedChatModel(script=[reply(text="note")] * (8 * turns))
+    config = ExpertsConfig(
+        mode="llm",
+        expert_model=model,
+        prefix_policy="timestamp_first",
+        clock=lambda: f"tick {next(ticks)}",
+    )
+    return build_experts_graph(config)
+
+
+def bench_watch(turns: int) -> None:
+    rds_turn = {"messages": [{"role": "user", "content": "store the fields"}]}
+    question = user_turn("How do I report a lost card, and which fees and rules apply?")
+    print(f"\nWatch overhead, {turns} turns without and {turns} with, alternating, one run")
+    print(f"{'turn':<44} {'without ms':>10} {'with ms':>8} {'ratio':>6}  codes")
+    for name, graph, inputs, run_async in (
+        ("03 turn cache: 5 writers + reader (sync)", rds_agent(turns), rds_turn, False),
+        ("03 turn cache: 5 writers + reader (async)", rds_agent(turns), rds_turn, True),
+        ("05 experts, timestamp first (sync)", experts_graph(turns), question, False),
+    ):
+        watch = Watch(graph)
+        without: list[float] = []
+        with_watch: list[float] = []
+        codes: list[str] = []
+        for _ in range(turns):
+            for timed, config in ((without, {}), (with_watch, {"callbacks": [watch]})):
+                start = time.perf_counter()
+                if run_async:
+                    asyncio.run(graph.ainvoke(inputs, config))
+                else:
+                    graph.invoke(inputs, config)
+                if config:
+                    codes = watch.report().codes()
+                    watch.reset()
+                timed.append(time.perf_counter() - start)
+        a, b = statistics.median(without) * 1000, statistics.median(with_watch) * 1000
+        print(f"{name:<44} {a:10.1f} {b:8.1f} {b / a:6.3f}  {', '.join(codes) or '-'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="diagnose runs per graph")
+    parser.add_argument("--turns", type=int, default=30, help="turns with and without Watch")
+    args = parser.parse_args(argv)
+    print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
+    bench_diagnose(args.repeat)
+    bench_watch(args.turns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
