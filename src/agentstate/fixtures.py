@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from deepagents import create_deep_agent
-from langchain.agents import AgentState, create_agent
+from langchain.agents import AgentState
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
@@ -28,7 +28,6 @@ from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
 from agentstate.core.reducers import append_unique
-from agentstate.core.turn_cache import Batch, TurnCacheMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import sqlite_checkpointer
 from agentstate.rds.agents import COLLECTOR, assemble_rds_agent, fixed_middleware
@@ -490,63 +489,8 @@ def glossary_rows(graph: Any) -> list[dict[str, str]]:
     ]
 
 
-# --- notebooks 03-04 ---
-# Lesson code for notebook 03's "How the fix is written": the turn cache with
-# one piece taken out at a time (each proof cell shows the failure return),
-# the obvious but silently broken repair of the ``runtime.config`` cache, and
-# the same middleware on a small agent that has nothing to do with RDS.
-
-
-def _nobody_missing(timeout: float) -> list[str]:
-    return []
-
-
-async def _anobody_missing(timeout: float) -> list[str]:
-    return []
-
-
-def _forget(call_id: str, value: Any) -> None:
-    return None
-
-
-class NoWaitTurnCache(TurnCacheMiddleware):
-    """The turn cache without the wait: a reader merges whatever its batch has recorded so far."""
-
-    def _join(self, request: Any) -> tuple[Any, Batch] | None:
-        joined = super()._join(request)
-        if joined is not None:
-            joined[1].wait_for_writers = _nobody_missing  # type: ignore[method-assign]
-            joined[1].await_writers = _anobody_missing  # type: ignore[method-assign]
-        return joined
-
-
-class NoRecordTurnCache(TurnCacheMiddleware):
-    """The turn cache without the record: writers' values are never kept for the batch."""
-
-    def _join(self, request: Any) -> tuple[Any, Batch] | None:
-        joined = super()._join(request)
-        if joined is not None:
-            joined[1].record = _forget  # type: ignore[method-assign]
-        return joined
-
-
-class NoMergeTurnCache(TurnCacheMiddleware):
-    """The turn cache without the merge: a reader waits, then runs on the unchanged state."""
-
-    def _reader_view(self, request: Any, batch: Batch) -> Any:
-        return request
-
-
-class KeepBatchesTurnCache(TurnCacheMiddleware):
-    """The turn cache without the removal: a finished batch stays in memory."""
-
-    def _leave(self, key: Any, batch: Batch, call_id: str) -> None:
-        batch.finish(call_id)
-
-
-def last_write_wins(left: Any, right: Any) -> Any:
-    """A reducer that is not the key's: each write replaces the value (for the merge proof)."""
-    return right
+# --- notebook 03's going-further: the obvious but silently broken repair of the
+# ``runtime.config`` cache ---
 
 
 class GetConfigCacheMiddleware(AgentMiddleware):
@@ -590,42 +534,6 @@ def build_get_config_cache_agent(model: BaseChatModel, storage: ConfigCacheStora
         storage,
         middleware=[*fixed_middleware(), GetConfigCacheMiddleware()],
         state_schema=RdsAgentState,
-    )
-
-
-class NoteState(AgentState):
-    """A non-RDS state: ``notes`` is a list that keeps each note once."""
-
-    notes: Annotated[NotRequired[list[str]], append_unique]
-
-
-@tool
-def save_note(text: str, runtime: ToolRuntime) -> Command:
-    """Save a note."""
-    return Command(
-        update={
-            "notes": [text],
-            "messages": [ToolMessage(f"Saved {text!r}.", tool_call_id=runtime.tool_call_id)],
-        }
-    )
-
-
-@tool
-def read_notes(runtime: ToolRuntime) -> str:
-    """Read every saved note."""
-    return json.dumps(runtime.state.get("notes", []))
-
-
-def note_batch_model(*notes: str) -> ScriptedChatModel:
-    """One reply that saves ``notes`` in parallel and reads them in the same batch."""
-    calls = [tool_call("save_note", text=n) for n in notes]
-    return one_reply_model(*calls, tool_call("read_notes"), name="note-batch")
-
-
-def build_note_agent(model: BaseChatModel, *, middleware: Sequence[AgentMiddleware] = ()) -> Any:
-    """A plain ``create_agent`` with ``save_note`` / ``read_notes`` over :class:`NoteState`."""
-    return create_agent(
-        model, tools=[save_note, read_notes], state_schema=NoteState, middleware=list(middleware)
     )
 
 
