@@ -26,7 +26,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, Overwrite
 
 from agentstate.core import TurnCacheMiddleware, merge_fields
 from agentstate.models import ScriptedChatModel, reply, tool_call
@@ -57,6 +57,17 @@ def save_note(title: str, text: str, runtime: ToolRuntime) -> Command:
         update={
             "notes": {title: text},
             "messages": [ToolMessage("saved", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+@tool
+def replace_notes(title: str, text: str, runtime: ToolRuntime) -> Command:
+    """Replace every note with one (an Overwrite bypasses the reducer)."""
+    return Command(
+        update={
+            "notes": Overwrite({title: text}),
+            "messages": [ToolMessage("replaced", tool_call_id=runtime.tool_call_id)],
         }
     )
 
@@ -112,7 +123,7 @@ def build(other, order, *, cache=None, checkpointer=None, script=None):
     model = ScriptedChatModel(script=script or [batch_reply(), reply(text="done")])
     agent = create_agent(
         model,
-        tools=[save_note, read_notes, tag, read_tags],
+        tools=[save_note, replace_notes, read_notes, tag, read_tags],
         state_schema=NotesState,
         middleware=middleware,
         checkpointer=checkpointer if checkpointer is not None else InMemorySaver(),
@@ -356,6 +367,24 @@ def test_a_writer_answered_by_a_middleware_inside_the_cache_releases_the_reader(
     assert seconds < AT_ONCE
     (reader,) = reads(state.values)
     assert json.loads(reader.content) == {"a": "milk"} == state.values["notes"]
+    assert cache.open_batches == 0
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_an_overwrite_in_the_batch_is_read_as_langgraph_applies_it(how):
+    first = reply(
+        tool_call("save_note", title="a", text="milk"),
+        tool_call("replace_notes", title="c", text="bread"),
+        tool_call("save_note", title="b", text="eggs"),
+        tool_call("read_notes"),
+    )
+    cache = TurnCacheMiddleware(
+        writers=["save_note", "replace_notes"], readers=["read_notes"], key="notes"
+    )
+    agent, _ = build([], "cache first", cache=cache, script=[first, reply(text="done")])
+    state, _ = go(agent, how)
+    (reader,) = reads(state.values)
+    assert json.loads(reader.content) == state.values["notes"] == {"c": "bread"}
     assert cache.open_batches == 0
 
 

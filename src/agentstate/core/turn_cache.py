@@ -44,7 +44,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
-from langgraph.types import Command
+from langgraph.types import Command, Overwrite
 
 from agentstate.core.reducers import merge_fields
 from agentstate.core.turn_cache_calls import (
@@ -218,8 +218,12 @@ class Batch:
         """``current`` with the recorded writes applied in tool-call order."""
         with self.cond:
             writes = [self.writes[c] for c in self.writers if c in self.writes]
+        overwritten = False
         for value in writes:
-            current = reducer(current, value)
+            if isinstance(value, Overwrite):  # as LangGraph applies it: later writes are ignored
+                current, overwritten = value.value, True
+            elif not overwritten:
+                current = reducer(current, value)
         return current
 
     def take_earlier(self, results: Mapping[str, tuple[bool, Any]]) -> None:
@@ -438,7 +442,10 @@ class TurnCacheMiddleware(AgentMiddleware):
             return False, None, None
         state = request.state if isinstance(request.state, Mapping) else {}
         try:
-            self.reducer(state.get(self.key), value)
+            if isinstance(value, Overwrite):  # bypasses the reducer, not the value's type
+                self.reducer(None, value.value)
+            else:
+                self.reducer(state.get(self.key), value)
         except (TypeError, ValueError) as error:
             return False, None, self._refused(request, value, error)
         return True, value, None
