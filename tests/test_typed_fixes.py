@@ -1,16 +1,38 @@
-"""Issue 19: bugs the type checker found in the package, each proven here.
+"""Issue 19: a reader's type checker sees agentstate's types, and the bugs mypy found.
 
-mypy over ``src/agentstate`` flagged these as type errors; each was a real
-defect a reader could hit, not only a wrong annotation.
+mypy over ``src/agentstate`` flagged the others as type errors; each was a
+real defect a reader could hit, not only a wrong annotation.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
 
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.models.openai_replay import ReplayServer
+
+
+def test_a_readers_mypy_checks_calls_into_agentstate(tmp_path):
+    """Before ``py.typed``: "module is installed, but missing library stubs or py.typed
+    marker" and every agentstate name was Any, so this wrong annotation passed."""
+    user = tmp_path / "reader.py"
+    user.write_text("from agentstate.loopback import free_port\n\nport: str = free_port()\n")
+    mypy = Path(sys.executable).with_name("mypy")
+    result = subprocess.run(
+        [str(mypy), "--no-incremental", "--python-executable", sys.executable, user.name],
+        cwd=tmp_path,  # not the repository: the reader's own mypy settings (none)
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "import-untyped" not in result.stdout and "py.typed" not in result.stdout
+    assert 'expression has type "int", variable has type "str"' in result.stdout, result.stdout
+    assert result.returncode == 1
 
 
 @pytest.mark.parametrize(
