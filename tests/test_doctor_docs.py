@@ -1,0 +1,48 @@
+"""Each page of ``docs/doctor/`` runs: its failing code shows the code, its fixed code does not."""
+
+from __future__ import annotations
+
+import linecache
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentstate.doctor import CODES
+from agentstate.doctor.findings import NOTEBOOKS
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "doctor"
+
+
+def block(page: str, heading: str) -> str:
+    section = page.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def run(code: str, name: str) -> Any:
+    """Execute a docs block as a reader would paste it (source visible, as in Jupyter)."""
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    namespace: dict[str, Any] = {"__name__": name}
+    exec(compile(code, name, "exec", dont_inherit=True), namespace)
+    return namespace["report"]
+
+
+@pytest.mark.parametrize("code", list(CODES))
+def test_the_page_of_each_code_fails_then_passes(code):
+    page = (DOCS / f"{code}.md").read_text()
+    assert page.startswith(f"# `{code}` ({CODES[code].severity}, notebook {CODES[code].notebook}")
+    failing = run(block(page, "The failing code"), f"<docs/doctor/{code}.md: failing>")
+    fixed = run(block(page, "The fix"), f"<docs/doctor/{code}.md: fix>")
+    assert code in failing.codes()
+    assert code not in fixed.codes() and fixed.errors == []
+    lesson = page.split("\n## The lesson\n", 1)[1]
+    assert f"../../notebooks/{NOTEBOOKS[CODES[code].notebook]}.ipynb" in lesson
+    assert (ROOT / "notebooks" / f"{NOTEBOOKS[CODES[code].notebook]}.ipynb").is_file()
+
+
+def test_the_index_lists_every_code_with_its_page():
+    index = (DOCS / "README.md").read_text()
+    for code, known in CODES.items():
+        assert f"| [`{code}`]({code}.md) | {known.severity} | {known.notebook} |" in index
