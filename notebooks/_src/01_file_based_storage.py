@@ -226,11 +226,10 @@ answers
 
 # %% [markdown]
 # The first write lands and the other four come back as errors the model can
-# read and retry. The guard matches tool **names** (`write_file`,
-# `edit_file`, `delete`) and their `file_path` argument. Our
-# `store_requirement` is neither, so it runs unguarded, as in section 1; so
-# does any custom tool that reads a file from state or a backend and writes
-# it back.
+# read and retry. The guard matches deepagents' own file tools by **name**
+# and their `file_path` argument. Our `store_requirement` is not one of them,
+# so it runs unguarded, as in section 1; so does any custom tool that reads a
+# file from state or a backend and writes it back.
 
 # %% [markdown]
 # ## 5. The fix: one file per field
@@ -321,21 +320,14 @@ def fields_kept(tools: list, model) -> dict:
     return {"fields kept": len(found), "model calls": model.position}
 
 
+cases = {
+    "one file, one reply": (store_requirement, one_batch_model),
+    "one file per field, one reply": (store_in_own_file, one_batch_model),
+    "one file, one call per reply": (store_requirement, one_call_per_step_model),
+}
 layouts = Table(
-    [
-        {
-            "layout": "one file, one reply",
-            **fields_kept([store_requirement], one_batch_model(POSTGRES_FIELDS)),
-        },
-        {
-            "layout": "one file per field, one reply",
-            **fields_kept([store_in_own_file], one_batch_model(POSTGRES_FIELDS)),
-        },
-        {
-            "layout": "one file, one call per reply",
-            **fields_kept([store_requirement], one_call_per_step_model(POSTGRES_FIELDS)),
-        },
-    ]
+    {"layout": name, **fields_kept([tool_used], make_model(POSTGRES_FIELDS))}
+    for name, (tool_used, make_model) in cases.items()
 )
 assert layouts.column("fields kept") == [1, 5, 5]
 assert layouts.column("model calls") == [2, 2, 6]
@@ -374,10 +366,13 @@ def survivors(parallel_calls: int, layout: str) -> Table:
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+WIDE = {"description_width": "initial"}
 widgets.interactive(
     survivors,
-    parallel_calls=widgets.IntSlider(value=5, min=1, max=20, description="parallel calls"),
-    layout=widgets.Dropdown(options=list(LAYOUTS), description="layout"),
+    parallel_calls=widgets.IntSlider(
+        value=5, min=1, max=20, description="parallel calls", style=WIDE
+    ),
+    layout=widgets.Dropdown(options=list(LAYOUTS), description="layout", style=WIDE),
 )
 
 # %% [markdown]

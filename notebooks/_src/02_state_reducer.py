@@ -337,10 +337,15 @@ def kept_with(parallel_calls: int, reducer: str) -> Table:
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+WIDE = {"description_width": "initial"}
 widgets.interactive(
     kept_with,
-    parallel_calls=widgets.IntSlider(value=5, min=1, max=50, description="parallel calls"),
-    reducer=widgets.Dropdown(options=list(SCHEMAS), value="merge_fields", description="reducer"),
+    parallel_calls=widgets.IntSlider(
+        value=5, min=1, max=50, description="parallel calls", style=WIDE
+    ),
+    reducer=widgets.Dropdown(
+        options=list(SCHEMAS), value="merge_fields", description="reducer", style=WIDE
+    ),
 )
 
 # %% [markdown]
@@ -349,17 +354,8 @@ widgets.interactive(
 
 # %%
 knob = Table(kept_with(n, r).rows[0] for r in SCHEMAS for n in (1, 2, 50))
-assert knob.column("fields kept") == [
-    1,
-    "InvalidUpdateError",
-    "InvalidUpdateError",
-    1,
-    1,
-    1,
-    1,
-    2,
-    50,
-]
+expected = [1, "InvalidUpdateError", "InvalidUpdateError", 1, 1, 1, 1, 2, 50]
+assert knob.column("fields kept") == expected
 knob
 
 # %% [markdown]
