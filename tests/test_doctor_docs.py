@@ -46,3 +46,14 @@ def test_the_index_lists_every_code_with_its_page():
     index = (DOCS / "README.md").read_text()
     for code, known in CODES.items():
         assert f"| [`{code}`]({code}.md) | {known.severity} | {known.notebook} |" in index
+
+
+def test_the_readme_sends_readers_to_the_doctor():
+    readme = (ROOT / "README.md").read_text()
+    own, check, more = (readme.index(h) for h in (
+        "## Use it in your own agent", "## Check your own agent", "## More"
+    ))  # fmt: skip
+    assert own < check < more
+    section = readme[check:more]
+    assert "agentstate doctor" in section and "](docs/doctor/README.md)" in section
+    assert "(docs/doctor/README.md)" in readme[more:]
