@@ -10,6 +10,7 @@ creates one per AIMessage and drops it when every call has ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -94,7 +95,8 @@ class Batch:
         # every waiter re-checks (and starts polling if a failed writer is watched)
         self.cond.notify_all()
         for loop, future in self.waiters:
-            loop.call_soon_threadsafe(_resolve, future)
+            with contextlib.suppress(RuntimeError):  # a loop closed since it registered
+                loop.call_soon_threadsafe(_resolve, future)
         self.waiters.clear()
 
     def _gone(self, call_id: str) -> bool:
@@ -159,20 +161,18 @@ class Batch:
                         return self._missing()
                     self.waiters.append((loop, future))
                     polling = bool(self.watches)
-                left = deadline - loop.time()
-                if left <= 0:
-                    break
-                await asyncio.wait([future], timeout=min(left, _POLL) if polling else left)
-                with self.cond:
-                    if (loop, future) in self.waiters:
-                        self.waiters.remove((loop, future))
+                try:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        return self._missing()
+                    await asyncio.wait([future], timeout=min(left, _POLL) if polling else left)
+                finally:  # also when the run is cancelled: no waiter outlives its loop
+                    with self.cond:
+                        if (loop, future) in self.waiters:
+                            self.waiters.remove((loop, future))
         finally:
             with self.cond:
                 self.waiting -= 1
-        with self.cond:
-            if (loop, future) in self.waiters:
-                self.waiters.remove((loop, future))
-            return self._missing()
 
     def merged(self, current: Any, reducer: Reducer) -> Any:
         """``current`` with the recorded writes applied in tool-call order."""
