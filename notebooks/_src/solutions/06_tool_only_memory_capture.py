@@ -2,142 +2,174 @@
 # # 06 · Tool-only memory capture: exercise solutions
 #
 # Each exercise of notebook 06, answered with code that runs offline and
-# asserts its answer. One memory server is started here, on a fresh SQLite
-# file, and stopped in the last cell.
+# asserts its answer. The teaching guard is written again here with two
+# switches, so each exercise changes one thing. One memory server runs on a
+# fresh SQLite file; `ServerProcess` stops it when the kernel exits.
 
 # %%
-# ruff: noqa: F704 - top-level await: the notebook's kernel runs an event loop
+import operator
 import tempfile
 from pathlib import Path
+from typing import Annotated, TypedDict
 
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
 
 from agentstate.display import Table
-from agentstate.memory import (
-    CapturePolicy,
-    CaptureRun,
-    MemoryClient,
-    ReactRun,
-    ServerProcess,
-    audit,
-    available,
-    calls,
-    counts,
-    load,
-    policy_model,
-    port_open,
-    read_memory,
-    rules_table,
+from agentstate.memory import MemoryClient, ServerProcess
+from agentstate.memory.lesson import (
+    RandomProposals,
+    expected_entries,
+    random_events,
+    stored_entries,
 )
+from agentstate.memory.prompt import system_prompt, turn_line
+from agentstate.models import PolicyChatModel
 
-workdir = Path(tempfile.mkdtemp(prefix="stage06-solutions-"))
-server = ServerProcess(workdir / "memory.sqlite").start()
+server = ServerProcess(
+    Path(tempfile.mkdtemp(prefix="stage06-solutions-")) / "memory.sqlite"
+).start()
 client = MemoryClient(server.url)
 tools = await client.tools()
-travel = load("solo_travel")
-assert server.running
-{"server": "running on 127.0.0.1", "tools": len(tools)}
+len(tools)
+
+
+# %%
+class GuardState(TypedDict, total=False):
+    turn: BaseMessage
+    plan: list[dict]
+    stored: Annotated[list[int], operator.add]
+
+
+def usable(summary) -> bool:
+    if not isinstance(summary, str):
+        return False
+    return summary.strip() != "" and summary.isprintable() and len(summary) <= 200
+
+
+def build_guard(model, tools, trust_text=False, check_stored=True, bootstrap=False):
+    """The lesson's guard; trust_text: take the model's raw_entry; bootstrap: exercise 3."""
+    model, by_name = model.bind_tools(tools), {t.name: t for t in tools}
+
+    async def decide(state: GuardState, config) -> dict:
+        turn, ids = state["turn"], config["configurable"]
+        rules = system_prompt(ids["vault_id"], ids["memory_id"]) + "\n" + turn_line(turn)
+        reply = await model.ainvoke([SystemMessage(rules), turn])
+        where = {"vault_id": ids["vault_id"], "memory_id": ids["memory_id"]}
+        if bootstrap and isinstance(turn, SystemMessage) and turn.content == "SESSION_START":
+            return {"plan": [("get_context", where), ("list_entries", {**where, "limit": 10})]}
+        if not (isinstance(turn, ChatMessage) and turn.role in ("user", "assistant")):
+            return {"plan": []}
+        idx = turn.additional_kwargs["msg_idx"]
+        if check_stored and idx in state.get("stored", []):
+            return {"plan": []}
+        offered = [c["args"] for c in reply.tool_calls if c["name"] == "add_entry"]
+        summary = next((a.get("summary") for a in offered if usable(a.get("summary"))), "s")
+        text = turn.content
+        if trust_text:
+            text = next(
+                (a["raw_entry"] for a in offered if isinstance(a.get("raw_entry"), str)), text
+            )
+        args = {
+            **where,
+            "raw_entry": text,
+            "summary": summary,
+            "tags": {"role": turn.role, "msg_idx": idx},
+        }
+        return {"plan": [("add_entry", args)]}
+
+    async def write(state: GuardState) -> dict:
+        for name, args in state["plan"]:
+            reply = await by_name[name].ainvoke(
+                {"name": name, "args": args, "id": "w", "type": "tool_call"}
+            )
+            if reply.status == "error":
+                raise ValueError(f"{name} refused: {reply.text}")
+        return {"stored": [a["tags"]["msg_idx"] for n, a in state["plan"] if n == "add_entry"]}
+
+    builder = StateGraph(GuardState)
+    builder.add_node("decide", decide)
+    builder.add_node("write", write)
+    builder.add_edge(START, "decide")
+    builder.add_edge("decide", "write")
+    builder.add_edge("write", END)
+    return builder.compile(checkpointer=InMemorySaver())
+
+
+async def capture(graph, events, memory_id, vault_id="agentstate"):
+    await client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
+    config = {
+        "configurable": {"thread_id": memory_id, "vault_id": vault_id, "memory_id": memory_id}
+    }
+    for event in events:
+        await graph.ainvoke({"turn": event.to_message()}, config)
+    await client.call("await_consistency", memory_id=memory_id)
+    return stored_entries(server.db, memory_id)
+
+
+async def random_runs(label, seeds=range(12), **switches):
+    proposer, rows = RandomProposals(seed=6), []
+    for seed in seeds:
+        chat, sent = random_events(seed, n_messages=8)
+        got = await capture(
+            build_guard(PolicyChatModel(policy=proposer), tools, **switches),
+            sent,
+            f"{label}.{seed}",
+        )
+        rows.append(
+            {
+                "seed": seed,
+                "resends": len(sent) - len(chat.events),
+                "exact": got == expected_entries(chat, "chat"),
+            }
+        )
+    return rows
+
 
 # %% [markdown]
 # ## Exercise 1
-# A policy that also stores `SESSION_START` as an entry: the prebuilt agent
-# runs the extra `add_entry`, and the auditor reports it as an
-# `extra_entry` (an entry that matches no conversation message). The
-# tool-only graph's guard builds the bootstrap from the rules and drops the
-# proposed `add_entry`; it records that in `corrections`.
+# Taking the model's `raw_entry` breaks the store as soon as a reply holds an
+# `add_entry` whose text is not the message's: the "other text" proposal.
+# ("wrong msg_idx" and "wrong role" carry the message's own text, and the
+# guard still takes role and index from the message.) Some runs fail; the
+# unchanged guard passes them all.
 
 # %%
-class StoresSessionStart(CapturePolicy):
-    """A well-behaved policy, except that SESSION_START is also stored as an entry."""
-
-    def plan(self, turn, history, vault_id, memory_id):
-        planned = super().plan(turn, history, vault_id, memory_id)
-        if isinstance(turn, SystemMessage) and turn.content == "SESSION_START":
-            planned = [calls.add_entry(vault_id, memory_id, "user", 0, "SESSION_START"), *planned]
-        return planned
-
-
-react = ReactRun(client, policy_model(StoresSessionStart(one_call_per_step=True), "s"), tools,
-                 run="ex1-react", checkpointer=InMemorySaver())
-capture = CaptureRun(client, policy_model(StoresSessionStart(), "s"), tools, run="ex1-capture")
-for run in (react, capture):
-    await run.replay(travel)
-    await client.call("await_consistency", memory_id=run.memory_id("trip"))
-react_found = counts(audit(server.db, travel, react.memories(travel)))
-assert react_found == {"extra_entry": 1}
-assert audit(server.db, travel, capture.memories(travel)) == []
-recorded = [c for c in (await capture.state("trip"))["corrections"] if "add_entry" in c]
-assert recorded == ["SESSION_START: dropped add_entry"]
-{"prebuilt agent": react_found, "guard recorded": recorded}
+trusting = Table(await random_runs("trust", trust_text=True))
+assert not all(trusting.column("exact")) and all(Table(await random_runs("check")).column("exact"))
+trusting
 
 # %% [markdown]
 # ## Exercise 2
-# With a flush every 4 messages, `solo_travel` and `hard_cases` expect one
-# more flush each; `two_threads` does not (7 messages a thread: one flush
-# after message 4 instead of one after message 6). The guard and the auditor read the same
-# `calls.FLUSH_EVERY`, so the tool-only graph still passes the audit (and
-# nothing else moves: the entries are the same).
+# Without the `stored` check, every run whose observer resent a message
+# stores that message twice. The replayed report never resends a message, so
+# it passes either way: only the random run with resends shows the check is
+# needed.
 
 # %%
-def flush_points(every):
-    calls.FLUSH_EVERY = every
-    try:
-        return {name: {r["thread"]: r["flush after msg_idx"] for r in rules_table(load(name))}
-                for name in available()}
-    finally:
-        calls.FLUSH_EVERY = 6
+from agentstate.memory import AS_REPORTED, CapturePolicy, load, policy_model
 
-
-six, four = flush_points(6), flush_points(4)
-more = {name: {t: len(four[name][t]) - len(six[name][t]) for t in four[name]} for name in four}
-assert more == {"hard_cases": {"edge": 1}, "solo_travel": {"trip": 1},
-                "two_threads": {"alice": 0, "bob": 0}}
-Table({"conversation": name, "more flushes per thread": per} for name, per in more.items())
-
-# %%
-calls.FLUSH_EVERY = 4
-try:
-    every4 = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run="ex2-every4")
-    await every4.replay(travel)
-    await client.call("await_consistency", memory_id=every4.memory_id("trip"))
-    found = audit(server.db, travel, every4.memories(travel))
-    ops = read_memory(server.db, "ex2-every4.trip")["ops"]
-    puts = sum(op["tool"] == "put_context" for op in ops)
-finally:
-    calls.FLUSH_EVERY = 6
-assert found == [] and puts == len(four["solo_travel"]["trip"])
-entries = len(read_memory(server.db, "ex2-every4.trip")["entries"])
-assert entries == len(travel.messages("trip"))
-{"violations": len(found), "put_context calls": puts, "entries": entries}
+unchecked = Table(await random_runs("unchecked", check_stored=False))
+assert [r["exact"] for r in unchecked.rows] == [r["resends"] == 0 for r in unchecked.rows]
+travel = load("solo_travel")
+replayed = policy_model(CapturePolicy(AS_REPORTED), "replayed")
+report = await capture(
+    build_guard(replayed, tools, check_stored=False), travel.events, "unchecked.trip"
+)
+assert report == expected_entries(travel, "trip")
+unchecked
 
 # %% [markdown]
 # ## Exercise 3
-# Another MCP client: the `mcp` package's own streamable-HTTP client and
-# `ClientSession`, talking to the same server, with no LangChain in between.
+# With the bootstrap added, the auditor finds no bootstrap violation (it
+# still reports the flushes, which the teaching guard leaves out).
 
 # %%
-from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from agentstate.memory import audit, counts
 
-ids = {"vault_id": "ex3", "memory_id": "ex3.notes"}
-async with streamablehttp_client(server.url) as (read, write, _), ClientSession(read, write) as s:
-    await s.initialize()
-    await s.call_tool("create_memory", ids)
-    for idx, text in enumerate(["Lisbon in May, solo", "Prefers trains to flights"], start=1):
-        await s.call_tool("add_entry", {**ids, "raw_entry": text, "summary": text,
-                                        "tags": {"role": "user", "msg_idx": idx}})
-    await s.call_tool("await_consistency", {"memory_id": ids["memory_id"]})
-    found = await s.call_tool("search_memories", {"memory_id": ids["memory_id"], "query": "trains"})
-hits = [e["raw_entry"] for e in found.structuredContent["entries"]]
-assert not found.isError and hits == ["Prefers trains to flights"]
-hits
-
-# %% [markdown]
-# Stop the server: no process is left behind.
-
-# %%
-await client.close()
-server.stop()
-assert not server.running and not port_open(server.port)
-{"server running": server.running, "port open": port_open(server.port)}
+await capture(build_guard(replayed, tools, bootstrap=True), travel.events, "boot.trip")
+found = counts(audit(server.db, travel, {"trip": "boot.trip"}))
+assert not {"missing_bootstrap", "repeated_bootstrap", "bootstrap_incomplete"} & set(found)
+assert set(found) == {"missing_flush"}
+found

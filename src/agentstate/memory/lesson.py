@@ -1,5 +1,7 @@
 """Helpers that keep notebook 06's cells short: state tables, side-by-side runs, the knob,
-a model that proposes nothing, and the guard removed for the proof that breaks it."""
+a model that proposes nothing, the guard removed for the proof that breaks it, and the
+random proposals and chats of the proof that the guard holds whatever the model proposes
+(notebook 06 and tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
@@ -7,20 +9,23 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
+import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.auditor import Violation, audit, expected_flushes
+from agentstate.memory import calls
+from agentstate.memory.auditor import Violation, audit, expected_flushes, read_memory
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.conversations import Conversation, load
+from agentstate.memory.conversations import Conversation, Event, load, parse
 from agentstate.memory.observer import CaptureRun, ReactRun
 from agentstate.memory.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
 from agentstate.memory.process import ServerProcess
+from agentstate.memory.prompt import ids_from
 
 FAULTS = {
     "none": Faults(),
@@ -39,7 +44,8 @@ def message_rows(messages: list[BaseMessage]) -> list[dict[str, Any]]:
     """One row per state message: type, role/msg_idx, a short text, the tool calls."""
     rows = []
     for m in messages:
-        row = {"type": type(m).__name__, "role": "", "msg_idx": "", "text": "", "calls": ""}
+        row: dict[str, Any] = {"type": type(m).__name__, "role": "", "msg_idx": "", "text": ""}
+        row["calls"] = ""
         if isinstance(m, ChatMessage):
             row.update(role=m.role, msg_idx=m.additional_kwargs.get("msg_idx"))
         if isinstance(m, ChatMessage | SystemMessage) or (isinstance(m, AIMessage) and m.content):
@@ -52,7 +58,7 @@ def message_rows(messages: list[BaseMessage]) -> list[dict[str, Any]]:
     return rows
 
 
-def _call(call: dict[str, Any]) -> str:
+def _call(call: Mapping[str, Any]) -> str:
     tags = call["args"].get("tags") if call["name"] == "add_entry" else None
     return f"add_entry({tags.get('role')} #{tags.get('msg_idx')})" if tags else call["name"]
 
@@ -129,7 +135,7 @@ def without_guard() -> Iterator[None]:
     """
     from agentstate.memory import capture
 
-    def pass_through(turn, proposed, state, vault_id, memory_id):
+    def pass_through(turn, proposed, state, vault_id, memory_id, thread=None):
         return [dict(c) for c in proposed], {}
 
     original = capture.guard
@@ -177,4 +183,142 @@ def rules_table(conversation: Conversation) -> list[dict[str, Any]]:
                 "flush after msg_idx": expected_flushes(conversation, thread),
             }
         )
+    return rows
+
+
+# --- notebook 06's proof that the guard holds whatever the model proposes -----------------
+
+PROPOSAL_KINDS = (
+    "nothing",
+    "chat text",
+    "duplicate",
+    "wrong role",
+    "wrong msg_idx",
+    "other text",
+    "unknown tool",
+    "garbage args",
+    "bad summary",
+    "other memory",
+    "flush",
+)
+_BAD_SUMMARIES = ("", "   ", "x" * 5000, "a\x00b", "two\nlines")
+
+
+def proposal(kind: str, turn: BaseMessage, ids: tuple[str, str], text: str) -> list[dict]:
+    """The tool calls a model proposes for ``turn`` when it misbehaves as ``kind``.
+
+    ``text`` is arbitrary text the misbehaviour uses (the agent's own words, a
+    wrong raw entry, a summary). Every kind is something the capture guard must
+    survive: nothing at all, chat instead of calls, a call twice, the wrong
+    role or index, other text, a tool that does not exist, arguments of the
+    wrong shape, a summary the server would refuse, another memory, a flush.
+    """
+    vault_id, memory_id = ids
+    role, idx = (
+        (turn.role, turn.additional_kwargs.get("msg_idx", 0))
+        if isinstance(turn, ChatMessage)
+        else ("user", 0)
+    )
+    content = str(turn.content)
+    right = calls.add_entry(vault_id, memory_id, role, idx, content)
+    other_role = "user" if role == "assistant" else "assistant"
+    return {
+        "nothing": [],
+        "chat text": [],
+        "duplicate": [right, right],
+        "wrong role": [calls.add_entry(vault_id, memory_id, other_role, idx, content)],
+        "wrong msg_idx": [calls.add_entry(vault_id, memory_id, role, idx + 1, content)],
+        "other text": [calls.add_entry(vault_id, memory_id, role, idx, text or "?")],
+        "unknown tool": [calls.call("delete_memory", vault_id=vault_id, memory_id=memory_id)],
+        "garbage args": [calls.call("add_entry", entry=text, tags=[role])],
+        "bad summary": [
+            calls.add_entry(vault_id, memory_id, role, idx, content, _BAD_SUMMARIES[len(text) % 5])
+        ],
+        "other memory": [calls.add_entry(vault_id, "elsewhere.chat", role, idx, content)],
+        "flush": calls.flush(vault_id, memory_id, text or "context"),
+    }[kind]
+
+
+class RandomProposals:
+    """A policy (``messages -> AIMessage``) that proposes random misbehaviours, seeded.
+
+    Each reply mixes 0 to ``max_kinds`` kinds of ``PROPOSAL_KINDS`` for the
+    current turn; ``tried`` counts the replies and ``kinds`` which kinds came up.
+    """
+
+    def __init__(self, seed: int, max_kinds: int = 3) -> None:
+        self.rng, self.max_kinds = random.Random(seed), max_kinds
+        self.tried, self.kinds = 0, set[str]()
+
+    def __call__(self, messages: list[BaseMessage]) -> AIMessage:
+        turn = next(m for m in reversed(messages) if isinstance(m, ChatMessage | SystemMessage))
+        try:
+            ids = ids_from(messages)
+        except ValueError:
+            ids = ("agentstate", "unknown.memory")
+        kinds = self.rng.choices(PROPOSAL_KINDS, k=self.rng.randint(0, self.max_kinds))
+        text = "".join(self.rng.choices("abc é👋\n", k=self.rng.randint(0, 12)))
+        self.tried += 1
+        self.kinds.update(kinds)
+        planned = [c for k in kinds for c in proposal(k, turn, ids, text)]
+        chat = "I will remember that for you." if "chat text" in kinds else ""
+        tool_calls = [{**c, "id": f"p{self.tried}-{i}"} for i, c in enumerate(planned)]
+        return AIMessage(content=chat, tool_calls=tool_calls)
+
+
+def random_events(seed: int, n_messages: int) -> tuple[Conversation, list[Event]]:
+    """A random one-thread conversation and the events an observer sends for it, seeded.
+
+    The events hold controls and user/assistant messages with random text
+    (unicode, empty, newlines), and some messages sent again (an observer's
+    retry): the store must still hold each message once.
+    """
+    rng = random.Random(seed)
+    raw: list[dict[str, Any]] = [{"thread": "chat", "system": "SESSION_START"}]
+    for _ in range(n_messages):
+        if rng.random() < 0.15:
+            raw.append({"thread": "chat", "system": rng.choice(["FLUSH_CONTEXT", "SESSION_START"])})
+        text = "".join(rng.choices("ab é👋\n{}", k=rng.randint(0, 20)))
+        raw.append({"thread": "chat", "role": rng.choice(["user", "assistant"]), "content": text})
+    conversation = parse({"name": f"random_{seed}", "events": raw})
+    events = list(conversation.events)
+    sent = []
+    for event in events:
+        sent.append(event)
+        if event.kind == "message" and rng.random() < 0.2:
+            sent.append(rng.choice([e for e in sent if e.kind == "message"]))  # a resend
+    return conversation, sent
+
+
+Entry = tuple[int | None, str | None, str]  # (msg_idx, role, text)
+
+
+def stored_entries(db: str | Path, memory_id: str) -> list[Entry]:
+    """(msg_idx, role, text) of every entry of ``memory_id`` in the store, in stored order."""
+    entries = read_memory(db, memory_id)["entries"]
+    return [(e["tags"].get("msg_idx"), e["tags"].get("role"), e["raw_entry"]) for e in entries]
+
+
+def expected_entries(conversation: Conversation, thread: str) -> list[Entry]:
+    """(msg_idx, role, text) of every message of ``thread``: what a correct store holds."""
+    return [(m.msg_idx, m.role, m.content) for m in conversation.messages(thread)]
+
+
+def store_rows(db: str | Path, memory_id: str, conversation: Conversation, thread: str) -> list:
+    """One row per stored entry: its tags, the start of its text, and what is wrong with it."""
+    said = {m.msg_idx: m for m in conversation.messages(thread)}
+    seen: set[tuple] = set()
+    rows = []
+    for idx, role, text in stored_entries(db, memory_id):
+        message = said.get(idx)
+        if message is None or message.content != text:
+            verdict = "not this message's text"
+        elif message.role != role:
+            verdict = f"wrong role (was {message.role})"
+        elif (idx, role, text) in seen:
+            verdict = "stored twice"
+        else:
+            verdict = "ok"
+        seen.add((idx, role, text))
+        rows.append({"msg_idx": idx, "role": role, "text": text[:28], "verdict": verdict})
     return rows

@@ -1,0 +1,210 @@
+"""Notebook 06's claims in pytest: the teaching guard and the package's capture graph.
+
+The property the lesson teaches: whatever the model proposes (nothing,
+chat text, garbage calls, duplicates, wrong roles, long random sequences),
+the store holds exactly one entry per conversation message, with its role
+and its text, also when the observer resends messages. Hypothesis draws the
+conversations and the proposals; both the teaching guard (executed from the
+notebook's own source, so the test follows the page) and
+``build_capture_graph`` run against a real memory server process. A control
+run with the guard removed shows that the property can fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import types
+from pathlib import Path
+
+import jupytext
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentstate.memory import build_capture_graph, without_guard
+from agentstate.memory.client import MemoryClient
+from agentstate.memory.conversations import CONTROLS, load, parse
+from agentstate.memory.lesson import PROPOSAL_KINDS, expected_entries, proposal, stored_entries
+from agentstate.memory.observer import CaptureRun
+from agentstate.memory.policy import AS_REPORTED, CapturePolicy, policy_model
+from agentstate.memory.process import ServerProcess
+from agentstate.memory.prompt import ids_from
+from agentstate.models import PolicyChatModel
+
+pytestmark = pytest.mark.anyio
+LESSON = Path(__file__).resolve().parents[1] / "notebooks/_src/06_tool_only_memory_capture.py"
+VAULT = "agentstate"
+_memories = itertools.count(1)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with ServerProcess(tmp_path_factory.mktemp("lesson06") / "memory.sqlite") as proc:
+        yield proc
+    assert proc.proc is None
+
+
+def teaching_guard():
+    """``build_guarded_capture`` as the notebook defines it: its cells, executed."""
+    cells = [c.source for c in jupytext.read(LESSON).cells if c.cell_type == "code"]
+    wanted = [s for s in cells if "class GuardState" in s or "def build_guarded_capture" in s]
+    assert len(wanted) == 2, "the lesson's guard cells moved: update this test"
+    module = types.ModuleType("lesson06_teaching")  # a real module: LangGraph reads its hints
+    sys.modules[module.__name__] = module
+    for source in wanted:
+        exec(compile(source, str(LESSON), "exec"), module.__dict__)
+    return module.build_guarded_capture
+
+
+BUILDERS = {
+    "teaching": lambda model, tools: teaching_guard()(model, tools, InMemorySaver()),
+    "package": lambda model, tools: build_capture_graph(model, tools, InMemorySaver()),
+}
+
+
+class Proposals:
+    """A model's replies drawn by Hypothesis, played in order (then: nothing)."""
+
+    def __init__(self, replies: list[tuple[list[str], str, list[dict]]]) -> None:
+        self.replies = list(replies)
+
+    def __call__(self, messages: list[BaseMessage]) -> AIMessage:
+        turn = next(m for m in reversed(messages) if isinstance(m, ChatMessage | SystemMessage))
+        if not self.replies:
+            return AIMessage(content="")
+        kinds, text, arbitrary = self.replies.pop(0)
+        ids = ids_from(messages)
+        planned = [c for k in kinds for c in proposal(k, turn, ids, text)] + arbitrary
+        calls = [{**c, "id": f"h{i}", "type": "tool_call"} for i, c in enumerate(planned)]
+        return AIMessage(content=text if "chat text" in kinds else "", tool_calls=calls)
+
+
+storable = st.text(
+    st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=30
+)
+events = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["user", "assistant"]), storable),
+        st.tuples(st.just("control"), st.sampled_from(CONTROLS)),
+        st.tuples(st.just("system"), storable),  # a ChatMessage with role "system"
+    ),
+    max_size=14,
+)
+arbitrary_call = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["add_entry", "put_context", "list_entries", "drop_all", ""]),
+        "args": st.dictionaries(
+            st.sampled_from(["raw_entry", "tags", "memory_id", "summary", "msg_idx", "x"]),
+            st.one_of(storable, st.integers(), st.dictionaries(storable, storable, max_size=2)),
+            max_size=4,
+        ),
+    }
+)
+replies = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(PROPOSAL_KINDS), max_size=4),
+        storable,
+        st.lists(arbitrary_call, max_size=2),
+    ),
+    max_size=30,
+)
+
+
+def turns(drawn: list[tuple[str, str]], resends: list[int]):
+    """The conversation and the messages the observer sends (resends included)."""
+    raw = [{"thread": "t", "system": "SESSION_START"}]
+    raw += [
+        {"thread": "t", "system": c}
+        if kind == "control"
+        else {"thread": "t", "role": kind, "content": c}
+        for kind, c in drawn
+        if kind != "system"
+    ]
+    conversation = parse({"name": "drawn", "events": raw})
+    sent = [e.to_message() for e in conversation.events]
+    systems = [c for kind, c in drawn if kind == "system"]
+    for n, content in enumerate(systems):  # never stored, whatever their position
+        note = ChatMessage(role="system", content=content, additional_kwargs={"msg_idx": 900 + n})
+        sent.insert(1 + (n * 3) % len(sent), note)
+    for k in resends:
+        sent.append(sent[k % len(sent)])
+    return conversation, sent
+
+
+async def capture(graph, sent, db, client) -> tuple[list, str]:
+    memory_id = f"m{next(_memories)}"
+    await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+    config = {"configurable": {"thread_id": memory_id, "vault_id": VAULT, "memory_id": memory_id}}
+    for message in sent:
+        await graph.ainvoke({"turn": message, "messages": [message]}, config)
+    await client.call("await_consistency", memory_id=memory_id)
+    return stored_entries(db, memory_id), memory_id
+
+
+@pytest.mark.parametrize("builder", list(BUILDERS))
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(drawn=events, resends=st.lists(st.integers(0, 40), max_size=4), proposed=replies)
+async def test_store_holds_each_message_once_whatever_the_model_proposes(
+    server, builder, drawn, resends, proposed
+):
+    conversation, sent = turns(drawn, resends)
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        graph = BUILDERS[builder](PolicyChatModel(policy=Proposals(proposed)), tools)
+        stored, _ = await capture(graph, sent, server.db, client)
+    assert stored == expected_entries(conversation, "t")
+
+
+async def test_without_the_guard_the_same_check_fails(server):
+    """The property has teeth: the package's graph with its guard removed breaks it."""
+    conversation, sent = turns([("user", "hi"), ("assistant", "hello")], [])
+    duplicate = [([], "", [])] + [(["duplicate"], "", [])] * 2  # SESSION_START: nothing
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        with without_guard():
+            graph = BUILDERS["package"](PolicyChatModel(policy=Proposals(duplicate)), tools)
+            stored, _ = await capture(graph, sent, server.db, client)
+    assert stored != expected_entries(conversation, "t")
+    assert [idx for idx, _, _ in stored] == [1, 1, 2, 2]
+
+
+async def test_teaching_guard_and_package_store_the_same_entries(server):
+    """The lesson's comparison, on the replayed report (solo_travel)."""
+    travel = load("solo_travel")
+    replayed = CapturePolicy(AS_REPORTED, one_call_per_step=True)
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        teaching = BUILDERS["teaching"](policy_model(replayed, "replayed"), tools)
+        sent = [e.to_message() for e in travel.events]
+        taught, _ = await capture(teaching, sent, server.db, client)
+        package = CaptureRun(client, policy_model(replayed, "replayed"), tools, run="pkg06")
+        await package.replay(travel)
+        await client.call("await_consistency", memory_id=package.memory_id("trip"))
+    assert taught == stored_entries(server.db, package.memory_id("trip"))
+    assert taught == expected_entries(travel, "trip")
+
+
+async def test_teaching_guard_leaves_a_refused_message_unstored(server):
+    """A write the server refuses fails the run and the message is not marked stored, so
+    a resend is planned again (the adapter returns a refusal as an error ToolMessage)."""
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        graph = teaching_guard()(PolicyChatModel(policy=Proposals([])), tools, InMemorySaver())
+        message = ChatMessage(role="user", content="hi", additional_kwargs={"msg_idx": 1})
+        config = {"configurable": {"thread_id": "gone", "vault_id": VAULT, "memory_id": "gone"}}
+        with pytest.raises(ValueError, match="unknown memory 'gone'"):  # the server refuses
+            await graph.ainvoke({"turn": message}, config)
+        state = await graph.aget_state(config)
+    assert state.values.get("stored", []) == []
