@@ -108,6 +108,12 @@ def write_anywhere(key: str, runtime: ToolRuntime) -> Command:
 
 
 @tool
+def read_anywhere(key: str, runtime: ToolRuntime) -> str:
+    """Reads a key chosen at run time."""
+    return str(runtime.state.get(key))
+
+
+@tool
 def add_entry(text: str) -> str:
     """Store one memory entry (a stand-in for the MCP memory server's tool)."""
     return f"stored {len(text)}"
@@ -273,6 +279,14 @@ def test_a_reader_beside_writers_without_turn_cache_is_a_warning():
 
 def test_the_turn_cache_covering_the_pair_silences_it():
     assert diagnose(tags_agent(MergedTags, cache=True)).findings == []
+
+
+def test_a_reader_of_a_run_time_key_is_only_info():
+    report = diagnose(tags_agent(MergedTags, tools=[save_tag, read_anywhere]))
+    assert report.codes() == []
+    assert [(f.code, f.severity, f.subject) for f in report] == [
+        ("same-batch-read", "info", "read_anywhere")
+    ]
 
 
 # --- subagent-drops-key ---

@@ -89,6 +89,17 @@ def check(facts: GraphFacts) -> list[Finding]:
                 "subagent's middleware if the subagent reads in the writers' batch.",
             )
         )
+    for tool in sorted(facts.tools.values(), key=lambda t: t.name):
+        dynamic = [d for d in tool.code.dynamic if d.startswith("reads")]
+        if dynamic and not tool.library:
+            out.append(
+                info(
+                    CODE,
+                    f"{facts.prefix()}{tool.name}",
+                    f"`{tool.name}` {dynamic[0]}; the doctor cannot tell whether its writers "
+                    "share its batch.",
+                )
+            )
     delegated = task_writes(facts) - IGNORED if "task" in facts.tools else set()
     for key in sorted(delegated):
         readers_of = sorted(
