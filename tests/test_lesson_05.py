@@ -1,0 +1,130 @@
+"""Notebook 05's claims in pytest: the teaching prompt order, the knob, the library pins.
+
+The lesson's code cells are executed from its jupytext source (all but the
+live engine cell and the widget), so a change on the page is tested here:
+the teaching ``expert_prompt`` must give the package's bytes for every
+expert, and the knob's ``placement`` must show the shared prefix break only
+when the variable line comes before the manual. The LangGraph behaviours the
+old lesson asserted cell by cell (super-steps per execution mode, update
+chunks, ``InvalidUpdateError`` without a reducer) are pinned here, and the
+README's cold/warm figures are checked against ``data/results``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jupytext
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.errors import InvalidUpdateError
+
+from agentstate.experts import (
+    EXPERTS,
+    ExpertsConfig,
+    build_experts_graph,
+    build_messages,
+    load_manual,
+    load_results,
+    system_prefix,
+    user_turn,
+)
+from agentstate.experts.prompts import utc_clock
+from agentstate.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = ROOT / "notebooks/_src/05_prefix_cached_experts.py"
+MANUAL = load_manual()
+ALL3 = "Last night's batch outage sent a SEPA file twice, a customer complains: what to report?"
+
+
+@pytest.fixture(scope="module")
+def lesson() -> dict:
+    """The lesson's namespace after its offline code cells ran (not the engine cell, not the
+    recorded figures, not the widget)."""
+    namespace: dict = {}
+    skipped = ("EngineServer", "load_results", "ipywidgets")
+    for cell in jupytext.read(LESSON).cells:
+        if cell.cell_type != "code" or any(word in cell.source for word in skipped):
+            continue
+        exec(compile(cell.source, str(LESSON), "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize("expert", list(EXPERTS))
+def test_teaching_prompt_is_the_package_prompt_byte_for_byte(lesson, expert):
+    history = [HumanMessage("Who approves a waiver?"), AIMessage("The desk lead, chapter 4.")]
+    for turn in ((), history):
+        taught = lesson["expert_prompt"](MANUAL.text, EXPERTS[expert].system_text(), ALL3, turn)
+        package = build_messages(system_prefix(MANUAL), expert, ALL3, turn)
+        assert prompt_text(taught) == prompt_text(package)
+
+
+def test_knob_breaks_the_shared_prefix_only_before_the_manual(lesson):
+    placement = lesson["placement"]
+    for experts in (2, 3):
+        rows = {
+            w: placement(w, experts).rows[0]
+            for w in ("before the manual", "after the manual", "nowhere")
+        }
+        assert not rows["before the manual"]["covers the manual"]
+        assert rows["before the manual"]["bytes shared"] < 40
+        assert (
+            rows["after the manual"]["covers the manual"] and rows["nowhere"]["covers the manual"]
+        )
+
+
+def test_a_real_clock_line_first_parts_the_prompts_before_the_manual():
+    first, second = (system_prefix(MANUAL, "timestamp_first", clock=utc_clock) for _ in range(2))
+    if first.text == second.text:  # the same microsecond: read once more
+        second = system_prefix(MANUAL, "timestamp_first", clock=utc_clock)
+    shared = shared_by_all([first.text.encode(), second.text.encode()])
+    assert shared < len(first.text.splitlines()[0]) < MANUAL.size
+
+
+def test_persona_or_query_first_shares_almost_nothing():
+    question = "The overnight batch outage: what must we report to the regulator?"
+    swapped = []
+    for expert in EXPERTS:
+        system1, system2, *rest = build_messages(system_prefix(MANUAL), expert, question)
+        swapped.append(prompt_text([system2, system1, *rest]))
+    assert shared_by_all(swapped) < 100
+    turns = [
+        build_messages(system_prefix(MANUAL), "compliance_auditor", q) for q in (question, ALL3)
+    ]
+    assert shared_by_all([prompt_text([m[-1], *m[:-1]]) for m in turns]) < 20
+
+
+def test_super_steps_and_update_chunks_per_execution_mode():
+    """LangGraph pins: Send runs the experts in one super-step; an update chunk is a node run."""
+    steps, chunks, answers = {}, {}, set()
+    for execution in ("sequential", "parallel", "primed"):
+        graph = build_experts_graph(ExpertsConfig(manual=MANUAL, execution=execution))
+        steps[execution] = super_steps(graph, user_turn(ALL3))
+        chunks[execution] = len(list(graph.stream(user_turn(ALL3), stream_mode="updates")))
+        answers.add(graph.invoke(user_turn(ALL3))["response"])
+    assert [len(s) for s in steps.values()] == [6, 4, 5]
+    assert list(chunks.values()) == [6, 6, 7]
+    assert steps["parallel"][2] == ["expert"] * 3 and steps["primed"][2] == ["prime"]
+    assert len(answers) == 1
+
+
+def test_a_plain_dict_key_written_by_the_fan_out_is_refused():
+    with pytest.raises(InvalidUpdateError):
+        plain_dict_fan_out(list(EXPERTS)).invoke({"experts": list(EXPERTS)})
+
+
+def test_readme_cold_warm_figures_come_from_the_recorded_run():
+    results = load_results()
+    sizes = [round(s["cold_ms"] / s["warm_ms"], 1) for s in results["sizes"]]
+    sweep = [round(p["cold_ms"] / p["warm_ms"], 1) for p in results["sweep"]["points"]]
+    row = next(
+        line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| 05 ")
+    )
+    ratio = r"(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)x"
+    recorded = re.search(rf"cold/warm time to first token {ratio}", row)
+    swept = re.search(rf"sweep to [\d,]+ tokens: {ratio}", row)
+    assert recorded and swept, row
+    assert (float(recorded[1]), float(recorded[2])) == (min(sizes), max(sizes))
+    assert (float(swept[1]), float(swept[2])) == (min(sweep), max(sweep))
