@@ -5,7 +5,7 @@ context snapshots, call log; one server process per file), ``writer`` (drains
 the queue), ``server`` (the FastMCP tools, optional bearer token over HTTP),
 ``process`` (start/stop it on 127.0.0.1), ``cli`` (``agentstate memory serve``).
 Agent side: ``client`` (tools through langchain-mcp-adapters over one kept
-session, retry that checks before re-writing), ``conversations``
+session, retries made safe by each write's ``idempotency_key``), ``conversations``
 (``data/conversations``), ``prompt`` and ``calls`` (the capture rules),
 ``policy`` (offline models, well-behaved and as reported), ``react`` (the
 prebuilt baseline), ``capture`` (the tool-only graph), ``observer`` (replays

@@ -27,6 +27,7 @@ When the server requires a bearer token, the client sends
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -86,6 +87,28 @@ _GONE = (
     httpx.TransportError,
     ConnectionError,
 )
+
+
+class _QuietTransport(logging.Filter):
+    """Drop the MCP client's log lines for a server that went away (handled here, retried).
+
+    When the server is killed or restarted the SDK logs each reply it could not
+    deliver with a traceback, and a "Session termination failed: 404" warning
+    when a closed session is ended on a restarted server: noise under a
+    notebook cell for events this client handles itself. Other records pass.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False (dropped) for a closed transport or a session the server already forgot."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, _GONE):
+            return False
+        return not str(record.msg).startswith("Session termination failed")
+
+
+_client_log = logging.getLogger("mcp.client.streamable_http")
+if not any(isinstance(f, _QuietTransport) for f in _client_log.filters):
+    _client_log.addFilter(_QuietTransport())
 
 
 class _Session:
