@@ -42,7 +42,7 @@ from agentstate.rds import (
     build_plain_dict_agent,
     build_reducer_agent,
 )
-from agentstate.tracing import ToolTimeline, state_by_step
+from agentstate.tracing import ToolTimeline, state_by_step, tool_replies
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks/_src/02_state_reducer.py"
 TEACHING = {
@@ -117,6 +117,14 @@ def test_a_plain_key_across_steps_keeps_only_the_last_write(lesson):
     model = one_call_per_step_model({"engine": "postgres", "username": "dbadmin"})
     state = agent_with(lesson, "PlainState", model).invoke(user_turn())
     assert state["requirements"] == {"username": "dbadmin"}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_write_to_a_key_the_schema_does_not_declare_is_dropped_silently(lesson, mode):
+    agent = create_agent(one_batch_model(POSTGRES_FIELDS), tools=[lesson["store_requirement"]])
+    state = run(agent, user_turn(), mode)
+    assert "requirements" not in state
+    assert {m.status for m in tool_replies(state)} == {"success"}
 
 
 def test_the_package_plain_agent_fails_the_same_way():

@@ -105,6 +105,21 @@ assert two_steps["requirements"] == {"username": "dbadmin"}
 two_steps["requirements"]
 
 # %% [markdown]
+# And with no `requirements` key in the schema at all (the default
+# `AgentState`)? No error either, and nothing kept: a write to a key the graph
+# does not declare is dropped silently, while every tool says "Stored".
+
+# %%
+from agentstate.tracing import tool_replies
+
+undeclared = create_agent(one_batch_model(POSTGRES_FIELDS), tools=[store_requirement]).invoke(
+    user_turn()
+)
+assert "requirements" not in undeclared
+kept = len(undeclared.get("requirements", {}))
+Table([{"tools that said Stored": len(tool_replies(undeclared)), "requirements in state": kept}])
+
+# %% [markdown]
 # ## 2. Look inside: one value per step
 # LangGraph keeps each state key in a **channel**. A plain key gets a
 # `LastValue` channel, which accepts one value per super-step; a key declared
@@ -362,7 +377,8 @@ knob
 # ## Summary
 # - A plain dict key takes one write per super-step: five parallel writes
 #   raise `InvalidUpdateError` after the tools ran, in `apply_writes`, so the
-#   whole invoke fails; across steps the last write silently replaces the dict.
+#   whole invoke fails; across steps the last write silently replaces the dict;
+#   with no key declared, the writes are dropped silently.
 # - The fix is the key's reducer: `Annotated[NotRequired[dict], merge_fields]`
 #   folds every write of the step, in call order. A reducer that only replaces
 #   keeps one field.
