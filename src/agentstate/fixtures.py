@@ -434,11 +434,6 @@ def merge_in_place(left: dict[str, Any] | None, right: Mapping[str, Any] | None)
     return left
 
 
-def replace_whole(left: Any, right: Any) -> Any:
-    """A reducer that keeps only the newest write: an ``Annotated`` key, no merge."""
-    return right
-
-
 def sqlite_bytes(db_path: Any) -> bytes:
     """Every byte of a SQLite database and its side files (``-wal``, ``-shm``)."""
     path = Path(db_path)
