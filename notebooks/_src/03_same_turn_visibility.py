@@ -6,18 +6,21 @@
 # field, and next to them `get_collected_requirements`, `validate_manifest` and
 # `generate_rds_manifest`. With the stage 02 agent the readers find nothing,
 # validation fails and no manifest is written, although every store
-# succeeded. The original write-up blamed "Commands are applied only after
-# the turn" and added a cache that the tools write and read. This notebook
-# shows what really happens, why an unsynchronised cache is a race, and
+# succeeded. The original write-up said the stores' Commands are applied
+# only after every tool of the batch has finished, and added a dict that the
+# writers fill and the readers merge. This notebook checks that diagnosis,
+# shows why such a shared dict is a race unless readers wait, and
 # writes a turn cache of about 60 lines that is not.
 
 # %% [markdown]
 # ## Recap
 # Stage 02 stored requirements in a `requirements` state key with a
-# field-merge reducer, so parallel writes all survive, and showed that a
-# reader in the **next** model step sees every write: updates apply at the
-# end of the super-step, not of the turn
-# ([02, the state after each super-step](02_state_reducer.ipynb)).
+# field-merge reducer, so parallel writes all survive. Its state table showed
+# the batch's writes landing together when the tools' step ends, so the
+# model's next step reads them all: updates apply at the end of the
+# super-step, not of the turn
+# ([02, section 5](02_state_reducer.ipynb#5.-Look-inside:-the-state-after-each-super-step)).
+# What about a reader in the same step as the writers?
 #
 # ## Goals
 # - Reproduce: a reader in the writers' own reply sees none of their writes.
@@ -34,6 +37,7 @@
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.display import Table
 from agentstate.fixtures import (
     VALID_REQUIREMENTS,
     all_in_one_reply_model,
@@ -49,17 +53,16 @@ replies = reader_summary(state)
 assert replies["get_collected_requirements"] == "0 fields"
 assert replies["generate_rds_manifest"].startswith("Error: cannot generate")
 assert state["requirements"] == VALID_REQUIREMENTS  # yet every store landed
-replies
+Table({"reader": name, "reply": text} for name, text in replies.items())
 
 # %% [markdown]
 # ## 2. Look inside: one super-step, read from a snapshot
 # The state after each super-step, read back from the checkpointer (how to
 # read this table is explained once, in
-# [01](01_file_based_storage.ipynb)). `requirements` counts the fields in
+# [01](01_file_based_storage.ipynb#super-step-table)). `requirements` counts the fields in
 # state after each step:
 
 # %%
-from agentstate.display import Table
 from agentstate.tracing import state_by_step
 
 history = Table(
@@ -76,10 +79,14 @@ history
 rows = history.rows
 tools_at = next(i for i, r in enumerate(rows) if r["next"] == "tools x11")
 assert rows[tools_at]["requirements"] == 0 and rows[tools_at + 1]["requirements"] == 8
-{
-    "fields when the tools step began": rows[tools_at]["requirements"],
-    "fields when it ended": rows[tools_at + 1]["requirements"],
-}
+Table(
+    [
+        {
+            "fields when the tools step began": rows[tools_at]["requirements"],
+            "fields when it ended": rows[tools_at + 1]["requirements"],
+        }
+    ]
+)
 
 # %% [markdown]
 # Is the reader just too early? Make it sleep 0.2 s, so it reads long after
@@ -99,11 +106,15 @@ sleepy = build_reducer_agent(
 reader = next(e for e in late.events if e.name == "get_collected_requirements")
 last_store_end = max(e.end for e in late.events if e.name == "store_requirement")
 assert reader.start + 0.2 > last_store_end and fields_seen_by_reader(sleepy) == 0
-{
-    "read after every store returned": True,
-    "fields it saw": fields_seen_by_reader(sleepy),
-    "threads the calls ran on (more than one)": late.thread_count() > 1,
-}
+Table(
+    [
+        {
+            "read after every store returned": True,
+            "fields it saw": fields_seen_by_reader(sleepy),
+            "threads the calls ran on (more than one)": late.thread_count() > 1,
+        }
+    ]
+)
 
 # %% [markdown]
 # ## 3. Look inside: a naive shared cache is a race
@@ -355,7 +366,7 @@ def rds_reply(kind):
 
 
 assert rds_reply(TeachingTurnCache) == rds_reply(TurnCacheMiddleware)
-rds_reply(TeachingTurnCache)
+Table({"reader": k, "reply": v} for k, v in rds_reply(TeachingTurnCache).items())
 
 # %% [markdown]
 # ## 6. Prove it
@@ -369,7 +380,7 @@ from agentstate.rds import build_turn_cache_agent
 done = build_turn_cache_agent(all_in_one_reply_model()).invoke(user_turn())
 assert reader_summary(done)["validate_manifest"] == "valid: all rules pass"
 assert file_fields(done) == VALID_REQUIREMENTS and "/manifest.yaml" in done["files"]
-{"files": sorted(done["files"]), "fields in /requirements.json": len(file_fields(done))}
+Table([{"files": sorted(done["files"]), "fields in /requirements.json": len(file_fields(done))}])
 
 # %% [markdown]
 # Take step 2 away and the race of section 3 comes back: a cache that
@@ -387,7 +398,7 @@ class NoWait(TeachingTurnCache):
 
 no_wait = same_batch_reader_trials(my_agent(my_cache(NoWait)), TRIALS)
 assert min(no_wait) < 5
-{"turns": TRIALS, "reader saw all 5 on every turn": min(no_wait) == 5}
+Table([{"turns": TRIALS, "reader saw all 5 on every turn": min(no_wait) == 5}])
 
 # %% [markdown]
 # A reader never hangs: if a writer of its batch takes longer than the
@@ -402,7 +413,14 @@ slow = create_agent(
 ).invoke(user_turn())
 timed_out = fields_seen_by_reader(slow)
 assert timed_out == -1  # the reader's reply is an error, not a wrong count
-{"reader": "error after 0.1 s", "fields stored when the turn ended": len(slow["requirements"])}
+Table(
+    [
+        {
+            "reader": "error after 0.1 s",
+            "fields stored when the turn ended": len(slow["requirements"]),
+        }
+    ]
+)
 
 # %% [markdown]
 # What the doctor (`agentstate.doctor.diagnose`) says about the plain agent,

@@ -34,6 +34,7 @@
 # `state_schema`; the collector has deepagents' default schema.
 
 # %%
+from agentstate.display import Table
 from agentstate.fixtures import POSTGRES_FIELDS, collector_model, parent_model, user_turn
 from agentstate.fixtures import reader_replies as replies
 from agentstate.rds import build_split_schema_agent
@@ -45,7 +46,7 @@ verdict = replies(split_state)["validate_manifest"]
 missing = [f for f in POSTGRES_FIELDS if f"{f}: missing required field" in verdict]
 assert replies(split_state)["task"] == "Stored 5 field(s)."  # its five stores succeeded
 assert missing == list(POSTGRES_FIELDS) and split_state.get("requirements", {}) == {}
-{"collector said": replies(split_state)["task"], "parent reports missing": missing}
+Table([{"collector said": replies(split_state)["task"], "parent reports missing": missing}])
 
 # %% [markdown]
 # ## 2. Look inside: down and up the `task` boundary
@@ -132,7 +133,7 @@ broken = my_agent(collector, recorder, middleware=[DeclareOnParent()])
 state = broken.invoke(user_turn())
 assert fields_seen_by_reader(state) == 0
 assert recorder.updates == [{"tool": "task", "update keys": ["messages"]}]
-{"parent's reader saw": fields_seen_by_reader(state), "task returned keys": ["messages"]}
+Table([{"parent's reader saw": fields_seen_by_reader(state), "task returned keys": ["messages"]}])
 
 # %% [markdown]
 # **Down.** In deepagents' default mode (`isolated`) the subagent starts
@@ -147,7 +148,7 @@ from langchain_core.messages import HumanMessage
 
 humans = [m.content for m in collector.seen[0] if isinstance(m, HumanMessage)]
 assert len(humans) == 1 and json.loads(humans[0]) == POSTGRES_FIELDS
-{"human messages the collector received": humans}
+Table([{"human messages the collector received": humans}])
 
 # %% [markdown]
 # **Up.** `task` returns the keys of the subagent's final state that changed
@@ -170,7 +171,15 @@ spec = {
 }
 collector_graph = create_sub_agent(spec)
 assert undeclared_keys(collector_graph, ["requirements"]) == ["requirements"]
-{"keys the collector's graph does not declare": undeclared_keys(collector_graph, ["requirements"])}
+Table(
+    [
+        {
+            "keys the collector's graph does not declare": undeclared_keys(
+                collector_graph, ["requirements"]
+            )
+        }
+    ]
+)
 
 # %% [markdown]
 # So the cause is the schema. The tools of both agents do share Python
@@ -191,10 +200,14 @@ assert state["requirements"] == POSTGRES_FIELDS and fields_seen_by_reader(state)
 assert (
     undeclared_keys(create_sub_agent(spec, state_schema=RequirementsState), ["requirements"]) == []
 )
-{
-    "parent's reader saw": fields_seen_by_reader(state),
-    "task returned keys": recorder.updates[0]["update keys"],
-}
+Table(
+    [
+        {
+            "parent's reader saw": fields_seen_by_reader(state),
+            "task returned keys": recorder.updates[0]["update keys"],
+        }
+    ]
+)
 
 # %% [markdown]
 # ## 4. The package's version
@@ -215,11 +228,15 @@ package = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_mod
 assert package["requirements"] == state["requirements"] == POSTGRES_FIELDS
 verdict = replies(package)["validate_manifest"]
 assert not [f for f in POSTGRES_FIELDS if f"{f}: missing required field" in verdict]
-{
-    "plain fix": len(state["requirements"]),
-    "package": len(package["requirements"]),
-    "/requirements.json": len(file_fields(package)),
-}
+Table(
+    [
+        {
+            "plain fix": len(state["requirements"]),
+            "package": len(package["requirements"]),
+            "/requirements.json": len(file_fields(package)),
+        }
+    ]
+)
 
 # %% [markdown]
 # ## 5. Prove it: who sees what, schema fix versus cache fix
@@ -236,7 +253,6 @@ assert not [f for f in POSTGRES_FIELDS if f"{f}: missing required field" in verd
 import tempfile
 from pathlib import Path
 
-from agentstate.display import Table
 from agentstate.fixtures import who_sees_what
 from agentstate.rds import build_cache_fix_agent
 
@@ -265,10 +281,14 @@ assert who.column("same turn") == [0, 5, 5]
 assert who.column("next turn") == [0, 0, 5]
 assert who.column("after restart") == [0, 0, 5]
 assert who.column("file after restart") == [0, 5, 5]
-{
-    "cache fix after restart: the agent reads": who.rows[1]["after restart"],
-    "the user's file shows": who.rows[1]["file after restart"],
-}
+Table(
+    [
+        {
+            "cache fix after restart: the agent reads": who.rows[1]["after restart"],
+            "the user's file shows": who.rows[1]["file after restart"],
+        }
+    ]
+)
 
 # %% [markdown]
 # What the doctor (`agentstate.doctor.diagnose`) says about the broken and

@@ -114,7 +114,7 @@ serial = build_turn_cache_agent(all_in_one_reply_model()).invoke(
     user_turn(), {"max_concurrency": 1}
 )
 assert reader_summary(serial)["get_collected_requirements"] == "8 fields"
-reader_summary(serial)
+Table({"reader": k, "reply": v} for k, v in reader_summary(serial).items())
 
 # %% [markdown]
 # A reader placed *before* its writers is the hard case: with one worker it

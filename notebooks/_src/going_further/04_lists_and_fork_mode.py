@@ -39,7 +39,7 @@ from agentstate.fixtures import POSTGRES_FIELDS
 
 assert append_unique(append_unique(["pre"], ["new"]), ["pre", "new"]) == ["pre", "new"]
 assert merge_fields(POSTGRES_FIELDS, POSTGRES_FIELDS) == POSTGRES_FIELDS
-{"append_unique twice": append_unique(["pre", "new"], ["pre", "new"])}
+Table([{"append_unique twice": append_unique(["pre", "new"], ["pre", "new"])}])
 
 # %% [markdown]
 # ## Fork mode: the subagent receives the parent's conversation
