@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import sys
 import textwrap
@@ -467,28 +468,81 @@ class _Scanner:
             self.facts.file_writes.add(_expr(value))
 
 
+_FACTS_CACHE: dict[tuple[object, ...], tuple[CodeFacts, tuple[object, ...]]] = {}
+"""Scans by :func:`_cache_key`, each with what its key names by identity (kept alive, so
+an identity is never reused for another object while the entry exists)."""
+_CACHE_LIMIT = 4096
+_VALUES = (str, int, float, bool, type(None))
+
+
+def _cache_key(fn: types.FunctionType, bound: object, node: bool) -> tuple[object, ...]:
+    """What a scan depends on: the code, and what it closes over and is bound to.
+
+    Plain values count by value, functions by identity (a helper is followed),
+    other objects by type (their methods are followed through the class): so
+    the same tool built again for another graph is read once.
+    """
+
+    def part(value: object) -> object:
+        if isinstance(value, _VALUES):
+            return value
+        if isinstance(value, types.FunctionType | types.MethodType | functools.partial):
+            return id(value)
+        return type(value)
+
+    cells = []
+    for cell in fn.__closure__ or ():
+        try:
+            cells.append(part(cell.cell_contents))
+        except ValueError:
+            cells.append(None)
+    return (fn.__code__, node, part(bound), *cells)
+
+
+def _cells(fn: types.FunctionType) -> list[object]:
+    out: list[object] = []
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:
+            continue
+    return out
+
+
 def function_facts(
     fn: Callable[..., object], *, node: bool = False, memo: Memo | None = None
 ) -> CodeFacts:
     """What ``fn`` reads and writes; ``node=True`` also counts the dict it returns as writes.
 
-    ``memo`` shares helper scans between the tools of one graph.
+    ``memo`` shares helper scans between the tools of one graph; a scan is also
+    kept across graphs for the same code over the same kind of closure.
     """
     plain, bound = _unwrap(fn)
     if plain is None:
         facts = CodeFacts(analysed=False)
         facts.dynamic.append(f"{getattr(fn, '__name__', fn)!s}: not a Python function")
         return facts
-    scanner = _Scanner(
-        plain,
-        bound,
-        node_mode=node,
-        depth=0,
-        seen={plain.__code__},
-        origin=top_package(plain),
-        memo={} if memo is None else memo,
-    )
-    return scanner.scan()
+    key = _cache_key(plain, bound, node)
+    entry = _FACTS_CACHE.get(key)
+    if entry is not None:
+        cached = entry[0]
+    else:
+        scanner = _Scanner(
+            plain,
+            bound,
+            node_mode=node,
+            depth=0,
+            seen={plain.__code__},
+            origin=top_package(plain),
+            memo={} if memo is None else memo,
+        )
+        cached = scanner.scan()
+        if len(_FACTS_CACHE) >= _CACHE_LIMIT:
+            _FACTS_CACHE.clear()
+        _FACTS_CACHE[key] = (cached, (plain, bound, *_cells(plain)))
+    copy = CodeFacts(analysed=cached.analysed)
+    copy.merge(cached)
+    return copy
 
 
 def tool_facts(tool: BaseTool, memo: Memo | None = None) -> CodeFacts:
