@@ -47,6 +47,7 @@ survivors
 # twin `PerFieldFileStorage`), one reply stores the same field twice with
 # different values. Which value is kept, and is that deterministic?
 
+
 # %%
 def engine_kept(*values: str) -> str:
     calls = [tool_call("store_requirement", field_name="engine", value=v) for v in values]
