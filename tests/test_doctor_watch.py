@@ -10,10 +10,12 @@ import pytest
 from langchain.agents import create_agent
 from langgraph.errors import InvalidUpdateError
 
+from agentstate import rds
 from agentstate.core import TurnCacheMiddleware
 from agentstate.doctor import Watch
 from agentstate.doctor.prefix import divergence
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
+from agentstate.fixtures import POSTGRES_FIELDS, collector_model, parent_model
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from tests.test_doctor_diagnose import MergedTags, PlainTags, list_tags, save_tag
 
@@ -162,3 +164,18 @@ def test_reset_forgets_the_runs():
     assert watch.report().codes() == ["same-batch-read"]
     watch.reset()
     assert watch.report().findings == []
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_subagents_dropped_write_is_shown_and_one_schema_is_clean(mode):
+    turn = {"messages": [{"role": "user", "content": "collect"}]}
+    broken = rds.build_split_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
+    watch = Watch(broken)
+    run(broken, turn, mode, watch)
+    (found,) = watch.report().of("subagent-drops-key")
+    assert found.subject == "requirements-collector:requirements"
+    assert len(found.evidence) == len(POSTGRES_FIELDS)  # one dropped write per stored field
+    fixed = rds.build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
+    clean = Watch(fixed)
+    run(fixed, turn, mode, clean)
+    assert clean.report().findings == []
