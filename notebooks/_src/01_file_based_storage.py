@@ -118,7 +118,7 @@ rows
 survivor = timeline.events[-1]
 finish_rank = [e.call_id for e in timeline.finish_order()].index(survivor.call_id) + 1
 assert list(kept) == [survivor.args["field_name"]]
-{"survivor": list(kept)[0], "call #": survivor.position + 1, "finished": finish_rank}
+Table([{"survivor": list(kept)[0], "call #": survivor.position + 1, "finished": finish_rank}])
 
 # %% [markdown]
 # <a id="super-step-table"></a>
@@ -300,7 +300,7 @@ def files_of(out: dict) -> dict:
 
 assert files_of(package_state) == files_of(fixed_state)
 assert PerFieldFileStorage().read(package_state, None) == read_back
-{"same files": len(files_of(package_state)), "same fields": len(read_back)}
+Table([{"files, both agents": len(files_of(package_state)), "fields read back": len(read_back)}])
 
 # %% [markdown]
 # ## 6. Prove: every layout, side by side

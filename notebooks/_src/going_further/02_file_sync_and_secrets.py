@@ -17,7 +17,7 @@
 # updates `left` in place changes the live state too:
 
 # %%
-from agentstate.display import show_source
+from agentstate.display import Table, show_source
 from agentstate.fixtures import merge_in_place
 
 show_source(merge_in_place)
@@ -60,7 +60,7 @@ def reader_sees(reducer) -> int:
 
 purity = {"merge_fields": reader_sees(merge_fields), "merge_in_place": reader_sees(merge_in_place)}
 assert purity == {"merge_fields": 0, "merge_in_place": 5}
-purity
+Table({"reducer": name, "fields the same-batch reader saw": n} for name, n in purity.items())
 
 # %% [markdown]
 # ## 2. Bad input changes nothing
@@ -69,7 +69,6 @@ purity
 # calls of the same reply still land.
 
 # %%
-from agentstate.display import Table
 from agentstate.fixtures import one_batch_model
 from agentstate.rds import build_reducer_agent
 from agentstate.tracing import tool_replies
