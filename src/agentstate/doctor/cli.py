@@ -168,8 +168,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``doctor`` to the ``agentstate`` command."""
     parser = subparsers.add_parser(
         "doctor",
-        help="find the series' state hazards in a compiled agent graph",
-        description=(__doc__ or "").split("\n\n", 1)[0],
+        help="the series' state hazards in an agent graph (stages 01-06)",
+        description="Find the series' state hazards in compiled agent graphs, without running "
+        "them. Exit status 1 when a finding is an error, 0 otherwise, 2 for a bad target.",
+        epilog="One page per finding code: docs/doctor/README.md",
     )
     parser.add_argument(
         "target",
