@@ -85,7 +85,7 @@ async def test_a_run_cancelled_mid_call_stores_the_resent_message_once(server):
         os.kill(server.process.pid, signal.SIGSTOP)
         try:
             sending = asyncio.create_task(run.send(target))
-            for _ in range(200):  # until the add_entry is checkpointed and being sent
+            for _ in range(1000):  # until the add_entry is checkpointed and being sent
                 snapshot = await run.graph.aget_state(run.config("trip"))
                 if snapshot.next == ("tools",):
                     break
