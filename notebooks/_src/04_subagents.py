@@ -133,7 +133,14 @@ broken = my_agent(collector, recorder, middleware=[DeclareOnParent()])
 state = broken.invoke(user_turn())
 assert fields_seen_by_reader(state) == 0
 assert recorder.updates == [{"tool": "task", "update keys": ["messages"]}]
-Table([{"parent's reader saw": fields_seen_by_reader(state), "task returned keys": ["messages"]}])
+Table(
+    [
+        {
+            "parent's reader saw": fields_seen_by_reader(state),
+            "task returned keys": recorder.updates[0]["update keys"],
+        }
+    ]
+)
 
 # %% [markdown]
 # **Down.** In deepagents' default mode (`isolated`) the subagent starts

@@ -92,8 +92,17 @@ build_reducer_agent(
     middleware=[slow_stores, SlowToolMiddleware("store_requirement", 0.1)],
 ).invoke(user_turn())
 overlap = overlapping_calls(slow_stores.events, "store_requirement")
-assert overlap == 8 and slow_stores.thread_count() > 1
-Table([{"stores": 8, "overlapping another call": overlap, "threads > 1": True}])
+stores = sum(e.name == "store_requirement" for e in slow_stores.events)
+assert stores == overlap == 8 and slow_stores.thread_count() > 1
+Table(
+    [
+        {
+            "stores": stores,
+            "overlapping another call": overlap,
+            "more than one thread": slow_stores.thread_count() > 1,
+        }
+    ]
+)
 
 # %% [markdown]
 # Each call is a task of the same super-step, run by LangGraph's executor on
