@@ -50,8 +50,15 @@ sorted(t.name for t in tools)
 # the loop does with such calls; it does not show that a model makes them.
 
 # %%
-from agentstate.memory import AS_REPORTED, CapturePolicy, ReactRun, load, policy_model
-from agentstate.memory.lesson import expected_entries, stored_entries
+from agentstate.memory import (
+    AS_REPORTED,
+    CapturePolicy,
+    ReactRun,
+    expected_entries,
+    load,
+    policy_model,
+    stored_entries,
+)
 
 travel = load("solo_travel")
 replayed = CapturePolicy(AS_REPORTED, one_call_per_step=True)
@@ -68,7 +75,7 @@ react_store = stored_entries(server.db, react.memory_id("trip"))
 
 # %%
 from agentstate.display import Table
-from agentstate.memory.lesson import store_rows
+from agentstate.memory import store_rows
 
 damage = Table(store_rows(server.db, react.memory_id("trip"), travel, "trip"))
 verdicts = set(damage.column("verdict"))
@@ -112,7 +119,7 @@ from typing import Annotated, TypedDict
 from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.memory.prompt import system_prompt, turn_line
+from agentstate.memory import system_prompt, turn_line
 
 
 class GuardState(TypedDict, total=False):
@@ -213,7 +220,7 @@ Table(store_rows(server.db, "teaching.trip", travel, "trip")[:6])
 # `tests/test_lesson_06.py` runs the same property under Hypothesis.
 
 # %%
-from agentstate.memory.lesson import PROPOSAL_KINDS, RandomProposals, random_events
+from agentstate.memory import PROPOSAL_KINDS, RandomProposals, random_events
 from agentstate.models import PolicyChatModel
 
 proposer, checked = RandomProposals(seed=6), []

@@ -42,8 +42,8 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
-from agentstate.memory.cli import TOKEN_ENV, port_of, start_hint
-from agentstate.memory.process import port_open
+from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint
+from agentstate.memory.service.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
 KEY = "idempotency_key"  # the write's key, stored by the server: a resent write lands once

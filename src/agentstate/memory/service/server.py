@@ -42,13 +42,13 @@ from mcp.server.fastmcp import FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
 from pydantic import WithJsonSchema  # noqa: E402
 
-from agentstate.memory.cli import (  # noqa: E402
+from agentstate.memory.service.options import (  # noqa: E402
     HOST,
     OneLineParser,
     add_serve_arguments,
     preflight,
 )
-from agentstate.memory.store import (  # noqa: E402
+from agentstate.memory.service.store import (  # noqa: E402
     MAX_TAGS_CHARS,
     MemoryInputError,
     MemoryStore,
@@ -59,7 +59,7 @@ from agentstate.memory.store import (  # noqa: E402
     new_entry_id,
     parse_time,
 )
-from agentstate.memory.writer import Writer  # noqa: E402
+from agentstate.memory.service.writer import Writer  # noqa: E402
 
 CONSISTENCY_TIMEOUT = 30.0
 DUPLICATE = "already enqueued"  # a write whose idempotency_key the memory already has
@@ -381,7 +381,7 @@ def run(args: argparse.Namespace, error) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agentstate.memory.server``: the same options as ``agentstate memory serve``."""
+    """``python -m agentstate.memory.service.server``: options as ``agentstate memory serve``."""
     cli = add_serve_arguments(
         OneLineParser(
             prog="agentstate memory serve", description="the memory MCP server of notebook 06"

@@ -51,10 +51,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agentstate.memory import calls
-from agentstate.memory.conversations import CONTROLS
-from agentstate.memory.prompt import system_prompt, turn_line
-from agentstate.memory.store import MemoryInputError, check_text
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.conversations import CONTROLS
+from agentstate.memory.capture.prompt import system_prompt, turn_line
+from agentstate.memory.service.store import MemoryInputError, check_text
 
 MODEL_WINDOW = 24  # conversation messages shown to the model (the newest ones)
 

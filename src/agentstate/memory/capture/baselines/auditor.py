@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentstate.memory import calls
-from agentstate.memory.conversations import CONTROLS, Conversation
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.conversations import CONTROLS, Conversation
 
 KINDS = (
     "missing",
