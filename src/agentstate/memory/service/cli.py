@@ -16,7 +16,8 @@ from agentstate.memory.service.options import OneLineParser, add_serve_arguments
 
 def _serve(args: argparse.Namespace) -> int:
     preflight(args, args.error)
-    sys.modules.setdefault("rfc3987_syntax", None)  # see memory/service/server.py: ~3 s saved
+    # see memory/service/server.py: ~3 s saved; a None entry makes that import fail, on purpose
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     from agentstate.memory.service.server import run
 
     return run(args, args.error)

@@ -20,6 +20,7 @@ import argparse
 import os
 import socket
 import sys
+from typing import NoReturn
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 HOST = "127.0.0.1"
@@ -28,7 +29,7 @@ HOST = "127.0.0.1"
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr and exit status 2 (no usage dump)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """Print ``<prog>: error: <message>`` and exit 2."""
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
