@@ -369,6 +369,8 @@ class _Scanner:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
         if name == "Command":
+            if any(kw.arg == "graph" for kw in node.keywords):
+                return  # Command(graph=Command.PARENT, ...): the parent's write, not this graph's
             for kw in node.keywords:
                 if kw.arg == "update":
                     self._update(kw.value)
