@@ -230,6 +230,16 @@ def test_two_nodes_of_one_step_writing_a_plain_key_is_an_error():
     assert diagnose(sibling_graph("merged")).findings == []
 
 
+def test_lambda_nodes_are_read_too():
+    graph = StateGraph(FanOut)
+    graph.add_node("left", lambda state: {"plain": {"left": "x"}})
+    graph.add_node("right", lambda state: {"plain": {"right": "y"}})
+    graph.add_edge(START, "left")
+    graph.add_edge(START, "right")
+    report = diagnose(graph.compile())
+    assert [(f.code, f.subject) for f in report.errors] == [("unreduced-parallel-write", "plain")]
+
+
 # --- undeclared-key ---
 
 

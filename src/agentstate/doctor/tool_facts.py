@@ -128,6 +128,17 @@ def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunction
         module = ast.parse(source)
     except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
         module = None  # no source (a REPL, a frozen module) or not this function's
+    if module is not None and fn.__name__ == "<lambda>":
+        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)]
+        if len(lambdas) == 1:  # several lambdas on the lines: cannot tell which one
+            tree = ast.FunctionDef(
+                name="<lambda>",
+                args=lambdas[0].args,
+                body=[ast.Return(value=lambdas[0].body)],
+                decorator_list=[],
+                returns=None,
+            )
+        module = None
     if module is not None:
         for node in ast.walk(module):
             if (
