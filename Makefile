@@ -72,7 +72,7 @@ lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 
 test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (engine and browser too), strict nbval
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
-	$(BIN)/ruff format --check src tests scripts conftest.py
+	$(BIN)/ruff format --check src tests scripts notebooks/_src conftest.py
 	$(BIN)/mypy
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
@@ -96,7 +96,7 @@ serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
-	$(BIN)/ruff format --check src tests scripts conftest.py
+	$(BIN)/ruff format --check src tests scripts notebooks/_src conftest.py
 	$(BIN)/mypy
 
 clean:

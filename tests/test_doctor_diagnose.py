@@ -108,6 +108,12 @@ def write_anywhere(key: str, runtime: ToolRuntime) -> Command:
 
 
 @tool
+def hand_off(runtime: ToolRuntime) -> Command:
+    """Hand off to the parent graph: its update is the parent's, not this graph's."""
+    return Command(graph=Command.PARENT, goto="reviewer", update={"handed_off": True})
+
+
+@tool
 def read_anywhere(key: str, runtime: ToolRuntime) -> str:
     """Reads a key chosen at run time."""
     return str(runtime.state.get(key))
@@ -224,6 +230,16 @@ def test_two_nodes_of_one_step_writing_a_plain_key_is_an_error():
     assert diagnose(sibling_graph("merged")).findings == []
 
 
+def test_lambda_nodes_are_read_too():
+    graph = StateGraph(FanOut)
+    graph.add_node("left", lambda state: {"plain": {"left": "x"}})
+    graph.add_node("right", lambda state: {"plain": {"right": "y"}})
+    graph.add_edge(START, "left")
+    graph.add_edge(START, "right")
+    report = diagnose(graph.compile())
+    assert [(f.code, f.subject) for f in report.errors] == [("unreduced-parallel-write", "plain")]
+
+
 # --- undeclared-key ---
 
 
@@ -241,6 +257,10 @@ def test_a_declared_key_is_fine_and_a_run_time_key_is_only_info():
     assert [(f.code, f.severity, f.subject) for f in report] == [
         ("undeclared-key", "info", "write_anywhere")
     ]
+
+
+def test_a_command_to_the_parent_graph_is_not_this_graphs_write():
+    assert diagnose(create_agent(model(), tools=[hand_off])).findings == []
 
 
 # --- file-read-modify-write ---

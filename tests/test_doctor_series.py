@@ -28,6 +28,7 @@ from agentstate.fixtures import (
     AddNotesState,
     UniqueNotesState,
     build_notes_agent,
+    plain_dict_fan_out,
 )
 from agentstate.memory.capture.baselines.react import build_react_agent
 from agentstate.memory.capture.graph import build_capture_graph
@@ -84,6 +85,11 @@ PAIRS = {
         ),
         "unreduced-parallel-write",
         lambda: rds.build_shared_schema_agent(model(), model()),
+    ),
+    "05 plain dict fan-out": (
+        lambda: plain_dict_fan_out(["technical_specialist", "compliance_auditor"]),
+        "unreduced-parallel-write",
+        lambda: build_experts_graph(ExpertsConfig(execution="parallel")),
     ),
     "04 operator.add list": (
         lambda: build_notes_agent(AddNotesState),

@@ -156,3 +156,15 @@ def test_the_doctor_names_the_lessons_broken_agent_and_passes_the_fixed_one(less
     fixed = lesson["my_agent"](state_schema=lesson["RequirementsState"])
     assert diagnose(broken).codes() == ["subagent-drops-key"]
     assert diagnose(fixed).errors == []
+
+
+def test_the_lessons_fix_holds_under_ainvoke_like_the_package(lesson):
+    import asyncio
+
+    async def both():
+        plain = lesson["my_agent"](state_schema=lesson["RequirementsState"])
+        package = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
+        return await plain.ainvoke(user_turn()), await package.ainvoke(user_turn())
+
+    plain, package = asyncio.run(both())
+    assert plain["requirements"] == package["requirements"] == POSTGRES_FIELDS

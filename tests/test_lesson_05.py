@@ -20,6 +20,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import InvalidUpdateError
 
+from agentstate.engine import count_tokens, engine_installed
+from agentstate.engine.tokens import _vocab
 from agentstate.experts import (
     EXPERTS,
     ExpertsConfig,
@@ -128,3 +130,14 @@ def test_readme_cold_warm_figures_come_from_the_recorded_run():
     assert recorded and swept, row
     assert (float(recorded[1]), float(recorded[2])) == (min(sizes), max(sizes))
     assert (float(swept[1]), float(swept[2])) == (min(sweep), max(sweep))
+
+
+@pytest.mark.skipif(not engine_installed(), reason="needs the engine (make engine)")
+def test_counting_tokens_writes_nothing_to_stderr(capfd):
+    """The vocabulary load's llama.cpp warning stays out of notebook outputs (issue 18)."""
+    _vocab.cache_clear()
+    assert (
+        count_tokens(system_prefix(MANUAL.leading(1)).text)
+        == load_results()["sizes"][0]["prefix_tokens"]
+    )
+    assert capfd.readouterr().err == ""

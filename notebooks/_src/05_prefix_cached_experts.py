@@ -38,14 +38,11 @@ from agentstate.fixtures import shared_by_all
 manual = load_manual()
 busted = [system_prefix(manual, "timestamp_first", clock=utc_clock) for _ in EXPERTS]
 shared = shared_by_all([p.text.encode() for p in busted])
-assert shared < len(busted[0].text.splitlines()[0]) < manual.size  # apart before the manual
+first_lines = [p.text.splitlines()[0] for p in busted]
+assert shared < len(first_lines[0]) < manual.size  # they part ways before the manual
 Table(
-    {
-        "expert": e,
-        "first line of system message 1": p.text.splitlines()[0],
-        "bytes shared by all 3": shared,
-    }
-    for e, p in zip(EXPERTS, busted, strict=True)
+    {"expert": e, "first line": line, "bytes shared by all 3": shared}
+    for e, line in zip(EXPERTS, first_lines, strict=True)
 )
 
 # %% [markdown]
@@ -66,25 +63,20 @@ from agentstate.fixtures import prompt_text
 QUESTION = "The overnight batch outage: what must we report to the regulator?"
 
 
-def shared_prompt(policy: str) -> int:
+def shared_prompt(label: str, policy: str) -> dict:
     prompts = [build_messages(system_prefix(manual, policy), e, QUESTION) for e in EXPERTS]
-    return shared_by_all([prompt_text(p) for p in prompts])
+    common = shared_by_all([prompt_text(p) for p in prompts])  # moves with the clock's digits
+    shown = common if common > 100 else "under 100"
+    return {
+        "system message 1": label,
+        "bytes shared": shown,
+        "covers the manual": common > manual.size,
+    }
 
 
-rows = []
-for label, policy in (
-    ("clock line first", "timestamp_first"),
-    ("instructions + manual", "invariant"),
-):
-    common = shared_prompt(policy)  # with the clock first, the count moves with its digits
-    rows.append(
-        {
-            "system message 1": label,
-            "bytes shared by 3 prompts": common if common > 100 else "under 100",
-            "covers the manual": common > manual.size,
-        }
-    )
-placements = Table(rows)
+placements = Table(
+    [shared_prompt("clock first", "timestamp_first"), shared_prompt("manual first", "invariant")]
+)
 assert placements.column("covers the manual") == [False, True]
 placements
 
@@ -150,30 +142,24 @@ from agentstate.engine import EngineServer, engine_installed
 from agentstate.experts import chat_model, evict, load_results
 from agentstate.models import ModelSettings
 
-chapter1 = manual.leading(1)
-recorded = load_results()["sizes"][0]
-assert recorded["prefix_sha256"] == system_prefix(chapter1).sha256  # the same bytes were measured
+chapter1, recorded = manual.leading(1), load_results()["sizes"][0]
+assert recorded["prefix_sha256"] == system_prefix(chapter1).sha256  # the bytes measured
 live = "engine not installed: run `make engine` to see this live"
 if engine_installed():
     with EngineServer(verbose=True) as server:
         model, live = chat_model(ModelSettings(base_url=server.base_url), max_tokens=8), []
-        for first_line in ("clock line first", "invariant"):
+        for clock_first in (True, False):
             evict(model)
             seen = len(server.prefix_hits())
             for expert in ("technical_specialist", "compliance_auditor"):
-                prompt = expert_prompt(chapter1.text, EXPERTS[expert].system_text(), QUESTION)
-                if first_line == "clock line first":
-                    prompt[0] = SystemMessage(f"Current time: {utc_clock()}\n{prompt[0].content}")
-                model.invoke(prompt)
+                first, *rest = expert_prompt(chapter1.text, EXPERTS[expert].system_text(), QUESTION)
+                clock = f"Current time: {utc_clock()}\n" if clock_first else ""
+                model.invoke([SystemMessage(clock + first.content), *rest])
             reused = max(server.prefix_hits()[seen:], default=0)
-            live.append({"system message 1": first_line, "most tokens reused": reused})
-    assert (
-        live[0]["most tokens reused"]
-        < 50
-        < recorded["prefix_tokens"]
-        < live[1]["most tokens reused"]
-    )
+            live.append({"clock first": clock_first, "most tokens reused": reused})
     live = Table(live)
+    assert live.column("most tokens reused")[0] < 50 < recorded["prefix_tokens"]
+    assert live.column("most tokens reused")[1] > recorded["prefix_tokens"]
 live
 
 # %% [markdown]
@@ -224,16 +210,11 @@ from agentstate.models import ScriptedChatModel
 
 
 def watched(prefix_policy: str):
-    model = ScriptedChatModel(script=[AIMessage("a note")] * 4)
-    graph = build_experts_graph(
-        ExpertsConfig(
-            manual=manual,
-            mode="llm",
-            expert_model=model,
-            prefix_policy=prefix_policy,
-            synthesis="combine",
-        )
+    experts = ScriptedChatModel(script=[AIMessage("a note")] * 4)
+    config = ExpertsConfig(
+        manual=manual, mode="llm", expert_model=experts, prefix_policy=prefix_policy
     )
+    graph = build_experts_graph(config)
     watch = Watch(graph)
     graph.invoke(user_turn(QUESTION), {"callbacks": [watch]})
     return watch.report()
@@ -253,34 +234,29 @@ broken
 
 # %%
 def placement(variable_line="before the manual", experts=3):
-    names, prompts = list(EXPERTS)[:experts], []
-    for n, expert in enumerate(names):
-        line = f"Request id: {n:04d}\n"
-        before = line if variable_line == "before the manual" else ""
-        after = line if variable_line == "after the manual" else ""
-        prompt = expert_prompt(manual.text, after + EXPERTS[expert].system_text(), QUESTION)
-        prompt[0] = SystemMessage(before + prompt[0].content)
-        prompts.append(prompt_text(prompt))
+    prompts = []
+    for n, expert in enumerate(list(EXPERTS)[:experts]):
+        line = f"Request id: {n:04d}\n"  # differs per call, like a clock reading
+        first, *rest = expert_prompt(manual.text, EXPERTS[expert].system_text(), QUESTION)
+        if variable_line == "before the manual":
+            first = SystemMessage(line + first.content)
+        elif variable_line == "after the manual":
+            rest[0] = SystemMessage(line + rest[0].content)
+        prompts.append(prompt_text([first, *rest]))
     common = shared_by_all(prompts)
-    return Table(
-        [
-            {
-                "variable line": variable_line,
-                "experts": experts,
-                "bytes shared": common,
-                "covers the manual": common > manual.size,
-            }
-        ]
-    )
+    row = {"variable line": variable_line, "experts": experts, "bytes shared": common}
+    return Table([{**row, "covers the manual": common > manual.size}])
 
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+wide = {"description_width": "initial"}
+where = ["before the manual", "after the manual", "nowhere"]
 widgets.interactive(
     placement,
-    variable_line=["before the manual", "after the manual", "nowhere"],
-    experts=widgets.IntSlider(value=3, min=2, max=3),
+    variable_line=widgets.Dropdown(options=where, description="variable line", style=wide),
+    experts=widgets.IntSlider(value=3, min=2, max=3, description="experts", style=wide),
 )
 
 # %%

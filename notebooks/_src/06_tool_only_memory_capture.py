@@ -223,27 +223,15 @@ Table(store_rows(server.db, "teaching.trip", travel, "trip")[:6])
 from agentstate.memory import PROPOSAL_KINDS, RandomProposals, random_events
 from agentstate.models import PolicyChatModel
 
-proposer, checked = RandomProposals(seed=6), []
+proposer, sent_total, exact = RandomProposals(seed=6), 0, 0
 for seed in range(12):
     chat, sent = random_events(seed, n_messages=8)
     graph = build_guarded_capture(PolicyChatModel(policy=proposer), tools, InMemorySaver())
-    got = await capture(graph, sent, f"random.{seed}")
-    exact = got == expected_entries(chat, "chat")
-    checked.append(
-        {"events sent": len(sent), "messages": len(chat.messages("chat")), "exact": exact}
-    )
-assert all(r["exact"] for r in checked) and proposer.kinds == set(PROPOSAL_KINDS)
-Table(
-    [
-        {
-            "random chats": len(checked),
-            "events sent": sum(r["events sent"] for r in checked),
-            "random proposals (model replies)": proposer.tried,
-            "kinds of proposal": len(proposer.kinds),
-            "stores exact": sum(r["exact"] for r in checked),
-        }
-    ]
-)
+    exact += await capture(graph, sent, f"random.{seed}") == expected_entries(chat, "chat")
+    sent_total += len(sent)
+assert exact == 12 and proposer.kinds == set(PROPOSAL_KINDS)
+counted = {"random chats": 12, "events sent": sent_total, "model replies": proposer.tried}
+Table([{**counted, "kinds of proposal": len(proposer.kinds), "stores exact": exact}])
 
 # %% [markdown]
 # All eleven kinds of proposal came up, and every store holds exactly one
@@ -312,7 +300,16 @@ def replay_fault(conversation="solo_travel", fault="writes twice"):
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-widgets.interactive(replay_fault, conversation=available(), fault=list(FAULTS))
+wide = {"description_width": "initial"}
+widgets.interactive(
+    replay_fault,
+    conversation=widgets.Dropdown(
+        options=available(), value="solo_travel", description="conversation", style=wide
+    ),
+    fault=widgets.Dropdown(
+        options=list(FAULTS), value="writes twice", description="fault", style=wide
+    ),
+)
 
 # %%
 knob = Table(knob_counts("solo_travel", ["none", "writes twice", "swaps roles"]))

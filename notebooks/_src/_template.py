@@ -88,7 +88,7 @@ def outcome(n_calls: int) -> dict:
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-widgets.interact(outcome, n_calls=widgets.IntSlider(value=5, min=1, max=20));
+knob_widget = widgets.interact(outcome, n_calls=widgets.IntSlider(value=5, min=1, max=20))
 
 # %%
 knob = Table(outcome(n) for n in (1, 5, 20))

@@ -21,6 +21,9 @@ Where each stage lives:
   ``agentstate.engine``.
 - 06 tool-only memory capture: ``agentstate.memory``.
 
+Checks: ``agentstate.doctor`` (``diagnose``, ``Watch`` and the ``agentstate
+doctor`` command) finds each stage's hazard in your own agent.
+
 Shared modules: ``models`` (the scripted model and the real-model factory),
 ``tracing`` (timelines, state by step, tool replies), ``display`` (tables,
 source display), ``simulation`` (tool latency), ``persistence``

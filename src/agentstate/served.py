@@ -79,8 +79,9 @@ def requested_fields(text: str) -> dict[str, Any]:
 def _this_turn(messages: list[BaseMessage]) -> tuple[HumanMessage | None, list[BaseMessage]]:
     """The last user message and everything after it."""
     for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], HumanMessage):
-            return messages[i], messages[i + 1 :]
+        message = messages[i]
+        if isinstance(message, HumanMessage):
+            return message, messages[i + 1 :]
     return None, []
 
 
@@ -339,7 +340,10 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
     return graph
 
 
-def _after(messages: list[BaseMessage], message_id: str) -> list[BaseMessage]:
+def _after(messages: list[BaseMessage], message_id: str | None) -> list[BaseMessage]:
+    """The messages after the one with id ``message_id`` (none for a message without an id)."""
+    if message_id is None:
+        return []
     for i, m in enumerate(messages):
         if m.id == message_id:
             return messages[i + 1 :]

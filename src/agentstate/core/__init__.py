@@ -29,7 +29,8 @@ from agentstate.core.secrets import (
     secret_ref,
 )
 from agentstate.core.subagents import SharedStateMiddleware, share_state, undeclared_keys
-from agentstate.core.turn_cache import Batch, TurnCacheMiddleware, written_value
+from agentstate.core.turn_cache import TurnCacheMiddleware, written_value
+from agentstate.core.turn_cache_batch import Batch
 
 __all__ = [
     "REDACTED",

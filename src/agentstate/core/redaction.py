@@ -213,7 +213,8 @@ class _Rewrite:
                 blocks.append(block)
                 continue
             b = dict(block)
-            call = calls.get(b.get("id")) if b.get("id") is not None else None
+            block_id = b.get("id")
+            call = calls.get(block_id) if isinstance(block_id, str) else None
             name = b.get("name", "")
             for key in ("input", "args"):
                 if isinstance(b.get(key), dict) and b[key]:
@@ -243,7 +244,7 @@ class _Rewrite:
         ]
 
     def message(self, message: AIMessage) -> AIMessage:
-        calls = [
+        calls: list[dict[str, Any]] = [
             {**c, "args": self.args(c.get("name", ""), c.get("args") or {})}
             for c in message.tool_calls
         ]
@@ -361,7 +362,7 @@ class SecretRedactionMiddleware(AgentMiddleware):
         if not self.watched:
             raise ValueError("give tool_name (a field/value tool), secret_args or text_args")
 
-    def is_secret(self, name: Any) -> bool:
+    def is_secret(self, name: object) -> bool:
         """A configured secret field, or a name that looks like one (``db_password``)."""
         if not isinstance(name, str):
             return False

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Hashable, Mapping, Sequence
+from types import FrameType
 from typing import Any, TypeVar
 
 from langgraph.channels.base import BaseChannel
@@ -25,7 +26,7 @@ T = TypeVar("T", bound=Hashable)
 
 def _state_key() -> str | None:
     """The state key LangGraph is reducing, read from the channel that called the reducer."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(4):
         if frame is None:
             return None

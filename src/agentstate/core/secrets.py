@@ -26,7 +26,7 @@ ID_CHARS = 24  # hex digits of the random id: 96 bits, unguessable
 MAX_NAME = 128 - ID_CHARS - 1  # a reference stays within SECRET_REF's 128 characters
 
 
-def is_secret_ref(value: Any) -> bool:
+def is_secret_ref(value: object) -> bool:
     """True for ``$secret:<name>`` strings (whoever made them)."""
     return isinstance(value, str) and SECRET_REF.fullmatch(value) is not None
 
@@ -65,7 +65,7 @@ class SecretStore:
         self._values: dict[str, str] = {}
         self._lock = threading.Lock()
 
-    def put(self, name: str, value: Any) -> str:
+    def put(self, name: str, value: object) -> str:
         """Keep ``value`` (as text) and return a new reference ``$secret:<name>-<random id>``.
 
         ``name`` is a readable label (checked like :func:`secret_ref`; cut to

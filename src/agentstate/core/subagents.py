@@ -66,7 +66,7 @@ def _shared(spec: Mapping[str, Any], schema: type, keys: list[str]) -> dict[str,
     return dict(spec)
 
 
-def undeclared_keys(graph: Any, keys: Iterable[str]) -> list[str]:
+def undeclared_keys(graph: object, keys: Iterable[str]) -> list[str]:
     """The ``keys`` a compiled graph does not declare: writes to them would be dropped."""
     channels = getattr(graph, "channels", None)
     if channels is None:

@@ -39,13 +39,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command, Overwrite
 
 from agentstate.core.reducers import merge_fields
-from agentstate.core.turn_cache_batch import Batch, Reducer
+from agentstate.core.turn_cache_batch import Batch as Batch
+from agentstate.core.turn_cache_batch import Reducer as Reducer
 from agentstate.core.turn_cache_calls import (
     acall_watch,
     aearlier_results,
@@ -57,10 +58,12 @@ from agentstate.core.turn_cache_calls import (
 )
 
 BatchKey = tuple[Any, str, str, tuple[str, ...]]
+ToolResult = ToolMessage | Command[Any]
+"""What a tool call returns through the middleware chain (``AgentMiddleware.wrap_tool_call``)."""
 GATED = "waits for a human decision (a per-call review listed before the turn cache)"
 
 
-def _calls_of(state: Any, call_id: str) -> tuple[AIMessage | None, list[dict[str, Any]]]:
+def _calls_of(state: Any, call_id: str) -> tuple[AIMessage | None, list[ToolCall]]:
     """The AIMessage holding ``call_id`` and its calls that still have to run."""
     return pending_calls(state, call_id)
 
@@ -72,7 +75,7 @@ def _graph_scope(config: Mapping[str, Any] | None) -> tuple[Any, str]:
     return configurable.get("thread_id"), namespace.rpartition("|")[0]
 
 
-def written_value(result: Any, key: str) -> tuple[bool, Any]:
+def written_value(result: object, key: str) -> tuple[bool, Any]:
     """What a tool result writes to ``key``: ``(True, value)`` for a Command updating it."""
     results = result if isinstance(result, list) else [result]
     for item in results:
@@ -152,17 +155,22 @@ class TurnCacheMiddleware(AgentMiddleware):
 
     # --- bookkeeping shared by the sync and async hooks ---
 
-    def _join(self, request: Any) -> tuple[BatchKey, Batch] | None:
+    def _join(self, request: ToolCallRequest) -> tuple[BatchKey, Batch] | None:
         call_id = request.tool_call["id"]
+        if call_id is None:  # no chat model makes a call without an id: nothing to match
+            return None
         message, calls = _calls_of(request.state, call_id)
         if message is None:  # a tool run outside an agent loop: nothing to coordinate
             return None
-        ours = [c for c in calls if c.get("name") in self.writers | self.readers]
-        if call_id not in {c["id"] for c in ours}:
+        ours: dict[str, ToolCall] = {}  # call id -> call, for our tools' calls in the reply
+        for c in calls:
+            if c["id"] is not None and c["name"] in self.writers | self.readers:
+                ours[c["id"]] = c
+        if call_id not in ours:
             return None
         config = getattr(request.runtime, "config", None)
         thread, namespace = _graph_scope(config)
-        key = (thread, namespace, str(message.id), tuple(c["id"] for c in calls))
+        key = (thread, namespace, str(message.id), tuple(str(c["id"]) for c in calls))
         slots = (config or {}).get("max_concurrency")
         now = time.monotonic()
         with self._lock:
@@ -176,15 +184,15 @@ class TurnCacheMiddleware(AgentMiddleware):
             batch = self._batches.get(key)
             if batch is None:
                 batch = Batch(
-                    writers=tuple(c["id"] for c in ours if c["name"] in self.writers),
-                    participants=frozenset(c["id"] for c in ours),
-                    calls={c["id"]: c for c in ours},
+                    writers=tuple(i for i, c in ours.items() if c["name"] in self.writers),
+                    participants=frozenset(ours),
+                    calls=ours,
                     slots=slots if isinstance(slots, int) and slots > 0 else None,
                 )
                 self._batches[key] = batch
         return key, batch
 
-    def _needs_restore(self, request: Any, batch: Batch) -> bool:
+    def _needs_restore(self, request: ToolCallRequest, batch: Batch) -> bool:
         with batch.cond:
             if batch.restored:
                 return False
@@ -197,7 +205,7 @@ class TurnCacheMiddleware(AgentMiddleware):
                 if self._batches.get(key) is batch:
                     del self._batches[key]
 
-    def _timed_out(self, request: Any, missing: list[str]) -> ToolMessage:
+    def _timed_out(self, request: ToolCallRequest, missing: list[str]) -> ToolMessage:
         name = request.tool_call["name"]
         return ToolMessage(
             content=(
@@ -210,7 +218,7 @@ class TurnCacheMiddleware(AgentMiddleware):
             status="error",
         )
 
-    def _stalled(self, request: Any, batch: Batch, missing: list[str]) -> ToolMessage:
+    def _stalled(self, request: ToolCallRequest, batch: Batch, missing: list[str]) -> ToolMessage:
         name = request.tool_call["name"]
         return ToolMessage(
             content=(
@@ -225,11 +233,9 @@ class TurnCacheMiddleware(AgentMiddleware):
             status="error",
         )
 
-    def _lost(self, request: Any, batch: Batch, lost: dict[str, str]) -> ToolMessage:
+    def _lost(self, request: ToolCallRequest, batch: Batch, lost: dict[str, str]) -> ToolMessage:
         name = request.tool_call["name"]
-        which = "; ".join(
-            f"{batch.calls.get(c, {}).get('name', '?')} call {c} {why}" for c, why in lost.items()
-        )
+        which = "; ".join(f"{batch.tool_name(c, '?')} call {c} {why}" for c, why in lost.items())
         return ToolMessage(
             content=(
                 f"Error: {name} did not read {self.key!r}: a writer of the same reply has not "
@@ -241,7 +247,7 @@ class TurnCacheMiddleware(AgentMiddleware):
             status="error",
         )
 
-    def _refused(self, request: Any, value: Any, error: Exception) -> ToolMessage:
+    def _refused(self, request: ToolCallRequest, value: Any, error: Exception) -> ToolMessage:
         name = request.tool_call["name"]
         return ToolMessage(
             content=(
@@ -253,7 +259,9 @@ class TurnCacheMiddleware(AgentMiddleware):
             status="error",
         )
 
-    def _check_write(self, request: Any, result: Any) -> tuple[bool, Any, ToolMessage | None]:
+    def _check_write(
+        self, request: ToolCallRequest, result: ToolResult
+    ) -> tuple[bool, Any, ToolMessage | None]:
         wrote, value = written_value(result, self.key)
         if not wrote:
             return False, None, None
@@ -267,7 +275,7 @@ class TurnCacheMiddleware(AgentMiddleware):
             return False, None, self._refused(request, value, error)
         return True, value, None
 
-    def _gate(self, request: Any, batch: Batch, frame: Any, *, is_async: bool) -> None:
+    def _gate(self, request: ToolCallRequest, batch: Batch, frame: Any, *, is_async: bool) -> None:
         """Writers a per-call review listed before the cache will pause first: say so."""
         with batch.cond:
             absent = [
@@ -284,27 +292,30 @@ class TurnCacheMiddleware(AgentMiddleware):
                     if call_id not in batch.arrived and call_id not in batch.finished:
                         batch.pause(call_id, GATED)
 
-    def _reader_view(self, request: Any, batch: Batch) -> Any:
+    def _reader_view(self, request: ToolCallRequest, batch: Batch) -> ToolCallRequest:
         state = request.state
         if not isinstance(state, Mapping):
             return request
         view = {**state, self.key: batch.merged(state.get(self.key), self.reducer)}
         runtime = request.runtime
-        if dataclasses.is_dataclass(runtime):
+        if dataclasses.is_dataclass(runtime) and not isinstance(runtime, type):
             runtime = dataclasses.replace(runtime, state=view)
-        return request.override(state=view, runtime=runtime)
+        # what ``request.override`` does; its typed overrides leave out ``runtime``
+        return dataclasses.replace(request, state=view, runtime=runtime)
 
     # --- the hooks ---
 
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolResult:
         name, call_id = request.tool_call["name"], request.tool_call["id"]
         joined = self._join(request)
-        if joined is None:
+        if joined is None or call_id is None:  # _join has checked the id: this is for mypy
             return handler(request)
         key, batch = joined
         if self._needs_restore(request, batch):
             batch.take_earlier(earlier_results(request.runtime.config, self.key))
-        name = batch.calls.get(call_id, {}).get("name", name)  # the tool the model called
+        name = batch.tool_name(call_id, name)  # the tool the model called
         batch.start(call_id)
         try:
             if name in self.writers:
@@ -336,15 +347,17 @@ class TurnCacheMiddleware(AgentMiddleware):
         finally:
             self._leave(key, batch, call_id)
 
-    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolResult]]
+    ) -> ToolResult:
         name, call_id = request.tool_call["name"], request.tool_call["id"]
         joined = self._join(request)
-        if joined is None:
+        if joined is None or call_id is None:
             return await handler(request)
         key, batch = joined
         if self._needs_restore(request, batch):
             batch.take_earlier(await aearlier_results(request.runtime.config, self.key))
-        name = batch.calls.get(call_id, {}).get("name", name)  # the tool the model called
+        name = batch.tool_name(call_id, name)  # the tool the model called
         batch.start(call_id)
         try:
             if name in self.writers:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import ToolCall
 from langgraph.types import Overwrite
 
 from agentstate.core.turn_cache_calls import Alive
@@ -38,8 +39,10 @@ class Batch:
     finished: set[str] = field(default_factory=set)
     created: float = field(default_factory=time.monotonic)
     cond: threading.Condition = field(default_factory=threading.Condition)
-    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = field(default_factory=list)
-    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
+        default_factory=list
+    )
+    calls: dict[str, ToolCall] = field(default_factory=dict)
     """Call id -> the tool call as the model made it (an edit may run another tool)."""
     lost: dict[str, str] = field(default_factory=dict)
     """Writer call id -> why it has not written: failed, or paused for a human."""
@@ -51,6 +54,11 @@ class Batch:
     waiting: int = 0
     stalled: bool = False
     restored: bool = False
+
+    def tool_name(self, call_id: str, default: str) -> str:
+        """The tool the model called as ``call_id`` (``default`` for a call not in the batch)."""
+        call = self.calls.get(call_id)
+        return call["name"] if call is not None else default
 
     def record(self, call_id: str, value: Any) -> None:
         """Keep what writer ``call_id`` wrote to the key."""
@@ -198,6 +206,6 @@ class Batch:
             self._wake()
 
 
-def _resolve(future: asyncio.Future) -> None:
+def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)

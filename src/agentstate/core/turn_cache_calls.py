@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 
 Alive = Callable[[], bool]
 
@@ -32,7 +32,7 @@ _RUN_ONE = {"_run_one", "_arun_one"}
 _WRAP = {"wrap_tool_call", "awrap_tool_call"}
 
 
-def pending_calls(state: Any, call_id: str) -> tuple[AIMessage | None, list[dict[str, Any]]]:
+def pending_calls(state: Any, call_id: str) -> tuple[AIMessage | None, list[ToolCall]]:
     """The AIMessage holding ``call_id`` and those of its calls with no ToolMessage in state yet."""
     messages = state.get("messages", []) if isinstance(state, Mapping) else []
     for index in range(len(messages) - 1, -1, -1):
@@ -140,7 +140,7 @@ def call_watch() -> Alive:
     return alive
 
 
-def _coroutine_frames(task: asyncio.Task) -> list[Any]:
+def _coroutine_frames(task: asyncio.Task[Any]) -> list[Any]:
     """The frames of the coroutines ``task`` is running, outermost first."""
     frames = []
     coro: Any = task.get_coro()
@@ -152,7 +152,7 @@ def _coroutine_frames(task: asyncio.Task) -> list[Any]:
     return frames
 
 
-def _awaiting(task: asyncio.Task) -> asyncio.Task | None:
+def _awaiting(task: asyncio.Task[Any]) -> asyncio.Task[Any] | None:
     """The task waiting for ``task`` (langsmith runs each middleware hook in its own task)."""
     for callback, *_ in getattr(task, "_callbacks", None) or ():
         owner = getattr(callback, "__self__", None)
@@ -161,9 +161,9 @@ def _awaiting(task: asyncio.Task) -> asyncio.Task | None:
     return None
 
 
-def _task_chain() -> list[tuple[asyncio.Task, list[Any]]]:
+def _task_chain() -> list[tuple[asyncio.Task[Any], list[Any]]]:
     """(task, its frames) from the outermost awaiting task to the current one."""
-    chain = []
+    chain: list[tuple[asyncio.Task[Any], list[Any]]] = []
     task = asyncio.current_task()
     while task is not None and len(chain) < 64:
         chain.append((task, _coroutine_frames(task)))
@@ -199,7 +199,7 @@ def outer_middleware(frame: Any, *, is_async: bool) -> list[Any]:
     return found
 
 
-def gated_upstream(outer: list[Any], request: Any, call: dict[str, Any]) -> bool:
+def gated_upstream(outer: list[Any], request: Any, call: ToolCall) -> bool:
     """True if a per-call ``HumanInTheLoopMiddleware`` in ``outer`` reviews ``call`` first."""
     for middleware in outer:
         if getattr(middleware, "interrupt_mode", None) != "per_call":

@@ -128,6 +128,17 @@ def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunction
         module = ast.parse(source)
     except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
         module = None  # no source (a REPL, a frozen module) or not this function's
+    if module is not None and fn.__name__ == "<lambda>":
+        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)]
+        if len(lambdas) == 1:  # several lambdas on the lines: cannot tell which one
+            tree = ast.FunctionDef(
+                name="<lambda>",
+                args=lambdas[0].args,
+                body=[ast.Return(value=lambdas[0].body)],
+                decorator_list=[],
+                returns=None,
+            )
+        module = None
     if module is not None:
         for node in ast.walk(module):
             if (
@@ -369,6 +380,8 @@ class _Scanner:
         func = node.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
         if name == "Command":
+            if any(kw.arg == "graph" for kw in node.keywords):
+                return  # Command(graph=Command.PARENT, ...): the parent's write, not this graph's
             for kw in node.keywords:
                 if kw.arg == "update":
                     self._update(kw.value)

@@ -8,6 +8,8 @@ Notebook 05.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from functools import lru_cache
 from typing import Any
 
@@ -18,7 +20,11 @@ from agentstate.engine.model import engine_installed, locate_model, quiet_fd2
 def _vocab() -> Any:
     from llama_cpp import Llama
 
-    with quiet_fd2():
+    # llama-cpp-python's log callback prints llama.cpp's warnings (its WARN level maps to
+    # ERROR, so verbose=False keeps them) with Python's print to sys.stderr, which a notebook
+    # shows as a stderr box ("n_ctx_seq (512) > n_ctx_train (0)": a vocabulary-only load has
+    # no training context). Both streams are held for the load only.
+    with quiet_fd2(), contextlib.redirect_stderr(io.StringIO()):
         return Llama(str(locate_model()), vocab_only=True, verbose=False)
 
 

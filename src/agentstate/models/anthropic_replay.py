@@ -73,17 +73,20 @@ def to_messages(body: dict[str, Any]) -> list[BaseMessage]:
             calls = []
             for b in blocks:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
+                    use_id, name = b.get("id"), b.get("name")
+                    if not isinstance(use_id, str) or not isinstance(name, str):
+                        raise WireFormatError(f"message {i}: tool_use needs a string id and name")
                     if not isinstance(b.get("input"), dict):
-                        raise WireFormatError(f"message {i}: tool_use {b.get('id')!r} input")
-                    names[b.get("id")] = b.get("name")
-                    calls.append({"name": b.get("name"), "args": b["input"], "id": b.get("id")})
+                        raise WireFormatError(f"message {i}: tool_use {use_id!r} input")
+                    names[use_id] = name
+                    calls.append({"name": name, "args": b["input"], "id": use_id})
             out.append(AIMessage(content=_block_text(blocks), tool_calls=calls))
             continue
         text = []
         for b in blocks:
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 call_id = b.get("tool_use_id")
-                if call_id not in names:
+                if not isinstance(call_id, str) or call_id not in names:
                     raise WireFormatError(f"message {i}: tool result for unknown call {call_id!r}")
                 status = "error" if b.get("is_error") else "success"
                 out.append(

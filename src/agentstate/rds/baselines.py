@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -23,11 +24,11 @@ from agentstate.rds.storage import NAIVE_KEY, TurnCaches
 class OriginalCacheMiddleware(AgentMiddleware):
     """``before_agent``: ``runtime.config["configurable"][...] = {}`` (fails today)."""
 
-    def before_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    def before_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         runtime.config["configurable"][NAIVE_KEY] = {}
         return None
 
-    async def abefore_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
 
@@ -43,16 +44,16 @@ class CacheFixMiddleware(AgentMiddleware):
         super().__init__()
         self.caches = caches
 
-    def before_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    def before_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         self.caches.open(TurnCaches.thread_of(get_config()))
         return None
 
-    async def abefore_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
-    def after_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    def after_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         self.caches.close(TurnCaches.thread_of(get_config()))
         return None
 
-    async def aafter_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         return self.after_agent(state, runtime)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from deepagents.backends.protocol import FileData
 from deepagents.backends.utils import create_file_data, file_data_to_string
 from langgraph.config import get_config
 
@@ -58,7 +59,7 @@ def json_text(payload: dict[str, Any]) -> str:
     return json.dumps(payload, indent=2, sort_keys=True)
 
 
-def json_file(payload: dict[str, Any]) -> dict[str, Any]:
+def json_file(payload: dict[str, Any]) -> FileData:
     """FileData for :func:`json_text` of ``payload``."""
     return create_file_data(json_text(payload))
 
@@ -66,11 +67,13 @@ def json_file(payload: dict[str, Any]) -> dict[str, Any]:
 class RequirementsStorage(Protocol):
     """How a tool reads the collected requirements and turns one field into a state update."""
 
-    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         """Every requirement the tool can see now."""
         ...
 
-    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+    def write(
+        self, state: Mapping[str, Any], runtime: Any, field: str, value: Any
+    ) -> dict[str, Any]:
         """The state update that stores ``field = value`` (validated by the tool already)."""
         ...
 
@@ -86,11 +89,13 @@ class FileStorage:
     def __init__(self, delay: Callable[[str], float] | None = None) -> None:
         self.delay = delay
 
-    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         """Parse ``/requirements.json`` as the tool sees it (the state from before the step)."""
         return read_json_file(state.get("files"), REQUIREMENTS_PATH)
 
-    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+    def write(
+        self, state: Mapping[str, Any], runtime: Any, field: str, value: Any
+    ) -> dict[str, Any]:
         """Read the file, add one field, write the whole file back: the lossy step."""
         current = self.read(state, runtime)
         if self.delay is not None:
@@ -102,11 +107,13 @@ class FileStorage:
 class StateStorage:
     """One field per update on the ``requirements`` key; the reducer merges them."""
 
-    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         """The ``requirements`` key as the tool sees it."""
         return dict(state.get("requirements") or {})
 
-    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+    def write(
+        self, state: Mapping[str, Any], runtime: Any, field: str, value: Any
+    ) -> dict[str, Any]:
         """One field as an update; the key's reducer merges parallel updates."""
         return {"requirements": {field: value}}
 
@@ -120,11 +127,13 @@ class NaiveSharedCacheStorage:
             raise KeyError(f"put a dict under config['configurable'][{NAIVE_KEY!r}] to invoke")
         return configurable[NAIVE_KEY]
 
-    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         """State merged with whatever the shared dict holds at this instant."""
         return {**(state.get("requirements") or {}), **self._cache(runtime)}
 
-    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+    def write(
+        self, state: Mapping[str, Any], runtime: Any, field: str, value: Any
+    ) -> dict[str, Any]:
         """Write to the shared dict (unsynchronised) and to state."""
         self._cache(runtime)[field] = value
         return {"requirements": {field: value}}
@@ -144,7 +153,7 @@ class TurnCaches:
         self._lock = threading.Lock()
 
     @staticmethod
-    def thread_of(config: dict[str, Any] | None) -> str:
+    def thread_of(config: Mapping[str, Any] | None) -> str:
         """The thread id of a running config, or a clear error saying how to give one."""
         thread = ((config or {}).get("configurable") or {}).get("thread_id")
         if thread is None:
@@ -189,11 +198,13 @@ class CacheFixStorage:
         config = getattr(runtime, "config", None)
         return TurnCaches.thread_of(config if config is not None else get_config())
 
-    def read(self, state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+    def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         """State merged with the thread's turn cache."""
         return {**(state.get("requirements") or {}), **self.caches.snapshot(self._thread(runtime))}
 
-    def write(self, state: dict[str, Any], runtime: Any, field: str, value: Any) -> dict[str, Any]:
+    def write(
+        self, state: Mapping[str, Any], runtime: Any, field: str, value: Any
+    ) -> dict[str, Any]:
         """Write to the thread's turn cache and to state."""
         self.caches.put(self._thread(runtime), field, value)
         return {"requirements": {field: value}}

@@ -10,7 +10,7 @@ break a later turn: the next turn simply renders it again. Taught in notebook 02
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -19,10 +19,10 @@ from agentstate.core.secrets import redact
 from agentstate.rds.spec import load_spec
 from agentstate.rds.storage import REQUIREMENTS_PATH, file_text, json_file, json_text
 
-Read = Callable[[dict[str, Any], Any], dict[str, Any]]
+Read = Callable[[Mapping[str, Any], Any], dict[str, Any]]
 
 
-def state_requirements(state: dict[str, Any], runtime: Any) -> dict[str, Any]:
+def state_requirements(state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
     """The requirements held in state (the default thing to mirror)."""
     return dict(state.get("requirements") or {})
 
@@ -36,7 +36,7 @@ class RequirementsSyncMiddleware(AgentMiddleware):
         self._read = read
         self._secret_fields = [n for n, f in load_spec().fields.items() if f.secret]
 
-    def after_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    def after_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         requirements = redact(self._read(state, runtime), self._secret_fields)
         if not requirements:
             return None
@@ -44,5 +44,5 @@ class RequirementsSyncMiddleware(AgentMiddleware):
             return None
         return {"files": {REQUIREMENTS_PATH: json_file(requirements)}}
 
-    async def aafter_agent(self, state: dict[str, Any], runtime: Any) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         return self.after_agent(state, runtime)
