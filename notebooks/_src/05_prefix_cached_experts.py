@@ -254,7 +254,7 @@ import ipywidgets as widgets
 
 wide = {"description_width": "initial"}
 where = ["before the manual", "after the manual", "nowhere"]
-widgets.interactive(
+knob_widget = widgets.interact(
     placement,
     variable_line=widgets.Dropdown(options=where, description="variable line", style=wide),
     experts=widgets.IntSlider(value=3, min=2, max=3, description="experts", style=wide),

@@ -296,7 +296,7 @@ def replay_fault(conversation="solo_travel", fault="writes twice"):
 import ipywidgets as widgets
 
 wide = {"description_width": "initial"}
-widgets.interactive(
+knob_widget = widgets.interact(
     replay_fault,
     conversation=widgets.Dropdown(
         options=available(), value="solo_travel", description="conversation", style=wide
