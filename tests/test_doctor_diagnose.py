@@ -392,3 +392,13 @@ def test_something_that_is_not_a_graph_is_refused():
         diagnose(save_tag)
     with pytest.raises(NotAGraphError):
         diagnose(StateGraph(Msgs))  # not compiled
+
+
+def test_a_report_reads_as_its_table_in_plain_text_too():
+    """A console, nbval's text/plain and GitHub's notebook view show the findings, not a repr."""
+    from agentstate.doctor.findings import Report, info
+
+    report = Report("notes", [info("undeclared-key", "notes", "built at run time")])
+    assert repr(report) == str(report)
+    assert repr(report).splitlines()[0] == "notes: 1 finding(s)"
+    assert "Finding(" not in repr(report)

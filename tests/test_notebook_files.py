@@ -91,6 +91,18 @@ def test_every_widget_view_has_saved_state(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_knob_shows_its_result_before_it_is_run(path):
+    """A knob's output area is saved with its first result, so an unrun notebook shows it.
+
+    ``widgets.interactive(...)`` left as a cell's value computes its first result before
+    the widget is displayed, and the build saved an empty output area; ``interact`` does not.
+    """
+    state = load(path)["metadata"].get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    areas = [m["state"] for m in state.values() if m["model_name"] == "OutputModel"]
+    assert [bool(area["outputs"]) for area in areas] == [True] * len(areas)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_execution_counts_run_one_to_n(path):
     code = [c for c in load(path)["cells"] if c["cell_type"] == "code"]
     assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1))

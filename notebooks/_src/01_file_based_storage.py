@@ -367,7 +367,7 @@ def survivors(parallel_calls: int, layout: str) -> Table:
 import ipywidgets as widgets
 
 WIDE = {"description_width": "initial"}
-widgets.interactive(
+knob_widget = widgets.interact(
     survivors,
     parallel_calls=widgets.IntSlider(
         value=5, min=1, max=20, description="parallel calls", style=WIDE

@@ -353,7 +353,7 @@ def kept_with(parallel_calls: int, reducer: str) -> Table:
 import ipywidgets as widgets
 
 WIDE = {"description_width": "initial"}
-widgets.interactive(
+knob_widget = widgets.interact(
     kept_with,
     parallel_calls=widgets.IntSlider(
         value=5, min=1, max=50, description="parallel calls", style=WIDE

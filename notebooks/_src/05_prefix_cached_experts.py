@@ -5,10 +5,11 @@
 # technical specialist, a compliance auditor, a support concierge), and every
 # expert answers from the same 108 KB operations manual. An engine with a
 # prefix cache skips reading the manual again, but only for the leading
-# tokens that are identical to an earlier prompt. The original write-up
-# reported its cache never hit until nothing variable came before the manual.
-# This notebook shows why with bytes, proves it on a real engine (llama.cpp),
-# and writes the prompt order that keeps every expert call after the first warm.
+# tokens that are identical to an earlier prompt. The original write-up made
+# it a hard rule: no persona, timestamp, request id or history before the
+# manual. This notebook shows why with bytes, proves it on a real engine
+# (llama.cpp), and writes the prompt order that keeps every expert call after
+# the first warm.
 
 # %% [markdown]
 # ## Recap
@@ -253,7 +254,7 @@ import ipywidgets as widgets
 
 wide = {"description_width": "initial"}
 where = ["before the manual", "after the manual", "nowhere"]
-widgets.interactive(
+knob_widget = widgets.interact(
     placement,
     variable_line=widgets.Dropdown(options=where, description="variable line", style=wide),
     experts=widgets.IntSlider(value=3, min=2, max=3, description="experts", style=wide),

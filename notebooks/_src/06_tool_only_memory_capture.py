@@ -4,9 +4,10 @@
 # An agent sits beside a chat between a user and an assistant and keeps its
 # memory: every message goes to a memory server through MCP tools. The
 # original write-up (the report this series grew from) built it as a prebuilt
-# ReAct agent with the rules in its prompt, and reported a polluted store:
-# text the agent wrote itself, messages stored twice, assistant turns stored
-# as the user's. Its fix was a tool-only graph. This notebook replays that
+# ReAct agent with the rules in its prompt, and reported that even with strong
+# guidance the loop wrote chat of its own into its state, sent duplicate
+# `add_entry` calls and mixed up roles. Its fix was a tool-only graph. This
+# notebook replays that
 # report against a real MCP memory server, then writes a guard in code that
 # makes the store right whatever the model proposes, and proves that claim
 # over random proposals.
@@ -45,8 +46,9 @@ sorted(t.name for t in tools)
 # %% [markdown]
 # The model cannot be the one the write-up used, so a **scripted model
 # replays its report**: whatever its prompt says, it answers the user in its
-# own words after some user messages, proposes some `add_entry` calls twice
-# and tags some assistant turns as `user`, at fixed positions. This shows what
+# own words after some user messages (and stores that text later), proposes
+# some `add_entry` calls twice and tags some assistant turns as `user`, at
+# fixed positions. This shows what
 # the loop does with such calls; it does not show that a model makes them.
 
 # %%
@@ -301,7 +303,7 @@ def replay_fault(conversation="solo_travel", fault="writes twice"):
 import ipywidgets as widgets
 
 wide = {"description_width": "initial"}
-widgets.interactive(
+knob_widget = widgets.interact(
     replay_fault,
     conversation=widgets.Dropdown(
         options=available(), value="solo_travel", description="conversation", style=wide

@@ -175,6 +175,10 @@ class Report:
             )
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        """The same table as :meth:`__str__`: a console or a plain-text view shows findings."""
+        return str(self)
+
     def _repr_markdown_(self) -> str:
         if not self.findings:
             return f"**{self.graph}**: no findings"

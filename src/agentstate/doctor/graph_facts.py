@@ -203,12 +203,12 @@ def _node_callables(runnable: object) -> list[object]:
 def _user_function(runnable: object) -> Callable[..., object] | None:
     """The user's own function behind a node (None for library nodes)."""
     for name in ("func", "afunc"):
-        fn = getattr(runnable, name, None)
-        if fn is None:
+        fn: object = getattr(runnable, name, None)
+        if not callable(fn):
             continue
         target = fn.__func__ if isinstance(fn, types.MethodType) else fn
         if callable(target) and not is_library(target):
-            return fn  # type: ignore[no-any-return]
+            return fn
     return None
 
 

@@ -8,6 +8,7 @@ Notebook 05.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 from functools import lru_cache
@@ -25,7 +26,9 @@ def _vocab() -> Any:
     # shows as a stderr box ("n_ctx_seq (512) > n_ctx_train (0)": a vocabulary-only load has
     # no training context). Both streams are held for the load only.
     with quiet_fd2(), contextlib.redirect_stderr(io.StringIO()):
-        return Llama(str(locate_model()), vocab_only=True, verbose=False)
+        vocab = Llama(str(locate_model()), vocab_only=True, verbose=False)
+    atexit.register(vocab.close)  # freed while llama_cpp still can (not in a late __del__)
+    return vocab
 
 
 def count_tokens(text: str) -> int | None:
