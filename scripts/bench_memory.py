@@ -1,6 +1,6 @@
 """Benchmark stage 06: messages captured per second, each layer beside its floor, in one run.
 
-Starts ``agentstate.memory.server`` over streamable HTTP on 127.0.0.1 and
+Starts ``agentstate.memory.service.server`` over streamable HTTP on 127.0.0.1 and
 measures, per message of a generated conversation (SESSION_START, N messages,
 SESSION_END), every layer from the bottom up:
 
@@ -43,21 +43,21 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server
+sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.service.server
 
 import httpx  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from agentstate.memory import calls  # noqa: E402
-from agentstate.memory.auditor import audit  # noqa: E402
-from agentstate.memory.checkpoints import async_capture_checkpointer  # noqa: E402
+from agentstate.memory.capture import calls  # noqa: E402
+from agentstate.memory.capture.baselines.auditor import audit  # noqa: E402
+from agentstate.memory.capture.checkpoints import async_capture_checkpointer  # noqa: E402
+from agentstate.memory.capture.conversations import Conversation, synthetic  # noqa: E402
+from agentstate.memory.capture.observer import VAULT, CaptureRun  # noqa: E402
+from agentstate.memory.capture.policy import CapturePolicy, policy_model  # noqa: E402
 from agentstate.memory.client import MemoryClient  # noqa: E402
-from agentstate.memory.conversations import Conversation, synthetic  # noqa: E402
-from agentstate.memory.observer import VAULT, CaptureRun  # noqa: E402
-from agentstate.memory.policy import CapturePolicy, policy_model  # noqa: E402
-from agentstate.memory.process import ServerProcess  # noqa: E402
-from agentstate.memory.store import MemoryStore, new_entry_id  # noqa: E402
+from agentstate.memory.service.process import ServerProcess  # noqa: E402
+from agentstate.memory.service.store import MemoryStore, new_entry_id  # noqa: E402
 
 LAYERS = ("store", "http", "mcp ping", "graph step", "direct", "capture")
 

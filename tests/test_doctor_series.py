@@ -30,10 +30,10 @@ from agentstate.fixtures import (
     build_notes_agent,
     plain_dict_fan_out,
 )
-from agentstate.memory.capture import build_capture_graph
+from agentstate.memory.capture.baselines.react import build_react_agent
+from agentstate.memory.capture.graph import build_capture_graph
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.process import ServerProcess
-from agentstate.memory.react import build_react_agent
+from agentstate.memory.service.process import ServerProcess
 from agentstate.models import ScriptedChatModel, reply
 
 ROOT = Path(__file__).resolve().parents[1]

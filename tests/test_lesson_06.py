@@ -25,13 +25,13 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemM
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.memory import build_capture_graph, without_guard
+from agentstate.memory.capture.conversations import CONTROLS, load, parse
+from agentstate.memory.capture.observer import CaptureRun
+from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, policy_model
+from agentstate.memory.capture.prompt import ids_from
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.conversations import CONTROLS, load, parse
 from agentstate.memory.lesson import PROPOSAL_KINDS, expected_entries, proposal, stored_entries
-from agentstate.memory.observer import CaptureRun
-from agentstate.memory.policy import AS_REPORTED, CapturePolicy, policy_model
-from agentstate.memory.process import ServerProcess
-from agentstate.memory.prompt import ids_from
+from agentstate.memory.service.process import ServerProcess
 from agentstate.models import PolicyChatModel
 
 pytestmark = pytest.mark.anyio

@@ -9,12 +9,12 @@ import pytest
 from langchain_core.messages import AIMessage, ChatMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.auditor import audit, counts, read_memory
+from agentstate.memory.capture.baselines.auditor import audit, counts, read_memory
+from agentstate.memory.capture.conversations import load
+from agentstate.memory.capture.observer import CaptureRun, ReactRun
+from agentstate.memory.capture.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.conversations import load
-from agentstate.memory.observer import CaptureRun, ReactRun
-from agentstate.memory.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy, policy_model
-from agentstate.memory.process import ServerProcess
+from agentstate.memory.service.process import ServerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -163,7 +163,7 @@ async def test_curated_model_input_has_no_ai_or_tool_messages(server):
 
 
 def test_a_real_endpoint_runs_the_same_graph(monkeypatch):
-    from agentstate.memory.capture import build_capture_graph
+    from agentstate.memory.capture.graph import build_capture_graph
 
     monkeypatch.setenv("AGENTSTATE_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     model = policy_model(CapturePolicy(), "x")
@@ -173,8 +173,8 @@ def test_a_real_endpoint_runs_the_same_graph(monkeypatch):
 
 
 async def test_state_stays_bounded_on_a_long_thread(server):
-    from agentstate.memory.capture import MODEL_WINDOW
-    from agentstate.memory.conversations import synthetic
+    from agentstate.memory.capture.conversations import synthetic
+    from agentstate.memory.capture.graph import MODEL_WINDOW
 
     conversation = synthetic(60)
     async with MemoryClient(server.url) as client:

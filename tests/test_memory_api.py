@@ -44,7 +44,7 @@ def test_importing_the_package_loads_no_mcp_machinery():
 
 def test_every_public_definition_has_a_docstring_and_no_name_is_internal_jargon():
     missing, jargon = [], []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text()
         if "anchor" in text.lower():
             jargon.append(path.name)
@@ -62,5 +62,5 @@ def test_every_public_definition_has_a_docstring_and_no_name_is_internal_jargon(
                 if isinstance(node, ast.ClassDef):
                     stack += [(n, f"{prefix}{node.name}.") for n in node.body]
     assert missing == [] and jargon == []
-    store = importlib.import_module("agentstate.memory.store")
+    store = importlib.import_module("agentstate.memory.service.store")
     assert not hasattr(store, "MemoryError_") and issubclass(store.MemoryInputError, ValueError)

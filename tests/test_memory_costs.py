@@ -17,17 +17,17 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.memory.checkpoints import (
+from agentstate.memory.capture.checkpoints import (
     LoopSqliteSaver,
     async_capture_checkpointer,
     capture_checkpointer,
 )
+from agentstate.memory.capture.conversations import load
+from agentstate.memory.capture.observer import CaptureRun
+from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.conversations import load
-from agentstate.memory.observer import CaptureRun
-from agentstate.memory.policy import CapturePolicy, policy_model
-from agentstate.memory.process import ServerProcess
-from agentstate.memory.store import MemoryStore
+from agentstate.memory.service.process import ServerProcess
+from agentstate.memory.service.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
 sys.modules.setdefault("rfc3987_syntax", None)
@@ -39,7 +39,7 @@ def anyio_backend():
 
 
 async def test_one_word_tools_have_no_output_schema_and_records_do(tmp_path):
-    from agentstate.memory.server import build_server
+    from agentstate.memory.service.server import build_server
 
     server = build_server(tmp_path / "m.sqlite")
     try:

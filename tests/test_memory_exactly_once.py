@@ -15,12 +15,12 @@ import time
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.auditor import audit, read_memory
+from agentstate.memory.capture.baselines.auditor import audit, read_memory
+from agentstate.memory.capture.conversations import load
+from agentstate.memory.capture.observer import CaptureRun
+from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.memory.conversations import load
-from agentstate.memory.observer import CaptureRun
-from agentstate.memory.policy import CapturePolicy, policy_model
-from agentstate.memory.process import ServerProcess
+from agentstate.memory.service.process import ServerProcess
 from agentstate.served import MEMORY_URL_VAR, build_served_capture
 
 pytestmark = pytest.mark.anyio

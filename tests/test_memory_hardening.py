@@ -13,14 +13,14 @@ import pytest
 from langchain_core.messages import ChatMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.auditor import audit, read_memory
-from agentstate.memory.capture import InvalidTurn, check_turn, guard
+from agentstate.memory.capture.baselines.auditor import audit, read_memory
+from agentstate.memory.capture.conversations import Event, parse
+from agentstate.memory.capture.graph import InvalidTurn, check_turn, guard
+from agentstate.memory.capture.observer import CaptureRun
+from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryAccessDenied, MemoryClient, MemoryToolError
-from agentstate.memory.conversations import Event, parse
-from agentstate.memory.observer import CaptureRun
-from agentstate.memory.policy import CapturePolicy, policy_model
-from agentstate.memory.process import ServerProcess, free_port
-from agentstate.memory.store import (
+from agentstate.memory.service.process import ServerProcess, free_port
+from agentstate.memory.service.store import (
     MemoryInputError,
     MemoryStore,
     StoreInUseError,
@@ -369,7 +369,7 @@ def test_serve_with_bad_db_or_port_fails_in_one_line(tmp_path):
 
 def worker_cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "agentstate.memory.worker", *args],
+        [sys.executable, "-m", "agentstate.memory.capture.worker", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -11,12 +11,12 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from agentstate.memory.auditor import audit, read_memory
+from agentstate.memory.capture.baselines.auditor import audit, read_memory
+from agentstate.memory.capture.conversations import load
+from agentstate.memory.capture.observer import CaptureRun
+from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.memory.conversations import load
-from agentstate.memory.observer import CaptureRun
-from agentstate.memory.policy import CapturePolicy, policy_model
-from agentstate.memory.process import ServerProcess
+from agentstate.memory.service.process import ServerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ def worker(server, checkpoints, conversation, pace=0.0):
     return [
         sys.executable,
         "-m",
-        "agentstate.memory.worker",
+        "agentstate.memory.capture.worker",
         "--url",
         server.url,
         "--checkpoints",
@@ -178,7 +178,7 @@ async def test_a_write_sent_again_with_its_key_is_stored_once(tmp_path):
 
 
 async def test_missing_server_says_how_to_start_it(tmp_path):
-    from agentstate.memory.process import free_port
+    from agentstate.memory.service.process import free_port
 
     url = f"http://127.0.0.1:{free_port()}/mcp"
     async with MemoryClient(url, retry_for=0) as client:

@@ -19,7 +19,7 @@ def anyio_backend():
 
 def server_params(db):
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "agentstate.memory.server", "--db", str(db)]
+        command=sys.executable, args=["-m", "agentstate.memory.service.server", "--db", str(db)]
     )
 
 

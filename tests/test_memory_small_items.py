@@ -11,11 +11,11 @@ import httpx
 import pytest
 from langchain_core.messages import ChatMessage
 
-from agentstate.memory.auditor import read_memory
-from agentstate.memory.capture import InvalidTurn, check_turn
+from agentstate.memory.capture.baselines.auditor import read_memory
+from agentstate.memory.capture.graph import InvalidTurn, check_turn
 from agentstate.memory.client import MemoryClient, MemoryToolError
-from agentstate.memory.process import ServerProcess, free_port
-from agentstate.memory.store import MemoryInputError, check_text
+from agentstate.memory.service.process import ServerProcess, free_port
+from agentstate.memory.service.store import MemoryInputError, check_text
 
 pytestmark = pytest.mark.anyio
 TOKEN = "t0ken-from-a-file"

@@ -5,14 +5,20 @@ import json
 import pytest
 from langchain_core.messages import AIMessage, ChatMessage, SystemMessage
 
-from agentstate.memory import calls
-from agentstate.memory.auditor import KINDS, audit, counts, expected_flushes, side_by_side
-from agentstate.memory.capture import curated, guard
-from agentstate.memory.conversations import load, parse, synthetic
-from agentstate.memory.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy
-from agentstate.memory.prompt import ids_from, system_prompt
-from agentstate.memory.store import MemoryInputError, MemoryStore
-from agentstate.memory.writer import Writer
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.baselines.auditor import (
+    KINDS,
+    audit,
+    counts,
+    expected_flushes,
+    side_by_side,
+)
+from agentstate.memory.capture.conversations import load, parse, synthetic
+from agentstate.memory.capture.graph import curated, guard
+from agentstate.memory.capture.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy
+from agentstate.memory.capture.prompt import ids_from, system_prompt
+from agentstate.memory.service.store import MemoryInputError, MemoryStore
+from agentstate.memory.service.writer import Writer
 
 V, M = "vault", "mem"
 

@@ -33,12 +33,12 @@ from agentstate.fixtures import (
     store_calls,
 )
 from agentstate.fixtures import user_turn as rds_turn
-from agentstate.memory.auditor import audit, read_memory
+from agentstate.memory.capture.baselines.auditor import audit, read_memory
+from agentstate.memory.capture.conversations import load
+from agentstate.memory.capture.observer import CaptureRun
+from agentstate.memory.capture.policy import CapturePolicy
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.conversations import load
-from agentstate.memory.observer import CaptureRun
-from agentstate.memory.policy import CapturePolicy
-from agentstate.memory.process import ServerProcess, port_open
+from agentstate.memory.service.process import ServerProcess, port_open
 from agentstate.models import ModelSettings, ScriptedChatModel, reply, tool_call
 from agentstate.models.openai_replay import ReplayServer
 from agentstate.models.policy import PolicyChatModel

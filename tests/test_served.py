@@ -29,10 +29,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_sdk import get_client, get_sync_client
 
 from agentstate.fixtures import POSTGRES_FIELDS
-from agentstate.memory.auditor import audit, read_memory
+from agentstate.memory.capture.baselines.auditor import audit, read_memory
+from agentstate.memory.capture.conversations import parse
 from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.memory.conversations import parse
-from agentstate.memory.process import ServerProcess, free_port, port_open
+from agentstate.memory.service.process import ServerProcess, free_port, port_open
 from agentstate.models import reply, tool_call
 from agentstate.models.policy import PolicyChatModel
 from agentstate.serve import STATE_DIR

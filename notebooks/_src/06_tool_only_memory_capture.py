@@ -52,8 +52,15 @@ sorted(t.name for t in tools)
 # the loop does with such calls; it does not show that a model makes them.
 
 # %%
-from agentstate.memory import AS_REPORTED, CapturePolicy, ReactRun, load, policy_model
-from agentstate.memory.lesson import expected_entries, stored_entries
+from agentstate.memory import (
+    AS_REPORTED,
+    CapturePolicy,
+    ReactRun,
+    expected_entries,
+    load,
+    policy_model,
+    stored_entries,
+)
 
 travel = load("solo_travel")
 replayed = CapturePolicy(AS_REPORTED, one_call_per_step=True)
@@ -70,7 +77,7 @@ react_store = stored_entries(server.db, react.memory_id("trip"))
 
 # %%
 from agentstate.display import Table
-from agentstate.memory.lesson import store_rows
+from agentstate.memory import store_rows
 
 damage = Table(store_rows(server.db, react.memory_id("trip"), travel, "trip"))
 verdicts = set(damage.column("verdict"))
@@ -114,7 +121,7 @@ from typing import Annotated, TypedDict
 from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.memory.prompt import system_prompt, turn_line
+from agentstate.memory import system_prompt, turn_line
 
 
 class GuardState(TypedDict, total=False):
@@ -215,7 +222,7 @@ Table(store_rows(server.db, "teaching.trip", travel, "trip")[:6])
 # `tests/test_lesson_06.py` runs the same property under Hypothesis.
 
 # %%
-from agentstate.memory.lesson import PROPOSAL_KINDS, RandomProposals, random_events
+from agentstate.memory import PROPOSAL_KINDS, RandomProposals, random_events
 from agentstate.models import PolicyChatModel
 
 proposer, sent_total, exact = RandomProposals(seed=6), 0, 0

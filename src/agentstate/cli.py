@@ -13,6 +13,8 @@ import importlib
 import sys
 
 SYSTEMS = ("experts", "engine", "memory", "doctor")
+# a system whose CLI is not ``agentstate.<system>.cli``: the memory command belongs to its service
+CLI_MODULES = {"memory": "agentstate.memory.service.cli"}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -26,9 +28,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="system", required=True)
     for system in SYSTEMS if only is None else (only,):
         try:
-            module = importlib.import_module(f"agentstate.{system}.cli")
+            name = CLI_MODULES.get(system, f"agentstate.{system}.cli")
+            module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != f"agentstate.{system}" and exc.name != f"agentstate.{system}.cli":
+            if exc.name != f"agentstate.{system}" and exc.name != name:
                 raise
             continue
         module.register(sub)

@@ -47,10 +47,10 @@ from typing_extensions import TypedDict  # the Agent Server derives schemas only
 
 from agentstate.core import SecretStore
 from agentstate.fixtures import POSTGRES_FIELDS, delegate, store_calls
-from agentstate.memory.capture import InvalidTurn, build_capture_graph, check_turn
+from agentstate.memory.capture.graph import InvalidTurn, build_capture_graph, check_turn
+from agentstate.memory.capture.observer import VAULT
+from agentstate.memory.capture.policy import CapturePolicy
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.observer import VAULT
-from agentstate.memory.policy import CapturePolicy
 from agentstate.models import get_chat_model, model_settings, reply, tool_call
 from agentstate.models.policy import PolicyChatModel
 from agentstate.rds import (

@@ -164,7 +164,7 @@ same
 
 # %% [markdown]
 # ## Kill the capture process
-# `python -m agentstate.memory.worker` captures a conversation with a SQLite
+# `python -m agentstate.memory.capture.worker` captures a conversation with a SQLite
 # checkpointer. It is SIGKILLed after a few events, wherever it is, and
 # started again on the same checkpoint file: it first finishes the turn the
 # dead process left (a write that already reached the server is not sent
@@ -178,7 +178,7 @@ chat = load("two_threads")
 cmd = [
     sys.executable,
     "-m",
-    "agentstate.memory.worker",
+    "agentstate.memory.capture.worker",
     "--url",
     server.url,
     "--checkpoints",

@@ -17,14 +17,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from agentstate.display import Table
-from agentstate.memory import MemoryClient, ServerProcess
-from agentstate.memory.lesson import (
+from agentstate.memory import (
+    MemoryClient,
     RandomProposals,
+    ServerProcess,
     expected_entries,
     random_events,
     stored_entries,
+    system_prompt,
+    turn_line,
 )
-from agentstate.memory.prompt import system_prompt, turn_line
 from agentstate.models import PolicyChatModel
 
 server = ServerProcess(

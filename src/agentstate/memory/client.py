@@ -37,13 +37,13 @@ from typing import Any
 import anyio
 import httpx
 from langchain_core.tools import BaseTool
-from langchain_mcp_adapters.sessions import create_session
+from langchain_mcp_adapters.sessions import StreamableHttpConnection, create_session
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
-from agentstate.memory.cli import TOKEN_ENV, port_of, start_hint
-from agentstate.memory.process import port_open
+from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint
+from agentstate.memory.service.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
 KEY = "idempotency_key"  # the write's key, stored by the server: a resent write lands once
@@ -66,9 +66,9 @@ class MemoryToolError(RuntimeError):
     """The server rejected a call (bad input, unknown memory...)."""
 
 
-def http_connection(url: str, token: str | None = None) -> dict[str, Any]:
+def http_connection(url: str, token: str | None = None) -> StreamableHttpConnection:
     """The langchain-mcp-adapters connection for a streamable HTTP server (with its token)."""
-    connection: dict[str, Any] = {"transport": "streamable_http", "url": url}
+    connection: StreamableHttpConnection = {"transport": "streamable_http", "url": url}
     if token:
         connection["headers"] = {"Authorization": f"Bearer {token}"}
     return connection
@@ -142,7 +142,7 @@ class _SessionTask:
     new session.
     """
 
-    def __init__(self, connection: dict[str, Any], timeout: float) -> None:
+    def __init__(self, connection: StreamableHttpConnection, timeout: float) -> None:
         self.connection = connection
         self.timeout = timeout
         self._session: _Session | None = None

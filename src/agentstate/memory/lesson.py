@@ -18,14 +18,19 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory import calls
-from agentstate.memory.auditor import Violation, audit, expected_flushes, read_memory
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.baselines.auditor import (
+    Violation,
+    audit,
+    expected_flushes,
+    read_memory,
+)
+from agentstate.memory.capture.conversations import Conversation, Event, load, parse
+from agentstate.memory.capture.observer import CaptureRun, ReactRun
+from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
+from agentstate.memory.capture.prompt import ids_from
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.conversations import Conversation, Event, load, parse
-from agentstate.memory.observer import CaptureRun, ReactRun
-from agentstate.memory.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
-from agentstate.memory.process import ServerProcess
-from agentstate.memory.prompt import ids_from
+from agentstate.memory.service.process import ServerProcess
 
 FAULTS = {
     "none": Faults(),
@@ -133,7 +138,7 @@ def without_guard() -> Iterator[None]:
     (plan = the model's tool calls, no state update) and restored on exit. Only the
     guard is removed: the curated prompt, the ``ToolNode`` and the checkpointer stay.
     """
-    from agentstate.memory import capture
+    from agentstate.memory.capture import graph as capture
 
     def pass_through(turn, proposed, state, vault_id, memory_id, thread=None):
         return [dict(c) for c in proposed], {}

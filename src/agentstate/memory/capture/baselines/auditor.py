@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentstate.memory import calls
-from agentstate.memory.conversations import CONTROLS, Conversation
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.conversations import CONTROLS, Conversation, Event
 
 KINDS = (
     "missing",
@@ -115,7 +115,8 @@ def audit(db: str | Path, conversation: Conversation, memories: dict[str, str]) 
 
 def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> list[Violation]:
     out: list[Violation] = []
-    expected = {e.msg_idx: e for e in conversation.messages(thread)}
+    # a message Event's msg_idx is an int (__post_init__ checks it); Event types it int | None
+    expected: dict[int, Event] = {e.msg_idx: e for e in conversation.messages(thread)}  # type: ignore[misc]
     by_idx: dict[Any, list[dict]] = {}
     for entry in entries:
         tags = entry["tags"]
@@ -195,7 +196,7 @@ def expected_flushes(conversation: Conversation, thread: str) -> list[int]:
     points, last = [], 0
     for event in conversation.thread_events(thread):
         if event.kind == "message":
-            last = event.msg_idx
+            last = event.msg_idx  # type: ignore[assignment]  # an int for a message (__post_init__)
             if calls.periodic_flush_due(last):
                 points.append(last)
         elif event.content in ("FLUSH_CONTEXT", "SESSION_END"):

@@ -234,7 +234,7 @@ class MemoryStore:
             private_db_file(self.path)
         except OSError as exc:
             raise MemoryInputError(str(exc)) from None
-        self._lock_fd = _lock_writer(self.path)
+        self._lock_fd: int | None = _lock_writer(self.path)
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
@@ -260,7 +260,7 @@ class MemoryStore:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def _transaction(self, statements: list[tuple[str, tuple]]) -> list[int]:
+    def _transaction(self, statements: list[tuple[str, tuple]]) -> list[int | None]:
         """Run statements in one IMMEDIATE transaction; return their lastrowids."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -362,6 +362,7 @@ class MemoryStore:
                 ),
             ]
         )
+        assert seq is not None  # an INSERT always sets lastrowid
         return seq
 
     def log_op(self, memory_id: str, tool: str, detail: dict[str, Any] | None = None) -> None:
@@ -408,6 +409,7 @@ class MemoryStore:
             "UPDATE queue SET applied_at = ? WHERE seq = ? AND applied_at IS NULL",
             (now(), item["seq"]),
         )
+        write: tuple[str, tuple[Any, ...]]
         if item["kind"] == "entry":
             write = (
                 "INSERT INTO entries (entry_id, vault_id, memory_id, raw_entry, summary, tags, "

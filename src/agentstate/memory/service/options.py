@@ -1,14 +1,17 @@
-"""``agentstate memory serve --db PATH``: start the memory MCP server (notebook 06).
+"""The memory server's options, checked once for both entry points (notebook 06).
 
-The options are defined here once and used by ``python -m
-agentstate.memory.server`` too, so both check them the same way: a bad
-``--db`` or ``--port`` ends in one line and exit status 2, never a traceback.
-This module stays light (no MCP import) so ``agentstate --help`` is quick,
-and :func:`preflight` refuses a busy port, a bad ``--db`` or an unusable
-token before the MCP server is imported (well under a second instead of a
-full server start). The token comes from ``AGENTSTATE_MEMORY_TOKEN`` or
-``--token-file``, never from an argument: every local user can read a
-process's arguments in ``/proc/<pid>/cmdline``.
+``agentstate memory serve`` (:mod:`.cli`) and ``python -m
+agentstate.memory.service.server`` define and check their options here, so both
+refuse a bad ``--db`` or ``--port`` the same way: one line and exit status 2,
+never a traceback. This module stays light (no MCP import) so ``agentstate
+--help`` is quick, and :func:`preflight` refuses a busy port, a bad ``--db`` or
+an unusable token before the MCP server is imported (well under a second
+instead of a full server start). The token comes from
+``AGENTSTATE_MEMORY_TOKEN`` or ``--token-file``, never from an argument: every
+local user can read a process's arguments in ``/proc/<pid>/cmdline``. The
+client uses :func:`port_of` and :func:`start_hint` to say how to start a server
+when none answers. Both the CLI and the server import this module and neither
+imports the other at module level, so there is no import cycle.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import os
 import socket
 import sys
+from typing import NoReturn
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 HOST = "127.0.0.1"
@@ -25,7 +29,7 @@ HOST = "127.0.0.1"
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr and exit status 2 (no usage dump)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """Print ``<prog>: error: <message>`` and exit 2."""
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
@@ -145,7 +149,7 @@ def preflight(args: argparse.Namespace, error) -> None:
     authority; this only makes the common mistakes fail before the heavy import.
     Sets ``args.token`` to the resolved token (:func:`resolve_token`).
     """
-    from agentstate.memory.store import MemoryInputError, check_store_path
+    from agentstate.memory.service.store import MemoryInputError, check_store_path
 
     args.token = resolve_token(args, error)
     if args.transport == "http" and not port_free(args.port):
@@ -154,20 +158,3 @@ def preflight(args: argparse.Namespace, error) -> None:
         check_store_path(args.db)
     except MemoryInputError as exc:
         error(f"--db {args.db}: {exc}")
-
-
-def _serve(args: argparse.Namespace) -> int:
-    preflight(args, args.error)
-    sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s saved
-    from agentstate.memory.server import run
-
-    return run(args, args.error)
-
-
-def register(subparsers) -> None:
-    """Add ``memory serve`` to the ``agentstate`` command."""
-    memory = subparsers.add_parser("memory", help="the MCP memory server of stage 06")
-    sub = memory.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    serve = sub.add_parser("serve", help="run the server (stdio by default)")
-    add_serve_arguments(serve)
-    serve.set_defaults(func=_serve, error=serve.error)

@@ -24,7 +24,7 @@ __all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
 
 
 class ServerProcess(LoopbackProcess):
-    """One ``python -m agentstate.memory.server --transport http`` child process."""
+    """One ``python -m agentstate.memory.service.server --transport http`` child process."""
 
     name = "memory server"
     hint = "start one yourself with `agentstate memory serve --db PATH --transport http`"
@@ -48,7 +48,7 @@ class ServerProcess(LoopbackProcess):
 
     def command(self) -> list[str]:
         """The server's argv."""
-        args = [sys.executable, "-m", "agentstate.memory.server", "--db", str(self.db),
+        args = [sys.executable, "-m", "agentstate.memory.service.server", "--db", str(self.db),
                 "--transport", "http", "--port", str(self.port)]  # fmt: skip
         if self.write_delay:
             args += ["--write-delay", str(self.write_delay)]

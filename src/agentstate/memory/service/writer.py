@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from contextlib import contextmanager
 
-from agentstate.memory.store import MemoryStore
+from agentstate.memory.service.store import MemoryStore
 
 
 class Writer:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from langchain.agents import create_agent
 
-from agentstate.memory.prompt import system_prompt
+from agentstate.memory.capture.prompt import system_prompt
 
 
 def build_react_agent(model, tools: list, vault_id: str, memory_id: str, checkpointer=None):

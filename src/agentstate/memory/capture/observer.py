@@ -17,10 +17,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.memory.capture import build_capture_graph, check_turn
+from agentstate.memory.capture.baselines.react import build_react_agent
+from agentstate.memory.capture.conversations import Conversation, Event
+from agentstate.memory.capture.graph import build_capture_graph, check_turn
 from agentstate.memory.client import DUPLICATE, WRITE_TOOLS, MemoryClient
-from agentstate.memory.conversations import Conversation, Event
-from agentstate.memory.react import build_react_agent
 
 VAULT = "agentstate"
 

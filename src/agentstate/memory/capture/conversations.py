@@ -72,7 +72,7 @@ class Event:
                 additional_kwargs={"position": self.position},
             )
         return ChatMessage(
-            role=self.role,
+            role=self.role,  # type: ignore[arg-type]  # a message Event has a role (__post_init__)
             content=self.content,
             id=f"{self.thread}-m{self.msg_idx}",
             additional_kwargs={"msg_idx": self.msg_idx, "position": self.position},

@@ -84,7 +84,7 @@ def flush(
 def digest(messages: list[BaseMessage], memory_id: str) -> str:
     """A short, deterministic context document: how much was captured, the last user ask."""
     chat = [m for m in messages if isinstance(m, ChatMessage)]
-    users = [m.content for m in chat if m.role == "user" and str(m.content).strip()]
+    users = [str(m.content) for m in chat if m.role == "user" and str(m.content).strip()]
     last = users[-1].strip().splitlines()[0][:80] if users else "(none)"
     count = max((m.additional_kwargs.get("msg_idx") or 0 for m in chat), default=0)
     return f"Memory {memory_id}: {count} messages captured. Last user request: {last}"

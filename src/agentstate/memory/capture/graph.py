@@ -36,6 +36,7 @@ same per message as a short one.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.messages import (
@@ -51,10 +52,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agentstate.memory import calls
-from agentstate.memory.conversations import CONTROLS
-from agentstate.memory.prompt import system_prompt, turn_line
-from agentstate.memory.store import MemoryInputError, check_text
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.conversations import CONTROLS
+from agentstate.memory.capture.prompt import system_prompt, turn_line
+from agentstate.memory.service.store import MemoryInputError, check_text
 
 MODEL_WINDOW = 24  # conversation messages shown to the model (the newest ones)
 
@@ -124,9 +125,9 @@ def check_turn(turn: Any) -> BaseMessage:
     )
 
 
-def curated(messages: list[BaseMessage], window: int = MODEL_WINDOW) -> list[BaseMessage]:
+def curated(messages: Sequence[BaseMessage], window: int = MODEL_WINDOW) -> list[BaseMessage]:
     """Control messages and the conversation's user/assistant messages; nothing else."""
-    keep = [
+    keep: list[BaseMessage] = [
         m
         for m in messages
         if isinstance(m, ChatMessage) or (isinstance(m, SystemMessage) and m.content in CONTROLS)
@@ -134,20 +135,21 @@ def curated(messages: list[BaseMessage], window: int = MODEL_WINDOW) -> list[Bas
     return keep[-window:]
 
 
-def stale(messages: list[BaseMessage], turn: BaseMessage, window: int) -> list[RemoveMessage]:
+def stale(messages: Sequence[BaseMessage], turn: BaseMessage, window: int) -> list[RemoveMessage]:
     """What the new turn no longer needs: earlier turns' tool traffic, chat beyond the window.
 
     The store is the conversation's history; the graph keeps only what the model is shown
     plus the current turn's calls, so each checkpoint stays small however long the chat.
     """
     keep = {m.id for m in curated(messages, window)} | {turn.id}
-    return [RemoveMessage(id=m.id) for m in messages if m.id not in keep]
+    # every message in the state has an id (``add_messages`` gives one to each)
+    return [RemoveMessage(id=m.id) for m in messages if m.id is not None and m.id not in keep]
 
 
 def guard(
     turn: BaseMessage,
     proposed: list[dict[str, Any]],
-    state: dict[str, Any],
+    state: Mapping[str, Any],
     vault_id: str,
     memory_id: str,
     thread: str | None = None,
@@ -169,10 +171,12 @@ def guard(
     update: dict[str, Any] = {"corrections": []}
     context = _usable(label, proposed, "put_context", "content", update)
     context = context or calls.digest(state.get("messages", []), memory_id)
+    flush_key: str | None
     if isinstance(turn, ChatMessage):
         flush_key = calls.write_key(scope, f"context:msg:{turn.additional_kwargs['msg_idx']}")
     else:  # a control message is known by its id; without one, its flush has no key
         flush_key = calls.write_key(scope, f"context:{turn.id}") if turn.id else None
+    plan: list[dict[str, Any]]
     if isinstance(turn, ChatMessage) and turn.role == "system":
         plan = []
         update["corrections"] += [f"{label}: system message, not persisted"]
@@ -232,7 +236,7 @@ def _session_key(turn: BaseMessage) -> str:
     return str(turn.id) if turn.id is not None else f"position {position}"
 
 
-def acknowledged(turn: BaseMessage | None, call: dict[str, Any], reply: ToolMessage) -> dict:
+def acknowledged(turn: BaseMessage | None, call: Mapping[str, Any], reply: ToolMessage) -> dict:
     """The state update a tool's reply earns: marks on success, a ``refused`` line on refusal."""
     if reply.status == "error":
         idx = turn.additional_kwargs.get("msg_idx") if isinstance(turn, ChatMessage) else None
@@ -302,7 +306,9 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         raises: the run fails and nothing is marked, so the same event sent
         again is planned again.
         """
-        call = state["messages"][-1].tool_calls[0]
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)  # `planned` routes here only after an AIMessage
+        call = last.tool_calls[0]
         tool = by_name.get(call["name"])
         if tool is None:
             reply = ToolMessage(

@@ -18,9 +18,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage, SystemMessage
 
-from agentstate.memory import calls
-from agentstate.memory.conversations import CONTROLS
-from agentstate.memory.prompt import ids_from
+from agentstate.memory.capture import calls
+from agentstate.memory.capture.conversations import CONTROLS
+from agentstate.memory.capture.prompt import ids_from
 from agentstate.models import get_chat_model
 
 AGENT_ANSWER = "Happy to help! Here are a few ideas to get you started."

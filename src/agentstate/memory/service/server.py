@@ -33,7 +33,8 @@ from typing import Annotated, Any
 
 # jsonschema (imported by mcp) loads rfc3987_syntax, if installed, only for its optional "iri"
 # format check, and that module builds a grammar at import: ~3 s of every server start on a
-# 2-core machine. The server never checks that format, so it starts without it.
+# 2-core machine. The server never checks that format, so it starts without it: a None entry in
+# sys.modules makes that import fail (typeshed allows only modules there, hence the ignore).
 if __name__ == "__main__":
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
@@ -42,13 +43,13 @@ from mcp.server.fastmcp import FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
 from pydantic import WithJsonSchema  # noqa: E402
 
-from agentstate.memory.cli import (  # noqa: E402
+from agentstate.memory.service.options import (  # noqa: E402
     HOST,
     OneLineParser,
     add_serve_arguments,
     preflight,
 )
-from agentstate.memory.store import (  # noqa: E402
+from agentstate.memory.service.store import (  # noqa: E402
     MAX_TAGS_CHARS,
     MemoryInputError,
     MemoryStore,
@@ -59,7 +60,7 @@ from agentstate.memory.store import (  # noqa: E402
     new_entry_id,
     parse_time,
 )
-from agentstate.memory.writer import Writer  # noqa: E402
+from agentstate.memory.service.writer import Writer  # noqa: E402
 
 CONSISTENCY_TIMEOUT = 30.0
 DUPLICATE = "already enqueued"  # a write whose idempotency_key the memory already has
@@ -75,20 +76,20 @@ Key = Annotated[
 ]
 
 
-def _int_arg(low: int, high: int, default: int):
-    """An integer argument checked by the tool itself, not coerced by pydantic first.
+def _int_schema(low: int, high: int, default: int) -> WithJsonSchema:
+    """The schema of an integer argument checked by the tool itself, not coerced by pydantic.
 
     Pydantic's lax mode would turn ``True`` into 1 and ``"10"`` into 10; typed
     ``Any`` with the integer schema, the value arrives as sent and ``_int``
     refuses it with a plain message (the schema clients see is unchanged).
     """
-    schema = {"type": "integer", "minimum": low, "maximum": high, "default": default}
-    return Annotated[Any, WithJsonSchema(schema)]
+    return WithJsonSchema({"type": "integer", "minimum": low, "maximum": high, "default": default})
 
 
-Limit = _int_arg(1, 50, 25)
-TopKe = _int_arg(0, 25, 5)
-TopKc = _int_arg(1, 10, 1)
+# spelled as aliases (not returned by a function) so a type checker reads them as types
+Limit = Annotated[Any, _int_schema(1, 50, 25)]
+TopKe = Annotated[Any, _int_schema(0, 25, 5)]
+TopKc = Annotated[Any, _int_schema(1, 10, 1)]
 
 
 def _int(value: Any, name: str, low: int, high: int) -> int:
@@ -113,7 +114,14 @@ def _tags(tags: Any) -> dict[str, Any]:
     return tags
 
 
-def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0) -> FastMCP:
+class MemoryServer(FastMCP[Any]):
+    """The FastMCP app with its store and writer, for closing them and in-process inspection."""
+
+    agentstate_store: MemoryStore
+    agentstate_writer: Writer
+
+
+def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0) -> MemoryServer:
     """A FastMCP app over the SQLite file at ``db_path`` (created 0600 if missing).
 
     Raises ``MemoryInputError`` for a path that cannot be a store and
@@ -121,7 +129,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     """
     store = MemoryStore(db_path)
     writer = Writer(store, delay=write_delay)
-    mcp = FastMCP(
+    mcp = MemoryServer(
         "agentstate-memory",
         host=HOST,
         port=port,
@@ -277,8 +285,8 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         store.log_op(memory_id, "search_memories", {"top_ke": top_ke, "top_kc": top_kc})
         return found
 
-    mcp.agentstate_store = store  # type: ignore[attr-defined]  # in-process inspection
-    mcp.agentstate_writer = writer  # type: ignore[attr-defined]
+    mcp.agentstate_store = store
+    mcp.agentstate_writer = writer
     return mcp
 
 
@@ -375,13 +383,13 @@ def run(args: argparse.Namespace, error) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        server.agentstate_writer.close()  # type: ignore[attr-defined]
-        server.agentstate_store.close()  # type: ignore[attr-defined]
+        server.agentstate_writer.close()
+        server.agentstate_store.close()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m agentstate.memory.server``: the same options as ``agentstate memory serve``."""
+    """``python -m agentstate.memory.service.server``: options as ``agentstate memory serve``."""
     cli = add_serve_arguments(
         OneLineParser(
             prog="agentstate memory serve", description="the memory MCP server of notebook 06"

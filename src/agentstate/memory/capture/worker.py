@@ -1,6 +1,6 @@
 """A capture process that can be killed and restarted (notebook 06, the crash test).
 
-``python -m agentstate.memory.worker --url URL --checkpoints PATH --conversation NAME``
+``python -m agentstate.memory.capture.worker --url URL --checkpoints PATH --conversation NAME``
 replays a conversation through the tool-only graph with a SQLite checkpointer
 (``checkpoints.async_capture_checkpointer``: a 0600 file, WAL).
 Started again on the same checkpoint file, it first finishes any turn the
@@ -18,13 +18,13 @@ import asyncio
 import sys
 
 from agentstate.loopback import port_open
-from agentstate.memory.cli import OneLineParser, port_of, start_hint
+from agentstate.memory.service.options import OneLineParser, port_of, start_hint
 from agentstate.private_files import check_db_path
 
 
 def conversation_of(name: str):
     """``synthetic:N`` or a name in data/conversations (``FileNotFoundError`` if unknown)."""
-    from agentstate.memory.conversations import load, synthetic
+    from agentstate.memory.capture.conversations import load, synthetic
 
     return synthetic(int(name.split(":")[1])) if name.startswith("synthetic:") else load(name)
 
@@ -45,10 +45,10 @@ def preflight(args: argparse.Namespace):
 
 async def run(args: argparse.Namespace, conversation) -> int:
     """Resume what the checkpoints show half done, then send the events not yet handled."""
-    from agentstate.memory.checkpoints import async_capture_checkpointer
+    from agentstate.memory.capture.checkpoints import async_capture_checkpointer
+    from agentstate.memory.capture.observer import CaptureRun
+    from agentstate.memory.capture.policy import CapturePolicy, policy_model
     from agentstate.memory.client import MemoryClient
-    from agentstate.memory.observer import CaptureRun
-    from agentstate.memory.policy import CapturePolicy, policy_model
 
     async with (
         async_capture_checkpointer(args.checkpoints) as saver,
@@ -80,7 +80,7 @@ async def run(args: argparse.Namespace, conversation) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (see the module docstring)."""
     parser = OneLineParser(
-        prog="python -m agentstate.memory.worker", description=__doc__.splitlines()[0]
+        prog="python -m agentstate.memory.capture.worker", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp"
@@ -120,5 +120,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.server: ~3 s less
+    # see memory/service/server.py: ~3 s less; a None entry makes that import fail, on purpose
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     sys.exit(main())

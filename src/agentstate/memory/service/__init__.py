@@ -1,0 +1,10 @@
+"""The memory service standing in for Mycelian: what runs in the server process (notebook 06).
+
+``store`` (SQLite: durable write queue, entries with FTS5, context snapshots,
+call log; one server process per file), ``writer`` (drains the queue),
+``server`` (the FastMCP tools, optional bearer token over HTTP; ``python -m
+agentstate.memory.service.server``), ``options`` (the server's options and
+their checks, light to import), ``cli`` (``agentstate memory serve``) and
+``process`` (start and stop the server on 127.0.0.1). Nothing here imports the
+capture half: the service knows only its tools, not who calls them.
+"""
