@@ -10,6 +10,7 @@ missing from it only starts later, nothing is skipped.
 
 LONGEST_FIRST = (
     "tests/test_notebook_browser.py",
+    "tests/test_lesson_06.py",
     "notebooks/05_prefix_cached_experts.ipynb",
     "tests/test_postgres.py",
     "notebooks/03_same_turn_visibility.ipynb",
@@ -18,6 +19,9 @@ LONGEST_FIRST = (
     "tests/test_served.py",
     "tests/test_openai_wire.py",
     "tests/test_memory_reliability.py",
+    "tests/test_memory_exactly_once.py",
+    "tests/test_turn_cache_middleware.py",
+    "tests/test_secrets_providers.py",
 )
 
 
