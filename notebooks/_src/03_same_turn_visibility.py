@@ -456,7 +456,7 @@ def reader_sees(writers: int = 5, turn_cache: bool = True) -> Table:
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-widgets.interactive(
+knob_widget = widgets.interact(
     reader_sees,
     writers=widgets.IntSlider(value=5, min=1, max=30, description="writers"),
     turn_cache=widgets.Checkbox(value=True, description="turn cache"),

@@ -340,7 +340,7 @@ def parallel_tasks(tasks: int = 2, reducer: bool = True) -> Table:
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-widgets.interactive(
+knob_widget = widgets.interact(
     parallel_tasks,
     tasks=widgets.IntSlider(value=2, min=1, max=4, description="tasks"),
     reducer=widgets.Checkbox(value=True, description="reducer"),
