@@ -20,13 +20,11 @@ so a test can check what the client sent back on the next request.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -35,13 +33,15 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-HOST = "127.0.0.1"
+from agentstate.models.replay_http import (
+    HOST,
+    LoopbackReplayServer,
+    ReplayHandler,
+    WireFormatError,
+)
+
 MESSAGES_PATH = "/v1/messages"
 TEXT_CHUNK = 8  # characters per streamed text delta
-
-
-class WireFormatError(ValueError):
-    """A request body that is not a valid Messages API request."""
 
 
 def _block_text(content: Any) -> str:
@@ -184,7 +184,7 @@ def message_events(message: AIMessage, model: str) -> Iterator[tuple[str, dict[s
     yield "message_stop", {"type": "message_stop"}
 
 
-class AnthropicReplayServer:
+class AnthropicReplayServer(LoopbackReplayServer):
     """``POST /v1/messages`` on 127.0.0.1, answered by ``model``; records requests.
 
     Use as a context manager and give
@@ -192,104 +192,32 @@ class AnthropicReplayServer:
     to any agent.
     """
 
-    def __init__(self, model: BaseChatModel, *, port: int = 0) -> None:
-        self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._port = port
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the replay server is not running; call start() first")
-        return self._httpd.server_address[1]
+    thread_name = "anthropic-replay"
 
     @property
     def base_url(self) -> str:
         """What ``ChatAnthropic(base_url=...)`` needs (the client appends ``/v1/messages``)."""
         return f"http://{HOST}:{self.port}"
 
-    def record(self, body: dict[str, Any]) -> None:
-        """Keep one request body (handler threads call this concurrently)."""
-        with self._lock:
-            self.requests.append(body)
-
-    def start(self) -> AnthropicReplayServer:
-        """Bind 127.0.0.1 (a free port unless one was given) and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._httpd = ThreadingHTTPServer((HOST, self._port), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="anthropic-replay", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port; calling it again does nothing."""
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> AnthropicReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"replay": self})
 
 
-def _handler_for(server: AnthropicReplayServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-            return
+class _Handler(ReplayHandler):
+    route = MESSAGES_PATH
+    invalid = "invalid messages request"
+    not_found = "not_found_error"
+    server_error = "api_error"
 
-        def _json(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _error(self, status: int, message: str, kind: str) -> None:
+        self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
 
-        def _error(self, status: int, message: str, kind: str) -> None:
-            self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
+    def to_messages(self, body: dict[str, Any]) -> list[BaseMessage]:
+        return to_messages(body)
 
-        def do_POST(self) -> None:
-            if self.path.split("?")[0].rstrip("/") != MESSAGES_PATH:
-                self._error(404, f"no route {self.path}; POST {MESSAGES_PATH}", "not_found_error")
-                return
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            try:
-                body = json.loads(raw)
-                if not isinstance(body, dict):
-                    raise WireFormatError("the request body must be a JSON object")
-                server.record(body)
-                messages = to_messages(body)
-            except (json.JSONDecodeError, WireFormatError) as exc:
-                self._error(400, f"invalid messages request: {exc}", "invalid_request_error")
-                return
-            try:
-                reply = server.model.invoke(messages)
-            except Exception as exc:  # the replayed model failed: say so, as a server would
-                self._error(500, f"{type(exc).__name__}: {exc}", "api_error")
-                return
-            name = str(body.get("model") or "replay")
-            if not body.get("stream"):
-                self._json(200, message_body(reply, name))
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
-            for event, data in message_events(reply, name):
-                self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
+    def reply_body(self, reply: AIMessage, name: str) -> dict[str, Any]:
+        return message_body(reply, name)
 
-    return Handler
+    def reply_events(self, reply: AIMessage, name: str) -> Iterator[str]:
+        for event, data in message_events(reply, name):
+            yield f"event: {event}\ndata: {json.dumps(data)}\n\n"

@@ -26,14 +26,12 @@ shows how to point an agent at any endpoint.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -42,13 +40,15 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-HOST = "127.0.0.1"
+from agentstate.models.replay_http import (
+    HOST,
+    LoopbackReplayServer,
+    ReplayHandler,
+    WireFormatError,
+)
+
 CHAT_PATH = "/v1/chat/completions"
 TEXT_CHUNK = 8  # characters per streamed content delta
-
-
-class WireFormatError(ValueError):
-    """A request body that is not a valid chat completion request."""
 
 
 def to_messages(wire: Any) -> list[BaseMessage]:
@@ -172,119 +172,45 @@ def completion_chunks(message: AIMessage, model: str) -> Iterator[dict[str, Any]
     yield chunk({}, "tool_calls" if calls else "stop")
 
 
-class ReplayServer:
+class ReplayServer(LoopbackReplayServer):
     """``POST /v1/chat/completions`` on 127.0.0.1, answered by ``model``; records requests.
 
     Use as a context manager (``with ReplayServer(model) as server:``) and give
     ``ChatOpenAI(base_url=server.base_url, api_key="not-needed")`` to any agent.
     """
 
-    def __init__(self, model: BaseChatModel, *, port: int = 0) -> None:
-        self.model = model
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        self._port = port
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the replay server is not running; call start() first")
-        return self._httpd.server_address[1]
+    thread_name = "openai-replay"
 
     @property
     def base_url(self) -> str:
         """What ``ChatOpenAI(base_url=...)`` needs."""
         return f"http://{HOST}:{self.port}/v1"
 
-    def record(self, body: dict[str, Any]) -> None:
-        """Keep one request body (handler threads call this concurrently)."""
-        with self._lock:
-            self.requests.append(body)
-
-    def start(self) -> ReplayServer:
-        """Bind 127.0.0.1 (a free port unless one was given) and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._httpd = ThreadingHTTPServer((HOST, self._port), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="openai-replay", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and free the port; calling it again does nothing."""
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return type("Handler", (_Handler,), {"replay": self})
 
 
-def _handler_for(server: ReplayServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-            return
+class _Handler(ReplayHandler):
+    route = CHAT_PATH
+    invalid = "invalid chat completion request"
 
-        def _json(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def _error(self, status: int, message: str, kind: str) -> None:
+        self._json(status, {"error": {"message": message, "type": kind, "code": status}})
 
-        def _error(self, status: int, message: str, kind: str) -> None:
-            self._json(status, {"error": {"message": message, "type": kind, "code": status}})
+    def do_GET(self) -> None:
+        """``GET /v1/models`` lists the one replayed model, as clients probe it."""
+        if self.path.rstrip("/") == "/v1/models":
+            self._json(200, {"object": "list", "data": [{"id": "replay", "object": "model"}]})
+        else:
+            self._error(404, f"no route {self.path}; POST {CHAT_PATH}", self.not_found)
 
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": "replay", "object": "model"}]})
-            else:
-                self._error(404, f"no route {self.path}; POST {CHAT_PATH}", "not_found")
+    def to_messages(self, body: dict[str, Any]) -> list[BaseMessage]:
+        return to_messages(body.get("messages"))
 
-        def do_POST(self) -> None:
-            if self.path.rstrip("/") != CHAT_PATH:
-                self._error(404, f"no route {self.path}; POST {CHAT_PATH}", "not_found")
-                return
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            try:
-                body = json.loads(raw)
-                if not isinstance(body, dict):
-                    raise WireFormatError("the request body must be a JSON object")
-                server.record(body)
-                messages = to_messages(body.get("messages"))
-            except (json.JSONDecodeError, WireFormatError) as exc:
-                self._error(400, f"invalid chat completion request: {exc}", "invalid_request_error")
-                return
-            try:
-                reply = server.model.invoke(messages)
-            except Exception as exc:  # the replayed model failed: say so, as a server would
-                self._error(500, f"{type(exc).__name__}: {exc}", "server_error")
-                return
-            name = str(body.get("model") or "replay")
-            if not body.get("stream"):
-                self._json(200, completion(reply, name))
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
-            for event in completion_chunks(reply, name):
-                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+    def reply_body(self, reply: AIMessage, name: str) -> dict[str, Any]:
+        return completion(reply, name)
 
-    return Handler
+    def reply_events(self, reply: AIMessage, name: str) -> Iterator[str]:
+        for event in completion_chunks(reply, name):
+            yield f"data: {json.dumps(event)}\n\n"
+        yield "data: [DONE]\n\n"
