@@ -1,7 +1,7 @@
 """Print cells, markdown words and estimated minutes per notebook of the series.
 
 A main lesson is read and run in about 20 minutes: at most 40 cells and 1,200
-words of markdown (``/work/shared/DESIGN.md``; ``tests/test_lesson_limits.py``
+words of markdown (CONTRIBUTING.md; ``tests/test_lesson_limits.py``
 keeps every lesson within them). The estimate reads prose at 200 words a
 minute and code at 20 lines a minute, and adds a quarter of a minute per code
 cell for running it and reading its output; it is a yardstick to compare

@@ -1,6 +1,6 @@
 """Every main lesson is read and run in about 20 minutes, with the test machinery out of sight.
 
-Limits from ``/work/shared/DESIGN.md``: at most 40 cells and 1,200 words of
+Limits of the series' design (CONTRIBUTING.md): at most 40 cells and 1,200 words of
 markdown (``scripts/lesson_stats.py`` prints them with an estimate in
 minutes). Depth that does not fit lives in ``notebooks/_src/going_further/``,
 linked from the lesson's Summary. Lesson and going-further cells carry nbval's
