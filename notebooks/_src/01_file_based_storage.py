@@ -390,9 +390,8 @@ knob
 #   field, and every tool said "Stored".
 # - The five calls ran in **one** super-step on five threads; each read the
 #   file from before the step and wrote a whole file with its own field.
-# - The writes were applied in the order of the calls in the message, and a
-#   later write to a path replaces it: the **last call of the message**
-#   survives, here the one that finished first.
+# - Writes apply in the order of the calls in the message, so the **last
+#   call of the message** survives, here the one that finished first.
 # - deepagents' `write_file`/`edit_file` refuse a second mutation of one path
 #   in one reply; a custom tool that reads a file and writes it back is not
 #   covered and still loses.
