@@ -4,7 +4,6 @@ on, pinned here so an upgrade that changes it turns CI red, and the lesson's pla
 ``build_shared_schema_agent``."""
 
 import json
-import warnings
 from pathlib import Path
 
 import jupytext
@@ -12,7 +11,6 @@ import pytest
 from deepagents.middleware.subagents import create_sub_agent
 from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import HumanMessage
 from langgraph.graph import StateGraph
 
 from agentstate.core import SharedStateMiddleware, share_state, undeclared_keys
@@ -26,7 +24,6 @@ from agentstate.fixtures import (
 )
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
-    COLLECTOR,
     RdsAgentState,
     RequirementsSyncMiddleware,
     StateStorage,
@@ -38,6 +35,7 @@ from agentstate.rds import (
 from agentstate.tracing import CommandRecorder
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "_src" / "04_subagents.py"
+GOING_FURTHER = LESSON.parent / "going_further" / "04_lists_and_fork_mode.py"
 TEACHING = ("class RequirementsState", "def store_requirement", "def my_agent")
 
 
@@ -56,34 +54,27 @@ def lesson() -> dict:
     return namespace
 
 
-def humans_received(mode: str | None) -> list[str]:
-    """The human messages a collector that only answers received, in subagent ``mode``."""
-    collector = ScriptedChatModel(script=[reply(text="Nothing stored.")], model_name=COLLECTOR)
-    spec = collector_spec(collector, StateStorage())
-    if mode is not None:
-        spec["mode"] = mode
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        agent = assemble_rds_agent(
-            parent_model(POSTGRES_FIELDS),
-            StateStorage(),
-            state_schema=RdsAgentState,
-            subagents=[spec],
-        )
-        agent.invoke(user_turn("Give me a Postgres 15.5 manifest"))
-    return [m.content for m in collector.seen[0] if isinstance(m, HumanMessage)]
+@pytest.fixture(scope="module")
+def humans_received():
+    """``humans_received(mode)`` from going-further notebook 04, executed from its source: the
+    human messages a collector that only answers received, in subagent ``mode``."""
+    cells = [c.source for c in jupytext.read(GOING_FURTHER).cells if c.cell_type == "code"]
+    (source,) = [s for s in cells if "def humans_received" in s]
+    namespace: dict = {"POSTGRES_FIELDS": POSTGRES_FIELDS}
+    exec(compile(source, str(GOING_FURTHER), "exec", dont_inherit=True), namespace)
+    return namespace["humans_received"]
 
 
 # --- what crosses the boundary, pinned ---
 
 
 @pytest.mark.parametrize("mode", [None, "isolated"])
-def test_the_default_mode_hands_the_subagent_only_the_task_description(mode):
+def test_the_default_mode_hands_the_subagent_only_the_task_description(humans_received, mode):
     humans = humans_received(mode)
     assert len(humans) == 1 and json.loads(humans[0]) == POSTGRES_FIELDS
 
 
-def test_fork_mode_hands_the_subagent_the_parents_conversation():
+def test_fork_mode_hands_the_subagent_the_parents_conversation(humans_received):
     humans = humans_received("fork")
     assert humans[0] == "Give me a Postgres 15.5 manifest"
     assert len(humans) == 2 and '"engine": "postgres"' in humans[1]  # the task, wrapped
