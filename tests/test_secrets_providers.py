@@ -116,16 +116,26 @@ def broken_call_model(call_id: str) -> GenericFakeChatModel:
     return GenericFakeChatModel(messages=iter([broken, AIMessage(content="Done.")]))
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_chatopenai_unparsed_arguments_and_their_error_text_are_redacted(mode, tmp_path):
-    store, db = SecretStore(), tmp_path / "openai.sqlite"
-    with ReplayServer(broken_call_model("call_broken")) as server:
+def run_broken(server_type, client, call_id: str, mode: str, db):
+    """The RDS agent over ``client`` against a server replying with one unparsable call.
+
+    Returns (store, the AI message holding the invalid call, final state, streamed chunks).
+    """
+    store = SecretStore()
+    with server_type(broken_call_model(call_id)) as server:
         state, chunks = run(
-            lambda saver: build_reducer_agent(openai(server), secrets=store, checkpointer=saver),
+            lambda saver: build_reducer_agent(client(server), secrets=store, checkpointer=saver),
             mode,
             db,
         )
     (ai,) = [m for m in state["messages"] if isinstance(m, AIMessage) and m.invalid_tool_calls]
+    return store, ai, state, chunks
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_chatopenai_unparsed_arguments_and_their_error_text_are_redacted(mode, tmp_path):
+    db = tmp_path / "openai.sqlite"
+    store, ai, state, chunks = run_broken(ReplayServer, openai, "call_broken", mode, db)
     (invalid,) = ai.invalid_tool_calls
     assert invalid["id"] == "call_broken"
     (ref,) = refs_in(invalid["args"])
@@ -146,14 +156,10 @@ def test_chatopenai_error_text_quotes_the_arguments_so_it_needed_redacting(tmp_p
 
 @pytest.mark.parametrize("mode", ["stream", "astream"])
 def test_chatanthropic_streamed_unparsable_input_is_redacted(mode, tmp_path):
-    store, db = SecretStore(), tmp_path / "anthropic-broken.sqlite"
-    with AnthropicReplayServer(broken_call_model("toolu_broken")) as server:
-        state, chunks = run(
-            lambda saver: build_reducer_agent(anthropic(server), secrets=store, checkpointer=saver),
-            mode,
-            db,
-        )
-    (ai,) = [m for m in state["messages"] if isinstance(m, AIMessage) and m.invalid_tool_calls]
+    db = tmp_path / "anthropic-broken.sqlite"
+    store, ai, state, chunks = run_broken(
+        AnthropicReplayServer, anthropic, "toolu_broken", mode, db
+    )
     assert PLAIN not in repr(state["messages"]) and PLAIN not in repr(chunks)
     assert not file_contains(db, PLAIN.encode())
     (ref,) = refs_in(ai.invalid_tool_calls[0]["args"])
