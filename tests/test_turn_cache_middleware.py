@@ -161,6 +161,18 @@ def reads(values, name="read_notes"):
     return [m for m in values["messages"] if isinstance(m, ToolMessage) and m.name == name]
 
 
+def run_batch(other, order, how):
+    """Build with ``other``, run the batch ``how``: (state, seconds, the one reader's reply).
+
+    Asserts every batch the run opened is closed again.
+    """
+    agent, cache = build(other, order)
+    state, seconds = go(agent, how)
+    assert cache.open_batches == 0
+    (reader,) = reads(state.values)
+    return state, seconds, reader
+
+
 def call_id(values, title):
     ai = next(m for m in values["messages"] if m.type == "ai" and m.tool_calls)
     return next(c["id"] for c in ai.tool_calls if c["args"].get("title") == title)
@@ -280,12 +292,9 @@ def test_a_reviewed_reader_resumed_by_a_new_process_sees_the_writes_of_its_batch
 @pytest.mark.parametrize("order", ORDERS)
 def test_a_writer_blocked_by_the_call_limit_releases_the_reader_at_once(order, how):
     limit = ToolCallLimitMiddleware(tool_name="save_note", run_limit=1, exit_behavior="continue")
-    agent, cache = build(limit, order)
-    state, seconds = go(agent, how)
+    state, seconds, reader = run_batch(limit, order, how)
     assert seconds < AT_ONCE, f"the reader waited {seconds:.1f}s for a blocked writer"
-    (reader,) = reads(state.values)
     assert json.loads(reader.content) == {"a": "milk"} == state.values["notes"]
-    assert cache.open_batches == 0
 
 
 # --- ToolRetryMiddleware and writers that raise ---
@@ -296,12 +305,9 @@ def test_a_writer_blocked_by_the_call_limit_releases_the_reader_at_once(order, h
 def test_a_writer_retried_after_a_failure_is_waited_for(order, how):
     FAILS["b"] = 1
     retry = ToolRetryMiddleware(max_retries=2, initial_delay=0.3, jitter=False)
-    agent, cache = build(retry, order)
-    state, seconds = go(agent, how)
-    (reader,) = reads(state.values)
+    state, _, reader = run_batch(retry, order, how)
     assert reader.status == "success"
     assert json.loads(reader.content) == {"a": "milk", "b": "eggs"} == state.values["notes"]
-    assert cache.open_batches == 0
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -309,17 +315,14 @@ def test_a_writer_retried_after_a_failure_is_waited_for(order, how):
 def test_a_writer_that_fails_for_good_releases_the_reader_with_an_error_naming_it(order, how):
     FAILS["b"] = 99
     retry = ToolRetryMiddleware(max_retries=1, initial_delay=0.1, jitter=False)
-    agent, cache = build(retry, order)
-    state, seconds = go(agent, how)
+    state, seconds, reader = run_batch(retry, order, how)
     assert seconds < AT_ONCE, f"the reader waited {seconds:.1f}s for a writer that failed"
-    (reader,) = reads(state.values)
     assert state.values["notes"] == {"a": "milk"}
     if order == "cache first":  # the cache sees the retry's final answer: no write, for good
         assert reader.status == "success" and json.loads(reader.content) == {"a": "milk"}
     else:  # the cache sees a raise and cannot tell a lost write from a resumable one
         assert reader.status == "error" and call_id(state.values, "b") in reader.content
         assert "ConnectionError: disk busy saving b" in reader.content
-    assert cache.open_batches == 0
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -362,12 +365,9 @@ def test_a_writer_answered_by_a_middleware_inside_the_cache_releases_the_reader(
             answer = self.answer(request)
             return answer if answer is not None else await handler(request)
 
-    agent, cache = build(Skip(), "cache first")
-    state, seconds = go(agent, how)
+    state, seconds, reader = run_batch(Skip(), "cache first", how)
     assert seconds < AT_ONCE
-    (reader,) = reads(state.values)
     assert json.loads(reader.content) == {"a": "milk"} == state.values["notes"]
-    assert cache.open_batches == 0
 
 
 @pytest.mark.parametrize("how", HOWS)
