@@ -52,6 +52,7 @@ def test_a_tool_use_without_a_string_id_or_name_is_a_400(block):
         assert error["type"] == "invalid_request_error"
         assert "tool_use needs a string id and name" in error["message"]
         assert server.requests == [body]
+    assert model.position == 0  # refused before the model was asked
 
 
 def test_a_tool_result_without_a_string_call_id_is_refused():
