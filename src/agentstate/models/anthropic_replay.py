@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from langchain_core.messages import (
@@ -184,25 +183,6 @@ def message_events(message: AIMessage, model: str) -> Iterator[tuple[str, dict[s
     yield "message_stop", {"type": "message_stop"}
 
 
-class AnthropicReplayServer(LoopbackReplayServer):
-    """``POST /v1/messages`` on 127.0.0.1, answered by ``model``; records requests.
-
-    Use as a context manager and give
-    ``ChatAnthropic(model="replay", base_url=server.base_url, api_key="not-needed")``
-    to any agent.
-    """
-
-    thread_name = "anthropic-replay"
-
-    @property
-    def base_url(self) -> str:
-        """What ``ChatAnthropic(base_url=...)`` needs (the client appends ``/v1/messages``)."""
-        return f"http://{HOST}:{self.port}"
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        return type("Handler", (_Handler,), {"replay": self})
-
-
 class _Handler(ReplayHandler):
     route = MESSAGES_PATH
     invalid = "invalid messages request"
@@ -221,3 +201,20 @@ class _Handler(ReplayHandler):
     def reply_events(self, reply: AIMessage, name: str) -> Iterator[str]:
         for event, data in message_events(reply, name):
             yield f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+class AnthropicReplayServer(LoopbackReplayServer):
+    """``POST /v1/messages`` on 127.0.0.1, answered by ``model``; records requests.
+
+    Use as a context manager and give
+    ``ChatAnthropic(model="replay", base_url=server.base_url, api_key="not-needed")``
+    to any agent.
+    """
+
+    thread_name = "anthropic-replay"
+    handler_class = _Handler
+
+    @property
+    def base_url(self) -> str:
+        """What ``ChatAnthropic(base_url=...)`` needs (the client appends ``/v1/messages``)."""
+        return f"http://{HOST}:{self.port}"

@@ -29,7 +29,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from langchain_core.messages import (
@@ -172,24 +171,6 @@ def completion_chunks(message: AIMessage, model: str) -> Iterator[dict[str, Any]
     yield chunk({}, "tool_calls" if calls else "stop")
 
 
-class ReplayServer(LoopbackReplayServer):
-    """``POST /v1/chat/completions`` on 127.0.0.1, answered by ``model``; records requests.
-
-    Use as a context manager (``with ReplayServer(model) as server:``) and give
-    ``ChatOpenAI(base_url=server.base_url, api_key="not-needed")`` to any agent.
-    """
-
-    thread_name = "openai-replay"
-
-    @property
-    def base_url(self) -> str:
-        """What ``ChatOpenAI(base_url=...)`` needs."""
-        return f"http://{HOST}:{self.port}/v1"
-
-    def handler(self) -> type[BaseHTTPRequestHandler]:
-        return type("Handler", (_Handler,), {"replay": self})
-
-
 class _Handler(ReplayHandler):
     route = CHAT_PATH
     invalid = "invalid chat completion request"
@@ -214,3 +195,19 @@ class _Handler(ReplayHandler):
         for event in completion_chunks(reply, name):
             yield f"data: {json.dumps(event)}\n\n"
         yield "data: [DONE]\n\n"
+
+
+class ReplayServer(LoopbackReplayServer):
+    """``POST /v1/chat/completions`` on 127.0.0.1, answered by ``model``; records requests.
+
+    Use as a context manager (``with ReplayServer(model) as server:``) and give
+    ``ChatOpenAI(base_url=server.base_url, api_key="not-needed")`` to any agent.
+    """
+
+    thread_name = "openai-replay"
+    handler_class = _Handler
+
+    @property
+    def base_url(self) -> str:
+        """What ``ChatOpenAI(base_url=...)`` needs."""
+        return f"http://{HOST}:{self.port}/v1"

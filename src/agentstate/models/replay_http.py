@@ -67,9 +67,11 @@ class LoopbackReplayServer:
         self._thread: threading.Thread | None = None
         self._port = port
 
+    handler_class: type[ReplayHandler]  # a subclass's wire format
+
     def handler(self) -> type[BaseHTTPRequestHandler]:
-        """The request handler class bound to this server (a subclass's wire format)."""
-        raise NotImplementedError
+        """The request handler class bound to this server."""
+        return type("Handler", (self.handler_class,), {"replay": self})
 
     @property
     def port(self) -> int:
