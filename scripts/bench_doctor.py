@@ -30,18 +30,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from deepagents import create_deep_agent
-from langchain.agents import create_agent
-from langchain.agents.middleware import (
-    HumanInTheLoopMiddleware,
-    SummarizationMiddleware,
-    TodoListMiddleware,
-)
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.tools import tool
 
 from agentstate import rds
 from agentstate.doctor import Watch, diagnose
+from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.fixtures import (
     POSTGRES_FIELDS,
@@ -55,12 +48,6 @@ from agentstate.models import ScriptedChatModel, reply
 
 def model() -> ScriptedChatModel:
     return ScriptedChatModel(script=[reply(text="ok")])
-
-
-@tool
-def lookup(query: str) -> str:
-    """Look something up."""
-    return query
 
 
 def graphs() -> dict[str, Callable[[], Any]]:
@@ -81,16 +68,7 @@ def graphs() -> dict[str, Callable[[], Any]]:
             ExpertsConfig(prefix_policy="timestamp_first")
         ),
         "05 experts, invariant (fixed)": lambda: build_experts_graph(),
-        "deepagents default": lambda: create_deep_agent(model()),
-        "create_agent + built-in middleware": lambda: create_agent(
-            model(),
-            tools=[lookup],
-            middleware=[
-                TodoListMiddleware(),
-                HumanInTheLoopMiddleware(interrupt_on={"lookup": True}),
-                SummarizationMiddleware(model=model(), trigger=("tokens", 1000)),
-            ],
-        ),
+        **LIBRARY_DEFAULTS,
     }
 
 

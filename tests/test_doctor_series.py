@@ -10,19 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deepagents import create_deep_agent
-from langchain.agents import create_agent
-from langchain.agents.middleware import (
-    HumanInTheLoopMiddleware,
-    SummarizationMiddleware,
-    TodoListMiddleware,
-)
-from langchain_core.tools import tool
 
 from agentstate import rds
 from agentstate.doctor import diagnose
 from agentstate.doctor.cli import load_target
 from agentstate.doctor.graph_facts import graph_facts
+from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
 from agentstate.experts import ExpertsConfig, build_experts_graph
 from agentstate.fixtures import (
     AddNotesState,
@@ -122,23 +115,8 @@ FIXED = {
     "05 experts sequential": lambda: build_experts_graph(),
     "05 experts parallel": lambda: build_experts_graph(ExpertsConfig(execution="parallel")),
     "05 experts primed": lambda: build_experts_graph(ExpertsConfig(execution="primed")),
-    "deepagents default": lambda: create_deep_agent(model()),
-    "create_agent with built-in middleware": lambda: create_agent(
-        model(),
-        tools=[lookup],
-        middleware=[
-            TodoListMiddleware(),
-            HumanInTheLoopMiddleware(interrupt_on={"lookup": True}),
-            SummarizationMiddleware(model=model(), trigger=("tokens", 1000)),
-        ],
-    ),
+    **LIBRARY_DEFAULTS,
 }
-
-
-@tool
-def lookup(query: str) -> str:
-    """Look something up."""
-    return query
 
 
 @pytest.mark.parametrize("name", list(FIXED))
@@ -155,8 +133,8 @@ def test_the_turn_cache_agent_is_clean_and_says_what_it_cannot_cover():
 
 
 def test_the_library_defaults_have_no_finding_at_all():
-    assert diagnose(create_deep_agent(model())).findings == []
-    assert diagnose(FIXED["create_agent with built-in middleware"]()).findings == []
+    for build in LIBRARY_DEFAULTS.values():
+        assert diagnose(build()).findings == []
 
 
 @pytest.mark.parametrize("name", json.loads((ROOT / "langgraph.json").read_text())["graphs"].keys())
