@@ -72,6 +72,11 @@ def kind(heading: str) -> str | None:
     return None
 
 
+def heading_text(line: str) -> str:
+    """A level-2 heading's text without its section number: "## 3. The fix: x" -> "The fix: x"."""
+    return re.sub(r"^\d+\.\s+", "", line[3:].strip())
+
+
 def headings(cells) -> list[tuple[int, str, str | None]]:
     """(cell index, heading text, section kind or None) for every level-2 heading."""
     found = []
@@ -79,7 +84,7 @@ def headings(cells) -> list[tuple[int, str, str | None]]:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("## "):
-                    text = re.sub(r"^\d+\.\s+", "", line[3:].strip())  # "## 3. The fix: ..."
+                    text = heading_text(line)
                     found.append((i, text, kind(text)))
     return found
 
@@ -92,7 +97,7 @@ def section_text(cells, heading: str) -> str:
             continue
         for line in cell.source.splitlines():
             if line.startswith("## "):
-                inside = re.sub(r"^\d+\.\s+", "", line[3:].strip()) == heading
+                inside = heading_text(line) == heading
             elif inside:
                 lines.append(line)
     return "\n".join(lines)
