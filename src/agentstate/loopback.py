@@ -235,13 +235,6 @@ class LoopbackProcess:
         errors = [line for line in lines if _ERROR_LINE.search(line)]
         return (errors or lines or ["it wrote nothing"])[-1]
 
-    def log_tail(self, lines: int = 15) -> str:
-        """The last lines of the server's log (where its own messages go)."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
     def __enter__(self) -> Self:
         return self.start()
 
