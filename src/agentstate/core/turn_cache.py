@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import ToolCall, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command, Overwrite
 
@@ -61,11 +61,6 @@ BatchKey = tuple[Any, str, str, tuple[str, ...]]
 ToolResult = ToolMessage | Command[Any]
 """What a tool call returns through the middleware chain (``AgentMiddleware.wrap_tool_call``)."""
 GATED = "waits for a human decision (a per-call review listed before the turn cache)"
-
-
-def _calls_of(state: Any, call_id: str) -> tuple[AIMessage | None, list[ToolCall]]:
-    """The AIMessage holding ``call_id`` and its calls that still have to run."""
-    return pending_calls(state, call_id)
 
 
 def _graph_scope(config: Mapping[str, Any] | None) -> tuple[Any, str]:
@@ -159,7 +154,7 @@ class TurnCacheMiddleware(AgentMiddleware):
         call_id = request.tool_call["id"]
         if call_id is None:  # no chat model makes a call without an id: nothing to match
             return None
-        message, calls = _calls_of(request.state, call_id)
+        message, calls = pending_calls(request.state, call_id)
         if message is None:  # a tool run outside an agent loop: nothing to coordinate
             return None
         ours: dict[str, ToolCall] = {}  # call id -> call, for our tools' calls in the reply
@@ -369,8 +364,7 @@ class TurnCacheMiddleware(AgentMiddleware):
                 except GraphBubbleUp:
                     raise
                 except Exception as exc:
-                    alive = acall_watch(sys._getframe())
-                    batch.fail(call_id, _reason(exc), alive)
+                    batch.fail(call_id, _reason(exc), acall_watch())
                     raise
                 wrote, value, refused = self._check_write(request, result)
                 if refused is not None:

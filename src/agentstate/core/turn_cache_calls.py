@@ -177,8 +177,11 @@ def _async_chain(frame: Any) -> list[Any]:
     return frames[: frames.index(frame) + 1] if frame in frames else [frame]
 
 
-def acall_watch(frame: Any) -> Alive:
-    """Called by a failed attempt (async), with its own frame: is its tool call still running?"""
+def acall_watch() -> Alive:
+    """Called by a failed attempt (async): is its tool call still running?
+
+    The call ends when the task running the tools node's ``_arun_one`` is done.
+    """
     for task, frames in reversed(_task_chain()):
         if any(f.f_code.co_name in _RUN_ONE for f in frames):
             return lambda: not task.done()
