@@ -12,7 +12,7 @@ from langgraph.errors import InvalidUpdateError
 
 from agentstate import rds
 from agentstate.core import TurnCacheMiddleware
-from agentstate.doctor import Watch
+from agentstate.doctor import Report, Watch
 from agentstate.doctor.prefix import divergence
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.fixtures import POSTGRES_FIELDS, collector_model, parent_model
@@ -41,6 +41,13 @@ def run(graph: Any, inputs: Any, mode: str, watch: Watch) -> None:
                     pass
 
         asyncio.run(go())
+
+
+def watched(graph: Any, inputs: Any, mode: str) -> Report:
+    """The report of a fresh watch on one run of ``graph`` in ``mode``."""
+    watch = Watch(graph)
+    run(graph, inputs, mode, watch)
+    return watch.report()
 
 
 def batch_model(*names: str) -> ScriptedChatModel:
@@ -78,39 +85,24 @@ def test_parallel_writers_of_a_plain_key_are_named_even_when_the_run_fails(mode)
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_reduced_key_gives_no_parallel_write_evidence(mode):
-    agent = tags_agent(MergedTags)
-    watch = Watch(agent)
-    run(agent, USER, mode, watch)
-    assert watch.report().of("unreduced-parallel-write") == []
+    assert watched(tags_agent(MergedTags), USER, mode).of("unreduced-parallel-write") == []
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_dropped_write_to_an_undeclared_key_is_shown(mode):
-    agent = tags_agent(None)
-    watch = Watch(agent)
-    run(agent, USER, mode, watch)
-    (found,) = watch.report().of("undeclared-key")
+    (found,) = watched(tags_agent(None), USER, mode).of("undeclared-key")
     assert found.subject == "tags" and len(found.evidence) == 2
     assert all("`save_tag` (call " in e and e.endswith("wrote `tags`") for e in found.evidence)
-    declared = tags_agent(MergedTags)
-    clean = Watch(declared)
-    run(declared, USER, mode, clean)
-    assert clean.report().of("undeclared-key") == []
+    assert watched(tags_agent(MergedTags), USER, mode).of("undeclared-key") == []
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_reader_in_its_writers_batch_is_shown_and_the_turn_cache_silences_it(mode):
-    agent = tags_agent(MergedTags)
-    watch = Watch(agent)
-    run(agent, USER, mode, watch)
-    report = watch.report()
+    report = watched(tags_agent(MergedTags), USER, mode)
     assert report.codes() == ["same-batch-read"]
     (evidence,) = report.of("same-batch-read")[0].evidence
     assert evidence.startswith("step 2: `list_tags` (call ") and "which wrote `tags`" in evidence
-    covered = tags_agent(MergedTags, cache=True)
-    quiet = Watch(covered)
-    run(covered, USER, mode, quiet)
-    assert quiet.report().findings == []
+    assert watched(tags_agent(MergedTags, cache=True), USER, mode).findings == []
 
 
 STAMP = "2026-01-01T00:00:0"
@@ -127,10 +119,7 @@ def experts(policy: str) -> Any:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_timestamp_before_the_manual_is_shown_with_offset_and_text(mode):
-    graph = experts("timestamp_first")
-    watch = Watch(graph)
-    run(graph, user_turn(QUESTION), mode, watch)
-    report = watch.report()
+    report = watched(experts("timestamp_first"), user_turn(QUESTION), mode)
     assert report.codes() == ["prefix-not-invariant"]
     first = report.findings[0].evidence[0]
     offset = len(f"system: Current time: {STAMP}")
@@ -170,12 +159,8 @@ def test_reset_forgets_the_runs():
 def test_a_subagents_dropped_write_is_shown_and_one_schema_is_clean(mode):
     turn = {"messages": [{"role": "user", "content": "collect"}]}
     broken = rds.build_split_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
-    watch = Watch(broken)
-    run(broken, turn, mode, watch)
-    (found,) = watch.report().of("subagent-drops-key")
+    (found,) = watched(broken, turn, mode).of("subagent-drops-key")
     assert found.subject == "requirements-collector:requirements"
     assert len(found.evidence) == len(POSTGRES_FIELDS)  # one dropped write per stored field
     fixed = rds.build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
-    clean = Watch(fixed)
-    run(fixed, turn, mode, clean)
-    assert clean.report().findings == []
+    assert watched(fixed, turn, mode).findings == []
