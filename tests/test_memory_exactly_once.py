@@ -299,3 +299,20 @@ async def test_writes_in_flight_when_the_server_is_killed_are_retried_exactly_on
         await client.call("await_consistency", memory_id="m")
     stored = sorted(e["raw_entry"] for e in read_memory(server.db, "m")["entries"])
     assert stored == sorted(texts)
+
+
+def test_a_sync_invoke_of_the_served_graph_closes_its_memory_client(server, monkeypatch):
+    """Each sync ``invoke`` runs on its own event loop: the client it opened is closed with it."""
+    closed = []
+    close = MemoryClient.close
+
+    async def counting_close(self):
+        closed.append(self)
+        await close(self)
+
+    monkeypatch.setattr(MemoryClient, "close", counting_close)
+    graph = build_served_capture(environ={MEMORY_URL_VAR: server.url}, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "sync-close"}}
+    graph.invoke({"role": "user", "content": "Hello.", "msg_idx": 1}, config)
+    graph.invoke({"role": "assistant", "content": "Hi.", "msg_idx": 2}, config)
+    assert len(closed) == 2 and closed[0] is not closed[1]

@@ -286,6 +286,12 @@ class _CaptureRuntime:
             await client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
             self._memories.add((vault_id, memory_id))
 
+    async def close(self) -> None:
+        """Close this loop's client (a sync run's loop ends with the run)."""
+        if self._made is not None and self._loop is asyncio.get_running_loop():
+            client, self._made, self._loop = self._made[0], None, None
+            await client.close()
+
 
 def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
     """Stage 06's tool-only capture graph behind a JSON input of one event per run.
@@ -327,9 +333,15 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
             "last_msg_idx": max(idx or 0, state.get("last_msg_idx") or 0),
         }
 
+    async def capture_once(state: ServedCaptureState, config: RunnableConfig) -> dict[str, Any]:
+        try:
+            return await capture(state, config)
+        finally:  # this run's loop ends here: its client (and MCP session) with it
+            await runtime.close()
+
     def capture_sync(state: ServedCaptureState, config: RunnableConfig) -> dict[str, Any]:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the caller may own a loop
-            return pool.submit(asyncio.run, capture(state, config)).result()
+            return pool.submit(asyncio.run, capture_once(state, config)).result()
 
     builder = StateGraph(ServedCaptureState, input_schema=CaptureEvent, output_schema=CaptureResult)
     builder.add_node("capture", RunnableLambda(capture_sync, afunc=capture, name="capture"))
