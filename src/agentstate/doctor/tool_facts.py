@@ -27,7 +27,7 @@ import sys
 import textwrap
 import tokenize
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from deepagents.backends.protocol import BackendProtocol
@@ -186,7 +186,6 @@ class _Scanner:
         node_mode: bool,
         depth: int,
         seen: set[types.CodeType],
-        origin: str,
         memo: Memo,
     ) -> None:
         self.fn = fn
@@ -194,7 +193,6 @@ class _Scanner:
         self.node_mode = node_mode
         self.depth = depth
         self.seen = seen
-        self.origin = origin
         self.memo = memo
         self.names = _namespace(fn)
         self.facts = CodeFacts()
@@ -349,7 +347,6 @@ class _Scanner:
             node_mode=node_mode,
             depth=self.depth + 1,
             seen=self.seen,
-            origin=self.origin,
             memo=self.memo,
         )
         facts = scanner.scan()
@@ -546,7 +543,6 @@ def function_facts(
             node_mode=node,
             depth=0,
             seen={plain.__code__},
-            origin=top_package(plain),
             memo={} if memo is None else memo,
         )
         cached = scanner.scan()
@@ -568,21 +564,3 @@ def tool_facts(tool: BaseTool, memo: Memo | None = None) -> CodeFacts:
     for fn in functions:
         facts.merge(function_facts(fn, memo=memo))
     return facts
-
-
-def all_keys(facts: Iterable[CodeFacts]) -> set[str]:
-    """Every key any of ``facts`` writes."""
-    out: set[str] = set()
-    for f in facts:
-        out |= f.writes
-    return out
-
-
-def same_paths(reads: set[str], writes: set[str]) -> set[str]:
-    """Paths both read and written: literal paths, or the very same run-time expression."""
-    return reads & writes
-
-
-def describe(paths: Mapping[str, str] | Iterable[str]) -> str:
-    """Paths as a short comma-separated list."""
-    return ", ".join(sorted(paths))
