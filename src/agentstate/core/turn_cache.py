@@ -53,6 +53,7 @@ from agentstate.core.turn_cache_calls import (
     call_watch,
     earlier_results,
     gated_upstream,
+    graph_scope,
     outer_middleware,
     pending_calls,
 )
@@ -61,13 +62,6 @@ BatchKey = tuple[Any, str, str, tuple[str, ...]]
 ToolResult = ToolMessage | Command[Any]
 """What a tool call returns through the middleware chain (``AgentMiddleware.wrap_tool_call``)."""
 GATED = "waits for a human decision (a per-call review listed before the turn cache)"
-
-
-def _graph_scope(config: Mapping[str, Any] | None) -> tuple[Any, str]:
-    """(thread id, namespace of the graph running the tool): tools of one batch share it."""
-    configurable = (config or {}).get("configurable") or {}
-    namespace = str(configurable.get("checkpoint_ns") or "")
-    return configurable.get("thread_id"), namespace.rpartition("|")[0]
 
 
 def written_value(result: object, key: str) -> tuple[bool, Any]:
@@ -164,7 +158,7 @@ class TurnCacheMiddleware(AgentMiddleware):
         if call_id not in ours:
             return None
         config = getattr(request.runtime, "config", None)
-        thread, namespace = _graph_scope(config)
+        thread, namespace = graph_scope(config)
         key = (thread, namespace, str(message.id), tuple(str(c["id"]) for c in calls))
         slots = (config or {}).get("max_concurrency")
         now = time.monotonic()

@@ -45,17 +45,24 @@ def pending_calls(state: Any, call_id: str) -> tuple[AIMessage | None, list[Tool
     return None, []
 
 
+def graph_scope(config: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """(thread id, namespace of the graph running the tool): tools of one batch share it."""
+    configurable = (config or {}).get("configurable") or {}
+    namespace = str(configurable.get("checkpoint_ns") or "")
+    return configurable.get("thread_id"), namespace.rpartition("|")[0]
+
+
 def _checkpoint_query(config: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any]] | None:
     """(checkpointer, config of the checkpoint the running step started from), if any."""
     configurable = (config or {}).get("configurable") or {}
     saver = configurable.get("__pregel_checkpointer")
     if saver is None or not hasattr(saver, "get_tuple"):
         return None
-    namespace = str(configurable.get("checkpoint_ns") or "").rpartition("|")[0]
+    thread, namespace = graph_scope(config)
     checkpoint_id = (configurable.get("checkpoint_map") or {}).get(namespace)
     if checkpoint_id is None:
         return None
-    query = {"thread_id": configurable.get("thread_id"), "checkpoint_ns": namespace}
+    query = {"thread_id": thread, "checkpoint_ns": namespace}
     return saver, {"configurable": {**query, "checkpoint_id": checkpoint_id}}
 
 
