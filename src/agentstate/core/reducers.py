@@ -25,7 +25,10 @@ T = TypeVar("T", bound=Hashable)
 
 
 def _state_key() -> str | None:
-    """The state key LangGraph is reducing, read from the channel that called the reducer."""
+    """The state key LangGraph is reducing, read from the channel that called the reducer.
+
+    Called from :func:`_require_dicts`, itself called by the reducer: frame 2.
+    """
     frame: FrameType | None = sys._getframe(2)
     for _ in range(4):
         if frame is None:
@@ -37,15 +40,19 @@ def _state_key() -> str | None:
     return None
 
 
-def _refuse(reducer: str, value: Any) -> TypeError:
-    key = _state_key()
-    where = f"state key {key!r}" if key else "this key"
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return TypeError(
-        f"{reducer}: a write to {where} must be a dict of fields, got a "
-        f"{type(value).__name__} ({shown})"
-    )
+def _require_dicts(reducer: str, *values: Any) -> None:
+    """Raise ``TypeError`` naming the state key if a value is neither ``None`` nor a dict."""
+    for value in values:
+        if value is None or isinstance(value, Mapping):
+            continue
+        key = _state_key()
+        where = f"state key {key!r}" if key else "this key"
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise TypeError(
+            f"{reducer}: a write to {where} must be a dict of fields, got a "
+            f"{type(value).__name__} ({shown})"
+        )
 
 
 def merge_fields(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -54,9 +61,7 @@ def merge_fields(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
     A write that is not a dict raises ``TypeError`` naming the state key and the
     value's type (``TurnCacheMiddleware`` turns it into an error for the model).
     """
-    for value in (right, left):
-        if value is not None and not isinstance(value, Mapping):
-            raise _refuse("merge_fields", value)
+    _require_dicts("merge_fields", right, left)
     return {**(left or {}), **(right or {})}
 
 
@@ -81,7 +86,5 @@ def merge_or_reset(
     """Merge ``right`` into ``left`` key by key; a ``None`` write starts a fresh dict."""
     if right is None:
         return {}
-    for value in (right, left):
-        if value is not None and not isinstance(value, Mapping):
-            raise _refuse("merge_or_reset", value)
+    _require_dicts("merge_or_reset", right, left)
     return {**(left or {}), **right}
