@@ -275,8 +275,7 @@ class MemoryClient:
 
     ``retry_for`` is how long a call waits for a missing server (0: fail at
     once with the hint that says how to start it); ``timeout`` bounds each
-    attempt. ``stats`` counts retries and retried writes the server already
-    had (by their ``idempotency_key``), for the notebook's restart lesson.
+    attempt. ``stats`` counts retries, for the notebook's restart lesson.
     ``token`` defaults to ``$AGENTSTATE_MEMORY_TOKEN``. Text that UTF-8
     cannot carry (a lone surrogate) is refused before anything is sent.
     """
@@ -294,7 +293,7 @@ class MemoryClient:
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         self.connection = http_connection(url, token)
         self._session = _SessionTask(self.connection, timeout)
-        self.stats = {"retries": 0, "already_written": 0}
+        self.stats = {"retries": 0}
 
     async def __aenter__(self) -> MemoryClient:
         return self
@@ -338,20 +337,14 @@ class MemoryClient:
         if name in WRITE_TOOLS and args.get(KEY) is None:
             args = {**args, KEY: f"call-{uuid.uuid4().hex}"}  # the same key on every retry
         deadline = time.monotonic() + self.retry_for
-        failed = False
         while True:
             try:
-                result = await self._session.call(name, args)
+                return await self._session.call(name, args)
             except MemoryServerUnavailable:
                 if time.monotonic() >= deadline:
                     raise
-                failed = True
                 self.stats["retries"] += 1
                 await self._wait_for_server(deadline)
-                continue
-            if failed and name in WRITE_TOOLS and text_of(result) == DUPLICATE:
-                self.stats["already_written"] += 1
-            return result
 
     async def _wait_for_server(self, deadline: float) -> None:
         port = port_of(self.url)
