@@ -136,7 +136,7 @@ def without_guard() -> Iterator[None]:
 
     The proof that breaks the guard: ``capture.guard`` is replaced by a pass-through
     (plan = the model's tool calls, no state update) and restored on exit. Only the
-    guard is removed: the curated prompt, the ``ToolNode`` and the checkpointer stay.
+    guard is removed: the curated prompt, the ``tools`` node and the checkpointer stay.
     """
     from agentstate.memory.capture import graph as capture
 

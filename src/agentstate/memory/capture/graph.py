@@ -250,7 +250,7 @@ def acknowledged(turn: BaseMessage | None, call: Mapping[str, Any], reply: ToolM
 
 
 def _one_call(call: dict[str, Any]) -> AIMessage:
-    """The AIMessage that hands one planned call to the ToolNode."""
+    """The AIMessage that hands one planned call to ``tools``."""
     return AIMessage(content="", tool_calls=[call], id=f"ai-{call['id']}")
 
 
