@@ -257,9 +257,7 @@ def _has_model(runnable: object) -> bool:
     fn = getattr(runnable, "func", None)
     if getattr(fn, "__qualname__", "") in ("create_agent.<locals>.model_node",):
         return True
-    return bool(_find(_node_callables(runnable), (BaseChatModel,), depth=3)) or bool(
-        _find(_node_callables(runnable), (RunnableBinding,), depth=3)
-    )
+    return bool(_find(_node_callables(runnable), (BaseChatModel, RunnableBinding), depth=3))
 
 
 def graph_facts(
