@@ -10,11 +10,13 @@ Before the fix a password inside a value (JSON text, a dict, a list), in a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import ModelResponse
 from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel
@@ -112,6 +114,33 @@ def test_a_toolstrategy_structured_response_holds_the_reference(config, api):
     assert login.password in answer.content  # "Returning structured response: ..."
     (ai,) = [m for m in state["messages"] if isinstance(m, AIMessage)]
     assert ai.tool_calls[0]["args"]["password"] == login.password  # one value, one reference
+
+
+@dataclasses.dataclass
+class DbLoginRecord:
+    host: str
+    password: str
+
+
+@pytest.mark.parametrize(
+    "structured",
+    [DbLoginRecord("db.internal", PLAIN), {"host": "db.internal", "password": PLAIN}],
+    ids=["dataclass", "dict"],
+)
+def test_a_dataclass_or_dict_structured_response_holds_the_reference(structured):
+    """The other two shapes ``structured()`` rewrites (the pydantic one is above)."""
+    store = SecretStore()
+    redaction = SecretRedactionMiddleware(store, secret_args={"DbLogin": ["password"]})
+    response = ModelResponse(
+        result=[AIMessage(content=f"Logged in with {PLAIN}.")], structured_response=structured
+    )
+    clean = redaction.rewrite_response(response)
+    login = clean.structured_response
+    assert type(login) is type(structured)
+    password = login["password"] if isinstance(login, dict) else login.password
+    assert password == AnyRef("password") and store.resolve(password) == PLAIN
+    assert PLAIN not in repr(login) and PLAIN not in repr(clean.result)
+    assert password in clean.result[0].content  # the echo in the reply's text, replaced
 
 
 WORDS = "correct horse battery staple"
