@@ -3,7 +3,6 @@ every fixed builder, served graph and library default shows no error."""
 
 from __future__ import annotations
 
-import json
 import linecache
 import re
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 
 from agentstate import rds
 from agentstate.doctor import diagnose
-from agentstate.doctor.cli import load_target
+from agentstate.doctor.cli import load_target, targets
 from agentstate.doctor.graph_facts import graph_facts
 from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
 from agentstate.experts import ExpertsConfig, build_experts_graph
@@ -137,10 +136,13 @@ def test_the_library_defaults_have_no_finding_at_all():
         assert diagnose(build()).findings == []
 
 
-@pytest.mark.parametrize("name", json.loads((ROOT / "langgraph.json").read_text())["graphs"].keys())
+SERVED = {name: (spec, base) for name, spec, base in targets(str(ROOT / "langgraph.json"))}
+
+
+@pytest.mark.parametrize("name", list(SERVED))
 def test_every_served_graph_has_no_error(name):
-    spec = json.loads((ROOT / "langgraph.json").read_text())["graphs"][name]
-    graph = load_target(spec, base=ROOT)
+    spec, base = SERVED[name]
+    graph = load_target(spec, base=base)
     assert diagnose(graph, name).errors == []
 
 
