@@ -11,6 +11,7 @@ start, or install, the missing piece. Taught in notebooks 05 and 06.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import signal
@@ -50,6 +51,17 @@ def valid_port(port: int) -> int:
     """``port`` if it is an integer TCP port (1-65535), else a clear error."""
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise LoopbackServerError(f"port must be an integer between 1 and 65535, got {port!r}")
+    return port
+
+
+def port_argument(text: str) -> int:
+    """An argparse type: a TCP port 1-65535 (argparse makes the error one line, exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (1-65535)")
     return port
 
 

@@ -23,7 +23,7 @@ from agentstate.engine.server import (
     state_file,
     stop_detached,
 )
-from agentstate.loopback import LoopbackServerError, serve_until_interrupted
+from agentstate.loopback import LoopbackServerError, port_argument, serve_until_interrupted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start = sub.add_parser("start", help="start a detached server on 127.0.0.1")
     serve = sub.add_parser("serve", help="run the server in the foreground until Ctrl-C")
     for p in (start, serve):
-        p.add_argument("--port", type=_port, default=None, help="default: a free port")
+        p.add_argument("--port", type=port_argument, default=None, help="default: a free port")
         p.add_argument(
             "--threads",
             type=_threads,
@@ -56,17 +56,6 @@ def _threads(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"not a positive thread count: {text!r}")
     return int(text)
-
-
-def _port(text: str) -> int:
-    """argparse type: an integer TCP port (argparse turns the error into one line, exit 2)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be between 1 and 65535, got {port}")
-    return port
 
 
 def _start(args: argparse.Namespace) -> int:

@@ -22,6 +22,8 @@ import socket
 import sys
 from typing import NoReturn
 
+from agentstate.loopback import port_argument
+
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 HOST = "127.0.0.1"
 
@@ -33,17 +35,6 @@ class OneLineParser(argparse.ArgumentParser):
         """Print ``<prog>: error: <message>`` and exit 2."""
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
-
-
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port 1-65535, or a one-line error."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port (1-65535)")
-    return port
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -60,7 +51,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     parser.add_argument(
         "--port",
-        type=port_number,
+        type=port_argument,
         default=8765,
         help="HTTP port, bound to 127.0.0.1 only (default 8765)",
     )
