@@ -21,12 +21,17 @@ def block(page: str, heading: str) -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def run(code: str, name: str) -> Any:
+def execute(code: str, name: str) -> dict[str, Any]:
     """Execute a docs block as a reader would paste it (source visible, as in Jupyter)."""
     linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     namespace: dict[str, Any] = {"__name__": name}
     exec(compile(code, name, "exec", dont_inherit=True), namespace)
-    return namespace["report"]
+    return namespace
+
+
+def run(code: str, name: str) -> Any:
+    """The ``report`` a docs block leaves."""
+    return execute(code, name)["report"]
 
 
 @pytest.mark.parametrize("code", list(CODES))

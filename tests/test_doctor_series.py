@@ -3,8 +3,6 @@ every fixed builder, served graph and library default shows no error."""
 
 from __future__ import annotations
 
-import linecache
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from agentstate.memory.capture.graph import build_capture_graph
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.service.process import ServerProcess
 from agentstate.models import ScriptedChatModel, reply
+from tests.test_doctor_docs import block, execute
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,14 +146,9 @@ def test_every_served_graph_has_no_error(name):
 
 
 def test_the_readme_notes_agent_is_clean():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Use it in your own agent", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    name = "<README: Use it in your own agent>"
-    linecache.cache[name] = (len(code), None, code.splitlines(True), name)  # as Jupyter does
-    namespace: dict[str, Any] = {}
-    exec(compile(code, name, "exec", dont_inherit=True), namespace)
-    agent = namespace["agent"]
+    heading = "Use it in your own agent"
+    code = block((ROOT / "README.md").read_text(), heading)
+    agent = execute(code, f"<README: {heading}>")["agent"]
     assert diagnose(agent).findings == []
     # not clean for want of looking: the doctor read what each tool writes and reads
     tools = graph_facts(agent).tools
