@@ -94,11 +94,6 @@ class Batch:
             self._wake()
             return self.ended()
 
-    def poke(self, *_: Any) -> None:
-        """Re-check waiting readers (a failed writer's call may have ended)."""
-        with self.cond:
-            self._wake()
-
     def _wake(self) -> None:
         # every waiter re-checks (and starts polling if a failed writer is watched)
         self.cond.notify_all()
