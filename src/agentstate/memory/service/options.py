@@ -22,10 +22,9 @@ import socket
 import sys
 from typing import NoReturn
 
-from agentstate.loopback import port_argument
+from agentstate.loopback import HOST, port_argument
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
-HOST = "127.0.0.1"
 
 
 class OneLineParser(argparse.ArgumentParser):
