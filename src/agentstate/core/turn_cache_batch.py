@@ -109,13 +109,17 @@ class Batch:
         alive = self.watches.get(call_id)
         return alive is None or not alive()
 
+    def _settled(self, call_id: str) -> bool:
+        """Finished, or lost for good: ``call_id`` will do nothing more in this attempt."""
+        return call_id in self.finished or self._gone(call_id)
+
     def ended(self) -> bool:
         """True when no participant can still act in this attempt of the step."""
         with self.cond:
-            return all(c in self.finished or self._gone(c) for c in self.participants)
+            return all(self._settled(c) for c in self.participants)
 
     def _writers_done(self) -> bool:
-        return all(c in self.finished or self._gone(c) for c in self.writers)
+        return all(self._settled(c) for c in self.writers)
 
     def _stalled(self) -> bool:
         # every worker slot is held by a waiting reader: no writer can start
@@ -126,7 +130,7 @@ class Batch:
         return self._writers_done() or self._stalled()
 
     def _missing(self) -> list[str]:
-        return [c for c in self.writers if not (c in self.finished or self._gone(c))]
+        return [c for c in self.writers if not self._settled(c)]
 
     def lost_writers(self) -> dict[str, str]:
         """Writer call id -> reason, for the writers whose write this batch will not have."""
