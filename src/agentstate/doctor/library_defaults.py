@@ -2,7 +2,8 @@
 
 Shared by ``tests/test_doctor_series.py`` (no finding at all) and
 ``scripts/bench_doctor.py`` (timed with the series' graphs). Each builder
-makes a fresh graph on a scripted model; nothing is built at import.
+makes a fresh graph on a scripted model; nothing is built at import. The doctor
+checks them for the hazards of notebooks 01-06.
 """
 
 from __future__ import annotations
