@@ -82,9 +82,9 @@ assert placements.column("covers the manual") == [False, True]
 placements
 
 # %% [markdown]
-# With nothing variable first, the three prompts agree up to the persona,
-# which comes right after the manual. That is the whole fix: an invariant
-# prefix.
+# With nothing variable first, the three prompts share every byte of the
+# manual and part ways only after it, where the persona comes. That is the
+# whole fix: an invariant prefix.
 #
 # ## 3. The fix: the prompt order, written whole
 # System message 1 is fixed instructions plus the manual's bytes, and nothing
