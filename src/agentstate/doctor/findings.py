@@ -59,7 +59,9 @@ class Finding:
 
     ``subject`` is the key, tool or file path the finding is about (prefixed by
     ``<subagent>:`` inside a subagent); ``evidence`` is filled by
-    :class:`~agentstate.doctor.watch.Watch` with what the run showed.
+    :class:`~agentstate.doctor.watch.Watch` with what the run showed; ``file`` and
+    ``line`` say where the tool or node the finding is about is defined (``None``
+    when the doctor cannot tell), so a pull-request annotation lands on its line.
     """
 
     code: str
@@ -68,6 +70,8 @@ class Finding:
     message: str
     notebook: str
     evidence: tuple[str, ...] = field(default=())
+    file: str | None = None
+    line: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (``evidence`` as a list)."""
@@ -83,6 +87,8 @@ def finding(
     *,
     severity: Severity | None = None,
     evidence: Iterable[str] = (),
+    file: str | None = None,
+    line: int | None = None,
 ) -> Finding:
     """A :class:`Finding` with the code's own severity and notebook unless told otherwise."""
     known = CODES[code]
@@ -93,6 +99,8 @@ def finding(
         message=message,
         notebook=known.notebook,
         evidence=tuple(evidence),
+        file=file,
+        line=line,
     )
 
 
