@@ -228,3 +228,35 @@ def test_a_message_two_workers_both_send_is_stored_once_and_the_second_says_so(s
     assert reports[0]["tool_calls"] == [] and reports[0]["already_stored"] == [ALREADY]
     assert reports[1]["tool_calls"] == ["add_entry"] and reports[1]["already_stored"] == []
     assert stored(server, "same-message") == [(1, event["content"])]
+
+
+def test_a_control_event_resent_with_its_id_is_handled_once(server):
+    """With its ``id`` a control is known again: one bootstrap, one flush, and the resent
+    flush's write is reported as already stored."""
+    graph = served(server)
+    config = {"configurable": {"thread_id": "controls"}}
+
+    async def scenario():
+        start = {"control": "SESSION_START", "id": "s-1"}
+        flush = {"control": "FLUSH_CONTEXT", "id": "f-1"}
+        return [
+            await graph.ainvoke(event, config)
+            for event in (start, {"role": "user", "content": "Hi."}, flush, start, flush)
+        ]
+
+    boot, message, flush, boot_again, flush_again = asyncio.run(scenario())
+    assert boot["tool_calls"] == ["get_context", "list_entries"]
+    assert boot_again["tool_calls"] == [] and boot_again["already_stored"] == []
+    assert (
+        "SESSION_START: this session is already bootstrapped, skipped"
+        in (boot_again["corrections"])
+    )
+    assert flush["tool_calls"] == ["await_consistency", "put_context"]
+    assert flush_again["tool_calls"] == ["await_consistency"]
+    assert flush_again["already_stored"] == [
+        "put_context: the server already had this write (same key), nothing stored again"
+    ]
+    settle(server.url, "controls")
+    memory = read_memory(server.db, "controls")
+    assert len(memory["contexts"]) == 1 and [t for _, t in stored(server, "controls")] == ["Hi."]
+    assert [op["tool"] for op in memory["ops"]].count("get_context") == 1

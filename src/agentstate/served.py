@@ -209,7 +209,8 @@ class CaptureEvent(TypedDict):
     atomically (``assign_position``), so two runs at once never give two
     messages one position. ``id`` is the event's own id (a chat platform's
     message id): an event resent with its ``id`` is recognised and stored
-    once; one without ``id`` or ``msg_idx`` is a new message each time it is sent.
+    once (with ``msg_idx`` given, ``msg_idx`` is what identifies a message);
+    one without ``id`` or ``msg_idx`` is a new message each time it is sent.
     A control event has only ``control`` (and ``id``).
     """
 

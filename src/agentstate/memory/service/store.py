@@ -7,7 +7,13 @@ kill. Enqueueing is one transaction (the queued write plus its line in the
 snapshot plus marking it applied), so nothing is ever half-written. The
 ``ops`` log records every successful tool call on a memory, reads included,
 which lets the auditor of notebook 06 check bootstraps and flushes from the
-store alone. Entries are indexed with SQLite FTS5. Timestamps are RFC3339 UTC.
+store alone. Entries are indexed with SQLite FTS5. Timestamps are RFC3339 UTC;
+the order of entries is their ``seq`` (the order they were stored in), and
+``list_entries`` pages by it, cursors included, so a clock that steps back or
+stamps several entries alike skips or repeats nothing. ``positions`` gives
+each message a position once (``assign_position``), atomically, past every
+``msg_idx`` the memory was written with: a count two writers read at once
+would give two messages one position, and so one idempotency key.
 
 Durability: WAL with ``synchronous=NORMAL``. A transaction is in the WAL
 file when COMMIT returns, so a killed server (even SIGKILL) loses nothing it
@@ -244,8 +250,10 @@ class MemoryStore:
 
     One process at a time may open a file as its store (``StoreInUseError``
     otherwise). The file and its lock file are created 0600: entries are
-    conversations. Raises ``MemoryInputError`` if ``path`` is a folder, its
-    folder is missing, or the file is not an SQLite database.
+    conversations. Raises ``MemoryInputError`` if its folder is missing, if
+    ``path`` (or a side file) is a folder, a symlink, a FIFO, a device or
+    anything but a regular file (decided by ``lstat``, before any open or
+    chmod: :mod:`.own_files`), or if the file is not an SQLite database.
     """
 
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
