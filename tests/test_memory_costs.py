@@ -47,7 +47,8 @@ async def test_one_word_tools_have_no_output_schema_and_records_do(tmp_path):
     finally:
         server.agentstate_writer.close()
         server.agentstate_store.close()
-    for name in ("add_entry", "put_context", "await_consistency", "get_context", "create_memory"):
+    one_word = ("add_entry", "put_context", "await_consistency", "get_context", "create_memory")
+    for name in (*one_word, "assign_position"):
         assert schemas[name] is None, name  # the client would validate each reply with jsonschema
     for name in ("list_entries", "get_entry", "search_memories"):
         assert schemas[name] is not None, name

@@ -247,7 +247,9 @@ async def test_list_entries_is_structured_with_a_cursor_for_the_next_page(server
             "list_entries", vault_id=V, memory_id="paged", limit=4, after=seen[0][0]["created_at"]
         )
         assert [e["raw_entry"] for e in forward["entries"]] == ["e1", "e2", "e3", "e4"]
-        assert forward["next"] == {"after": forward["entries"][-1]["created_at"]}
+        assert forward["next"] == {"after": forward["entries"][-1]["seq"]}  # cursors are seqs
+        rest = await client.call("list_entries", vault_id=V, memory_id="paged", **forward["next"])
+        assert [e["raw_entry"] for e in rest["entries"]] == ["e5", "e6"] and rest["next"] is None
 
 
 # --- one server per file; private files ------------------------------------------------

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -494,6 +495,41 @@ def test_memory_capture_rejects_a_bad_event_and_stores_nothing(client, memory):
     with pytest.raises(Exception, match="a message event needs role 'user' or 'assistant'"):
         run(client, "memory_capture", {"role": "robot", "content": "beep"}, thread)
     assert read_memory(memory.db, thread)["entries"] == []
+
+
+def test_memory_capture_beside_another_worker_on_one_thread_stores_both_messages(client, memory):
+    """Issue 25: ``langgraph dev`` and a second worker (its own checkpointer) capture one
+    thread at once, neither giving ``msg_idx``: each message is stored once, at its own
+    position (a count read from each one's state made both message 1, one key)."""
+    thread = client.threads.create()["thread_id"]
+    other = build_served_capture(environ={MEMORY_URL_VAR: memory.url}, checkpointer=InMemorySaver())
+    texts = {"served": "Hold two seats for Friday.", "worker": "Two seats held, row F."}
+    start = threading.Barrier(2)
+    results: dict[str, dict] = {}
+
+    def served_run():
+        start.wait()
+        event = {"role": "user", "content": texts["served"]}
+        results["served"] = run(client, "memory_capture", event, thread)
+
+    def worker_run():
+        start.wait()
+        event = {"role": "assistant", "content": texts["worker"]}
+        results["worker"] = other.invoke(event, {"configurable": {"thread_id": thread}})
+
+    workers = [threading.Thread(target=served_run), threading.Thread(target=worker_run)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    settle(memory.url, thread)
+    entries = read_memory(memory.db, thread)["entries"]
+    assert sorted(e["raw_entry"] for e in entries) == sorted(texts.values())
+    assert sorted(e["tags"]["msg_idx"] for e in entries) == [1, 2]
+    position = {e["raw_entry"]: e["tags"]["msg_idx"] for e in entries}
+    for name, result in results.items():
+        assert result["event"] == f"msg {position[texts[name]]}"
+        assert result["tool_calls"] == ["add_entry"] and result["already_stored"] == []
 
 
 def test_stopping_the_server_leaves_no_process_behind(served):

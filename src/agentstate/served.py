@@ -28,7 +28,9 @@ import asyncio
 import concurrent.futures
 import json
 import os
+import threading
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal, NotRequired
 
@@ -47,10 +49,12 @@ from typing_extensions import TypedDict  # the Agent Server derives schemas only
 
 from agentstate.core import SecretStore
 from agentstate.fixtures import POSTGRES_FIELDS, delegate, store_calls
+from agentstate.memory.capture.calls import write_key
 from agentstate.memory.capture.graph import InvalidTurn, build_capture_graph, check_turn
 from agentstate.memory.capture.observer import VAULT
 from agentstate.memory.capture.policy import CapturePolicy
-from agentstate.memory.client import MemoryClient
+from agentstate.memory.client import DUPLICATE, WRITE_TOOLS, MemoryClient
+from agentstate.memory.service.store import MemoryInputError, check_key
 from agentstate.models import get_chat_model, model_settings, reply, tool_call
 from agentstate.models.policy import PolicyChatModel
 from agentstate.rds import (
@@ -200,24 +204,33 @@ DEFAULT_MEMORY_URL = "http://127.0.0.1:8765/mcp"
 class CaptureEvent(TypedDict):
     """One event of the observed conversation: a message, or a control signal.
 
-    A message has ``role`` and ``content`` (``msg_idx`` defaults to the
-    thread's previous one plus 1); a control event has only ``control``.
+    A message has ``role`` and ``content``; its ``msg_idx`` (its position in
+    the thread) is given, or else assigned by the memory server, once and
+    atomically (``assign_position``), so two runs at once never give two
+    messages one position. ``id`` is the event's own id (a chat platform's
+    message id): an event resent with its ``id`` is recognised and stored
+    once (with ``msg_idx`` given, ``msg_idx`` is what identifies a message);
+    one without ``id`` or ``msg_idx`` is a new message each time it is sent.
+    A control event has only ``control`` (and ``id``).
     """
 
     role: NotRequired[Literal["user", "assistant"]]
     content: NotRequired[str]
     msg_idx: NotRequired[int]
+    id: NotRequired[str]
     control: NotRequired[Literal["SESSION_START", "FLUSH_CONTEXT", "SESSION_END"]]
 
 
 class CaptureResult(TypedDict):
-    """What one event did: the calls the server acknowledged (in order), the calls it refused
-    (with its message; a refused message is not marked stored), the memory, the guard's
-    corrections."""
+    """What one event did: the calls the server carried out (in order), the calls it refused
+    (with its message; a refused message is not marked stored), the writes it already had
+    (the same key: stored by an earlier send of this event, nothing stored now), the
+    memory, the guard's corrections."""
 
     event: NotRequired[str]
     tool_calls: NotRequired[list[str]]
     refused: NotRequired[list[str]]
+    already_stored: NotRequired[list[str]]
     memory_id: NotRequired[str]
     corrections: NotRequired[list[str]]
 
@@ -229,16 +242,25 @@ class ServedCaptureState(CaptureEvent, CaptureResult):
 def event_message(event: Mapping[str, Any], last_msg_idx: int) -> BaseMessage:
     """The typed message the capture graph expects; ``ValueError`` says what is wrong.
 
-    Text the memory server cannot store (a NUL, over 100,000 characters, a lone
+    A message without ``msg_idx`` gets ``last_msg_idx + 1`` (the served graph
+    passes the position the memory server assigned, minus one). Text the
+    memory server cannot store (a NUL, over 100,000 characters, a lone
     surrogate) is refused here, before anything is sent.
     """
     control, role, content = event.get("control"), event.get("role"), event.get("content")
+    own_id = event.get("id")
+    if own_id is not None:
+        try:
+            check_key(own_id, "id")
+        except MemoryInputError as exc:
+            raise ValueError(str(exc)) from None
     if control is not None:
         if role is not None or content is not None:
             raise ValueError("an event is either a control signal or a message, not both")
         if control not in ("SESSION_START", "FLUSH_CONTEXT", "SESSION_END"):
             raise ValueError(f"unknown control {control!r}")
-        return SystemMessage(control, id=f"{control}-{uuid.uuid4().hex[:12]}")
+        # with the event's id, a resent control is known again (bootstrapped once, flushed once)
+        return SystemMessage(control, id=f"{control}-{own_id or uuid.uuid4().hex[:12]}")
     if role not in ("user", "assistant") or not isinstance(content, str):
         raise ValueError(
             "a message event needs role 'user' or 'assistant' and a string content; "
@@ -257,40 +279,59 @@ def event_message(event: Mapping[str, Any], last_msg_idx: int) -> BaseMessage:
         raise ValueError(str(exc)) from None
 
 
+class _LoopCapture:
+    """One event loop's memory client and compiled capture graph (made once, under a lock)."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.made: tuple[MemoryClient, Any] | None = None
+        self.memories: set[tuple[str, str]] = set()
+
+
 class _CaptureRuntime:
     """The memory client and the compiled capture graph, made on first use in a running loop.
 
     The MCP tools can only be loaded from a running memory server, so nothing
     connects at import; the client's session belongs to the loop that made it.
+    Each loop has its own (a sync ``invoke`` runs on a loop of its own, and
+    two of them may run at once), made once even when two runs start together.
     """
 
     def __init__(self, url: str, model: BaseChatModel) -> None:
         self.url, self.model = url, model
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._made: tuple[MemoryClient, Any] | None = None
-        self._memories: set[tuple[str, str]] = set()
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopCapture] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._guard = threading.Lock()
+
+    def _mine(self) -> _LoopCapture:
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            return self._loops.setdefault(loop, _LoopCapture())
 
     async def get(self) -> tuple[MemoryClient, Any]:
-        loop = asyncio.get_running_loop()
-        if self._made is None or self._loop is not loop:
-            client = MemoryClient(self.url, retry_for=5.0)
-            tools = await client.tools()
-            # checkpointer=True: the capture graph keeps its own state per thread, in the
-            # server's checkpointer, across runs (what is persisted, bootstrapped...).
-            graph = build_capture_graph(self.model, tools, checkpointer=True)
-            self._loop, self._made, self._memories = loop, (client, graph), set()
-        return self._made
+        mine = self._mine()
+        async with mine.lock:
+            if mine.made is None:
+                client = MemoryClient(self.url, retry_for=5.0)
+                tools = await client.tools()
+                # checkpointer=True: the capture graph keeps its own state per thread, in the
+                # server's checkpointer, across runs (what is persisted, bootstrapped...).
+                mine.made = (client, build_capture_graph(self.model, tools, checkpointer=True))
+            return mine.made
 
     async def ensure_memory(self, client: MemoryClient, vault_id: str, memory_id: str) -> None:
-        if (vault_id, memory_id) not in self._memories:
+        mine = self._mine()
+        if (vault_id, memory_id) not in mine.memories:
             await client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
-            self._memories.add((vault_id, memory_id))
+            mine.memories.add((vault_id, memory_id))
 
     async def close(self) -> None:
         """Close this loop's client (a sync run's loop ends with the run)."""
-        if self._made is not None and self._loop is asyncio.get_running_loop():
-            client, self._made, self._loop = self._made[0], None, None
-            await client.close()
+        with self._guard:
+            mine = self._loops.pop(asyncio.get_running_loop(), None)
+        if mine is not None and mine.made is not None:
+            await mine.made[0].close()
 
 
 def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
@@ -299,17 +340,22 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
     The memory server is ``AGENTSTATE_MEMORY_URL`` (default ``http://127.0.0.1:8765/mcp``,
     ``agentstate memory serve --db memory.sqlite --transport http --port 8765``). The
     memory is ``configurable.memory_id`` (default: the thread id) in vault
-    ``configurable.vault_id`` (default ``agentstate``). A thread's state (what is already
-    persisted, the last ``msg_idx``) lives in the checkpointer: the server brings one; in
-    process, pass ``checkpointer=``. The MCP tools are async; a sync ``invoke`` runs the
-    same code on its own event loop in a worker thread.
+    ``configurable.vault_id`` (default ``agentstate``). A message without ``msg_idx``
+    gets its position from the memory server (``assign_position``, keyed by the
+    event's ``id`` or, without one, by a fresh id): two runs at once on one thread,
+    in one process or in two with their own checkpointers, store two entries with two
+    positions, never one. A thread's state (what is already persisted, the last
+    ``msg_idx``) lives in the checkpointer: the server brings one; in process, pass
+    ``checkpointer=``. The MCP tools are async; a sync ``invoke`` runs the same code on
+    its own event loop in a worker thread.
     """
     env = os.environ if environ is None else environ
     url = env.get(MEMORY_URL_VAR) or DEFAULT_MEMORY_URL
     runtime = _CaptureRuntime(url, served_model(CapturePolicy(), "capture", environ))
 
     async def capture(state: ServedCaptureState, config: RunnableConfig) -> dict[str, Any]:
-        message = event_message(state, state.get("last_msg_idx") or 0)
+        last = state.get("last_msg_idx") or 0
+        message = event_message(state, last)  # bad input fails here, before any call
         conf = config.get("configurable") or {}
         vault_id = conf.get("vault_id") or VAULT
         memory_id = conf.get("memory_id") or conf.get("thread_id")
@@ -317,20 +363,37 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
             raise ValueError("no memory: pass configurable.memory_id or run on a thread")
         client, graph = await runtime.get()
         await runtime.ensure_memory(client, vault_id, memory_id)
+        if isinstance(message, ChatMessage) and state.get("msg_idx") is None:
+            # its position comes from the server, once per message: never a count two runs
+            # read at once (both would take last + 1, and one key for two messages)
+            scope = str(conf.get("thread_id") or memory_id)
+            key = write_key(scope, f"id:{state.get('id') or uuid.uuid4().hex}")
+            position = await client.call(
+                "assign_position", vault_id=vault_id, memory_id=memory_id, message_key=key,
+                after=last,
+            )  # fmt: skip
+            message = event_message(state, int(position) - 1)
         inner = {**config, "configurable": {**conf, "vault_id": vault_id, "memory_id": memory_id}}
         result = await graph.ainvoke({"messages": [message], "turn": message}, inner)
         replies = [m for m in _after(result["messages"], message.id) if isinstance(m, ToolMessage)]
+        done = [m for m in replies if m.status != "error"]
+        already = [m.name in WRITE_TOOLS and m.text == DUPLICATE for m in done]
         idx = message.additional_kwargs.get("msg_idx")
         label = f"msg {idx}" if idx is not None else str(message.content)
         mine = [c for c in result.get("corrections", []) if c.startswith(label + ":")]
         return {
-            **dict.fromkeys(("role", "content", "msg_idx", "control")),  # consumed
+            **dict.fromkeys(("role", "content", "msg_idx", "id", "control")),  # consumed
             "event": label,
-            "tool_calls": [m.name for m in replies if m.status != "error"],
+            "tool_calls": [m.name for m, dup in zip(done, already, strict=True) if not dup],
             "refused": [f"{m.name}: {m.text}" for m in replies if m.status == "error"],
+            "already_stored": [
+                f"{m.name}: the server already had this write (same key), nothing stored again"
+                for m, dup in zip(done, already, strict=True)
+                if dup
+            ],
             "memory_id": memory_id,
             "corrections": mine,
-            "last_msg_idx": max(idx or 0, state.get("last_msg_idx") or 0),
+            "last_msg_idx": max(idx or 0, last),
         }
 
     async def capture_once(state: ServedCaptureState, config: RunnableConfig) -> dict[str, Any]:

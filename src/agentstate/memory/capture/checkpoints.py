@@ -16,7 +16,9 @@ already sent. Each step therefore commits, and two things make that cheap:
   (aiosqlite), about 35 hand-offs per captured message, which on a busy
   2-core machine cost more than the writes (see ``scripts/bench_memory.py``).
 
-Files are created 0600 (``agentstate.private_files.private_db_file``).
+Files are created 0600, and a path that is a symlink, a FIFO, a device or
+anything but a regular file is refused before it is opened
+(:func:`agentstate.memory.service.own_files.own_file`).
 Notebook 06 and the worker.
 """
 
@@ -37,7 +39,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agentstate.private_files import private_db_file
+from agentstate.memory.service.own_files import own_file
 
 PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 
@@ -87,7 +89,9 @@ class LoopSqliteSaver(SqliteSaver):
 
 
 def _connect(path: str | Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(private_db_file(path)), check_same_thread=False)
+    if not Path(path).parent.is_dir():
+        raise FileNotFoundError(f"folder for the database does not exist: {Path(path).parent}")
+    conn = sqlite3.connect(str(own_file(path, "the checkpoint file")), check_same_thread=False)
     for pragma in PRAGMAS:
         conn.execute(pragma)
     return conn

@@ -12,7 +12,10 @@ the model only what is the model's to say (a summary, a context document):
   cancelled before that leaves the message to be sent again; a resent message
   already acknowledged is skipped; every write carries an ``idempotency_key``
   (thread and msg_idx), so one that reached the server before the failure is
-  not stored twice;
+  not stored twice. ``msg_idx`` is the message's own (the observer's
+  numbering, or a position the memory server assigned it: ``assign_position``,
+  as the served graph does), never a count read from the state, which two
+  runs at once would read alike;
 - role and content copied from the message itself, tags exactly {role, msg_idx};
 - SESSION_START -> get_context, list_entries(limit=10), once per SESSION_START
   message (a thread may hold several sessions; a resent one is skipped), the

@@ -7,8 +7,8 @@ Started again on the same checkpoint file, it first finishes any turn the
 killed process left half done (``CaptureRun.resume``), then sends only the
 events the checkpoints do not show as handled. It prints ``sent <thread>
 <position>`` after each event and ``done`` at the end. A missing server, a
-wrong token, an unknown conversation or a bad checkpoint path end in one
-line on stderr with exit status 2.
+wrong token, an unknown conversation or a bad checkpoint path (a missing
+folder, a folder, a symlink, a FIFO) end in one line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 
 from agentstate.loopback import port_open
 from agentstate.memory.service.options import OneLineParser, port_of, start_hint
+from agentstate.memory.service.own_files import NotOwnFileError, check_own_file
 from agentstate.private_files import check_db_path
 
 
@@ -37,6 +38,7 @@ def preflight(args: argparse.Namespace):
     told not to wait for one.
     """
     check_db_path(args.checkpoints)
+    check_own_file(args.checkpoints, "the checkpoint file")  # a FIFO or a symlink: refused
     conversation = conversation_of(args.conversation)
     if args.retry_for <= 0 and not port_open(port_of(args.url)):
         raise ConnectionError(start_hint(args.url))
@@ -97,7 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         conversation = preflight(args)
-    except (ConnectionError, FileNotFoundError, IsADirectoryError, ValueError) as exc:
+    except (
+        ConnectionError,
+        FileNotFoundError,
+        IsADirectoryError,
+        NotOwnFileError,
+        ValueError,
+    ) as exc:
         parser.error(str(exc))  # one line, exit status 2
     from agentstate.memory.client import (
         MemoryAccessDenied,
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         MemoryToolError,
         FileNotFoundError,
         IsADirectoryError,
+        NotOwnFileError,
         ValueError,
     ) as exc:
         parser.error(str(exc))  # one line, exit status 2

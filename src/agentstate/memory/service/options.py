@@ -23,6 +23,7 @@ import sys
 from typing import NoReturn
 
 from agentstate.loopback import HOST, port_argument
+from agentstate.memory.service.own_files import NotOwnFileError, read_small_file
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 
@@ -102,7 +103,9 @@ def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
 
     Refused via ``error`` (one line, exit 2): ``--token`` (an argument is
     readable by every local user in ``/proc/<pid>/cmdline``), a token file that
-    cannot be read, and an empty token (it would start a server open to every
+    cannot be read or is not a regular file of at most 4096 bytes (a FIFO, a
+    device such as ``/dev/zero`` or a symlink is refused before it is opened:
+    see :mod:`.own_files`), and an empty token (it would start a server open to every
     local process while its operator believes it is protected). The token is
     never printed.
     """
@@ -114,8 +117,9 @@ def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
         )
     if args.token_file is not None:
         try:
-            with open(args.token_file, encoding="utf-8") as f:
-                token = f.read().strip()
+            token = read_small_file(args.token_file, what="the token file").decode().strip()
+        except NotOwnFileError as exc:  # a FIFO, a device, a symlink, too large: never read
+            error(f"--token-file: {exc}")
         except (OSError, UnicodeDecodeError) as exc:
             error(f"--token-file {args.token_file}: cannot read it ({type(exc).__name__})")
         if not token:

@@ -5,7 +5,7 @@ The notebook and the tests talk to the same server a user would run with
 picks a free loopback port, waits until the port answers, and on ``stop()``
 (or at interpreter exit) terminates the process, so nothing is left behind.
 ``kill()`` is a real SIGKILL, for the restart lessons. The server's own log
-goes to ``<db>.log``, never to the notebook. Ports, readiness, stopping and
+goes to ``<db>.log`` (0600, like the store), never to the notebook. Ports, readiness, stopping and
 errors (:class:`~agentstate.loopback.LoopbackServerError`) come from
 :mod:`agentstate.loopback`, shared with stage 05's engine.
 """
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from agentstate.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
+from agentstate.memory.service.own_files import own_file
 
 __all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
 
@@ -59,7 +60,17 @@ class ServerProcess(LoopbackProcess):
         return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
     def start(self, timeout: float = 20.0, *, detach: bool = False) -> ServerProcess:
-        """Launch the server and wait until its port answers (20 s by default)."""
+        """Launch the server and wait until its port answers (20 s by default).
+
+        The log is the store's neighbour and holds what the server printed: it is
+        created 0600 like the store, and refused (``LoopbackServerError``, nothing
+        started) if it is a symlink or anything but a regular file (:mod:`.own_files`).
+        """
+        if not self.running:
+            try:
+                own_file(self.log_path, "the memory server's log")
+            except OSError as exc:
+                raise LoopbackServerError(f"{self.name} not started: {exc}") from None
         super().start(timeout, detach=detach)
         return self
 

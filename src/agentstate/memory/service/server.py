@@ -2,14 +2,16 @@
 
 Tools (names and parameters of Mycelian Memory's MCP server): ``add_entry``,
 ``list_entries``, ``get_entry``, ``put_context``, ``get_context``,
-``await_consistency``, ``search_memories``; plus ``create_memory``, ours,
-because a memory must exist before it is written. Bad input raises a
+``await_consistency``, ``search_memories``; plus two of ours: ``create_memory``,
+because a memory must exist before it is written, and ``assign_position``,
+which gives a message its position once, atomically, for writers that do not
+know it (two capture runs on one thread must never give two messages one key). Bad input raises a
 ``ToolError`` whose message says what is wrong; the client receives it as an
 MCP error result and nothing is written. ``add_entry`` and ``put_context``
 take an optional ``idempotency_key`` (ours): a write sent again with a key
 its memory already has answers "already enqueued" and is not stored twice,
 which makes a retry after a lost reply, or a resent message, safe. Reads return structured content
-(``list_entries`` with the cursor of its next page).
+(``list_entries`` with the ``seq`` cursor of its next page).
 
 Run it with ``agentstate memory serve --db PATH`` (stdio) or ``--transport
 http --port N`` (streamable HTTP, bound to 127.0.0.1 only). Over HTTP any
@@ -50,6 +52,8 @@ from agentstate.memory.service.options import (  # noqa: E402
     preflight,
 )
 from agentstate.memory.service.store import (  # noqa: E402
+    LAST_SEQ,
+    MAX_POSITION,
     MAX_TAGS_CHARS,
     MemoryInputError,
     MemoryStore,
@@ -88,6 +92,17 @@ def _int_schema(low: int, high: int, default: int) -> WithJsonSchema:
 
 # spelled as aliases (not returned by a function) so a type checker reads them as types
 Limit = Annotated[Any, _int_schema(1, 50, 25)]
+After = Annotated[Any, _int_schema(0, MAX_POSITION, 0)]
+Cursor = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}, {"type": "null"}],
+            "default": None,
+            "description": "exclusive: an entry's seq (as in a page's next), or an RFC3339 time",
+        }
+    ),
+]
 TopKe = Annotated[Any, _int_schema(0, 25, 5)]
 TopKc = Annotated[Any, _int_schema(1, 10, 1)]
 
@@ -96,6 +111,20 @@ def _int(value: Any, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise MemoryInputError(f"{name} must be an integer between {low} and {high}, got {value!r}")
     return value
+
+
+def _cursor(value: Any, name: str) -> int | str | None:
+    """A ``list_entries`` cursor: None, an entry's ``seq`` (an int >= 0) or an RFC3339 time."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= LAST_SEQ:
+        return value
+    if isinstance(value, str):
+        return parse_time(value, name)
+    raise MemoryInputError(
+        f"{name} must be the seq of an entry (an integer >= 0, as in a page's next) or an "
+        f"RFC3339 timestamp, got {value!r}"
+    )
 
 
 def _tags(tags: Any) -> dict[str, Any]:
@@ -209,26 +238,43 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         vault_id: str,
         memory_id: str,
         limit: Limit = 25,
-        before: str | None = None,
-        after: str | None = None,
+        before: Cursor = None,
+        after: Cursor = None,
     ) -> dict[str, Any]:
         """A page of entries, oldest first, and ``next``: the cursor of the next page or null.
 
-        limit 1..50; at most one of before/after (RFC3339, exclusive). Without
-        ``after`` the page holds the newest entries and ``next`` = {"before": ...}
-        pages back in time; with ``after``, ``next`` = {"after": ...} pages forward.
+        limit 1..50; at most one of before/after, each exclusive: the ``seq`` of
+        an entry (the order entries are stored and listed in) or an RFC3339
+        time. Without ``after`` the page holds the newest entries and ``next`` =
+        {"before": seq} pages back; with ``after``, ``next`` = {"after": seq}
+        pages forward. Paging by seq skips and repeats nothing, whatever the clock did.
         """
         store.require_memory(vault_id, memory_id)
         _int(limit, "limit", 1, 50)
         if before is not None and after is not None:
             raise MemoryInputError("give before or after, not both")
-        cursors = {
-            "before": parse_time(before, "before") if before is not None else None,
-            "after": parse_time(after, "after") if after is not None else None,
-        }
+        cursors = {"before": _cursor(before, "before"), "after": _cursor(after, "after")}
         entries, more = store.list_entries(memory_id, limit, **cursors)
         store.log_op(memory_id, "list_entries", {"limit": limit, **cursors})
         return {"entries": entries, "next": more}
+
+    @tool
+    async def assign_position(
+        vault_id: str, memory_id: str, message_key: str, after: After = 0
+    ) -> str:
+        """The position (msg_idx) of one message in this memory, assigned once, atomically.
+
+        The same ``message_key`` (the message's own id, up to 200 characters)
+        always gets the same position; a new one gets the next free position,
+        greater than ``after`` and than every msg_idx this memory holds, so two
+        writers never give two messages one position. Returns the position.
+        """
+        store.require_memory(vault_id, memory_id)
+        key = check_key(message_key, "message_key")
+        if key is None:
+            raise MemoryInputError("message_key is required")
+        _int(after, "after", 0, MAX_POSITION)
+        return str(store.assign_position(memory_id, key, after))
 
     @tool
     async def get_entry(vault_id: str, memory_id: str, entry_id: str) -> dict[str, Any]:

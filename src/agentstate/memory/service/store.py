@@ -7,7 +7,13 @@ kill. Enqueueing is one transaction (the queued write plus its line in the
 snapshot plus marking it applied), so nothing is ever half-written. The
 ``ops`` log records every successful tool call on a memory, reads included,
 which lets the auditor of notebook 06 check bootstraps and flushes from the
-store alone. Entries are indexed with SQLite FTS5. Timestamps are RFC3339 UTC.
+store alone. Entries are indexed with SQLite FTS5. Timestamps are RFC3339 UTC;
+the order of entries is their ``seq`` (the order they were stored in), and
+``list_entries`` pages by it, cursors included, so a clock that steps back or
+stamps several entries alike skips or repeats nothing. ``positions`` gives
+each message a position once (``assign_position``), atomically, past every
+``msg_idx`` the memory was written with: a count two writers read at once
+would give two messages one position, and so one idempotency key.
 
 Durability: WAL with ``synchronous=NORMAL``. A transaction is in the WAL
 file when COMMIT returns, so a killed server (even SIGKILL) loses nothing it
@@ -31,12 +37,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentstate.private_files import check_db_path, private_db_file
+from agentstate.memory.service.own_files import check_own_file, own_file, read_head
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
     memory_id TEXT PRIMARY KEY, vault_id TEXT NOT NULL, title TEXT NOT NULL DEFAULT '',
-    created_at TEXT NOT NULL);
+    created_at TEXT NOT NULL, last_position INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS positions (
+    memory_id TEXT NOT NULL, message_key TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (memory_id, message_key));
 CREATE TABLE IF NOT EXISTS queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id TEXT NOT NULL, kind TEXT NOT NULL,
     payload TEXT NOT NULL, enqueued_at TEXT NOT NULL, applied_at TEXT, write_key TEXT);
@@ -67,6 +76,14 @@ KEY_INDEX = (
     "WHERE write_key IS NOT NULL"
 )
 MAX_KEY_CHARS = 200
+# A store made before positions: the highest integer msg_idx each memory was written with.
+LAST_POSITION_COLUMN = "ALTER TABLE memories ADD COLUMN last_position INTEGER NOT NULL DEFAULT 0"
+BACKFILL_POSITIONS = """UPDATE memories SET last_position = COALESCE((
+    SELECT MAX(json_extract(payload, '$.tags.msg_idx')) FROM queue
+    WHERE queue.memory_id = memories.memory_id AND kind = 'entry'
+    AND json_type(payload, '$.tags.msg_idx') = 'integer'), 0)"""
+MAX_POSITION = 2**53 - 1  # the largest integer every JSON reader keeps exact
+LAST_SEQ = 2**63 - 1  # past every seq SQLite assigns
 
 # Whole-string patterns, used with ``fullmatch``: ``$`` alone would accept a trailing newline.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -158,39 +175,48 @@ def check_encodable(value: str, name: str) -> str:
     return value
 
 
-def check_key(value: Any) -> str | None:
-    """An idempotency key: None, or 1-200 characters without control characters."""
+def check_key(value: Any, name: str = "idempotency_key") -> str | None:
+    """A key (a write's, a message's): None, or 1-200 characters without control characters."""
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise MemoryInputError(f"idempotency_key must be a non-empty string, got {value!r}")
+        raise MemoryInputError(f"{name} must be a non-empty string, got {value!r}")
     if len(value) > MAX_KEY_CHARS or any(ord(c) < 32 for c in value):
         raise MemoryInputError(
-            f"idempotency_key must be at most {MAX_KEY_CHARS} characters, without control "
-            "characters"
+            f"{name} must be at most {MAX_KEY_CHARS} characters, without control characters"
         )
-    return check_encodable(value, "idempotency_key")
+    return check_encodable(value, name)
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+# SQLite opens these beside the store by name; each must be a regular file if it exists
+SIDE_FILES = ("-wal", "-shm", "-journal", ".lock")
 
 
 def check_store_path(path: str | Path) -> Path:
-    """Refuse a path that cannot hold a store, creating and locking nothing.
+    """Refuse a path that cannot hold a store, creating, opening for write and locking nothing.
 
-    A missing folder, a folder, or an existing non-empty file that is not
-    SQLite is a ``MemoryInputError``. ``MemoryStore`` checks this first, and
-    the command line before it imports the MCP server, so a bad ``--db`` fails
-    at once and changes nothing.
+    A missing folder, or a path (or one of its side files ``-wal``, ``-shm``,
+    ``-journal``, ``.lock``) that is a folder, a symlink, a FIFO, a device or
+    anything but a regular file, or an existing non-empty file that is not
+    SQLite, is a ``MemoryInputError``: ``lstat`` decides before anything is
+    opened (see :mod:`.own_files`), so ``--db /dev/null`` or a FIFO is never
+    opened or chmodded. ``MemoryStore`` checks this first, and the command line
+    before it imports the MCP server, so a bad ``--db`` fails at once and
+    changes nothing.
     """
+    path = Path(path)
     try:
-        path = check_db_path(path)
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"folder for the database does not exist: {path.parent}")
+        seen = check_own_file(path, "the store")
+        for side in SIDE_FILES:
+            check_own_file(path.with_name(path.name + side), "the store's side file")
+        if seen is not None and seen.st_size:
+            if read_head(path, len(SQLITE_HEADER), "the store") != SQLITE_HEADER:
+                raise MemoryInputError(f"{path} exists and is not an SQLite database")
     except OSError as exc:
         raise MemoryInputError(str(exc)) from None
-    if path.is_file() and path.stat().st_size:
-        with path.open("rb") as f:
-            if f.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
-                raise MemoryInputError(f"{path} exists and is not an SQLite database")
     return path
 
 
@@ -201,9 +227,10 @@ def _lock_writer(path: Path) -> int:
     (one answers "consistent" too early, the other waits for writes it never
     sees) and both would drain the queue. The kernel drops the lock when the
     process dies, even by SIGKILL, so a restart after a crash is never blocked.
+    The lock file is created 0600 the way the store is (:func:`.own_files.own_file`).
     """
-    lock_path = private_db_file(path.with_name(path.name + ".lock"))
-    fd = os.open(lock_path, os.O_RDWR)
+    lock_path = own_file(path.with_name(path.name + ".lock"), "the store's lock file")
+    fd = os.open(lock_path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -223,18 +250,20 @@ class MemoryStore:
 
     One process at a time may open a file as its store (``StoreInUseError``
     otherwise). The file and its lock file are created 0600: entries are
-    conversations. Raises ``MemoryInputError`` if ``path`` is a folder, its
-    folder is missing, or the file is not an SQLite database.
+    conversations. Raises ``MemoryInputError`` if its folder is missing, if
+    ``path`` (or a side file) is a folder, a symlink, a FIFO, a device or
+    anything but a regular file (decided by ``lstat``, before any open or
+    chmod: :mod:`.own_files`), or if the file is not an SQLite database.
     """
 
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
         self.path = Path(path)
         check_store_path(self.path)  # before anything touches it: bad input changes nothing
         try:
-            private_db_file(self.path)
+            own_file(self.path, "the store")  # 0600, refused if it is not a regular file
+            self._lock_fd: int | None = _lock_writer(self.path)
         except OSError as exc:
             raise MemoryInputError(str(exc)) from None
-        self._lock_fd: int | None = _lock_writer(self.path)
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
@@ -248,6 +277,10 @@ class MemoryStore:
                 if "write_key" not in columns:  # a store made before idempotency keys
                     self._conn.execute("ALTER TABLE queue ADD COLUMN write_key TEXT")
                 self._conn.execute(KEY_INDEX)
+                columns = {r[1] for r in self._conn.execute("PRAGMA table_info(memories)")}
+                if "last_position" not in columns:  # a store made before positions
+                    self._conn.execute(LAST_POSITION_COLUMN)
+                    self._conn.execute(BACKFILL_POSITIONS)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise MemoryInputError(f"{self.path} is not a memory store: {exc}") from None
@@ -344,26 +377,82 @@ class MemoryStore:
     ) -> int:
         stamp = now()
         payload = {**payload, "enqueued_at": stamp}
-        seq, _ = self._transaction(
-            [
+        statements: list[tuple[str, tuple]] = [
+            (
+                "INSERT INTO queue (memory_id, kind, payload, enqueued_at, write_key) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (memory_id, kind, json.dumps(payload, ensure_ascii=False), stamp, key),
+            ),
+            (
+                "INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",
                 (
-                    "INSERT INTO queue (memory_id, kind, payload, enqueued_at, write_key) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (memory_id, kind, json.dumps(payload, ensure_ascii=False), stamp, key),
+                    memory_id,
+                    "add_entry" if kind == "entry" else "put_context",
+                    json.dumps(detail, ensure_ascii=False, sort_keys=True),
+                    stamp,
                 ),
+            ),
+        ]
+        idx = payload.get("tags", {}).get("msg_idx") if kind == "entry" else None
+        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx <= MAX_POSITION:
+            # a message written with its own msg_idx: a position assigned later comes after it
+            statements.append(
                 (
+                    "UPDATE memories SET last_position = MAX(last_position, ?) WHERE memory_id = ?",
+                    (idx, memory_id),
+                )
+            )
+        seq = self._transaction(statements)[0]
+        assert seq is not None  # an INSERT always sets lastrowid
+        return seq
+
+    def assign_position(self, memory_id: str, message_key: str, after: int = 0) -> int:
+        """The position (``msg_idx``) of the message ``message_key`` in ``memory_id``.
+
+        Assigned once, atomically (one IMMEDIATE transaction): the same key gets
+        the same position every time, a new key the next free one, greater than
+        ``after``, than every position assigned before and than every integer
+        ``msg_idx`` this memory was written with. Two writers that read the same
+        count at once therefore never give two messages one position.
+        """
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._conn.execute(
+                    "SELECT position FROM positions WHERE memory_id = ? AND message_key = ?",
+                    (memory_id, message_key),
+                ).fetchone()
+                if row is not None:
+                    position, new = int(row[0]), False
+                else:
+                    last = self._conn.execute(
+                        "SELECT last_position FROM memories WHERE memory_id = ?", (memory_id,)
+                    ).fetchone()[0]
+                    position, new = max(int(last), after) + 1, True
+                    if position > MAX_POSITION:
+                        raise MemoryInputError(f"memory {memory_id!r} has no position left")
+                    self._conn.execute(
+                        "INSERT INTO positions (memory_id, message_key, position) VALUES (?, ?, ?)",
+                        (memory_id, message_key, position),
+                    )
+                    self._conn.execute(
+                        "UPDATE memories SET last_position = ? WHERE memory_id = ?",
+                        (position, memory_id),
+                    )
+                self._conn.execute(
                     "INSERT INTO ops (memory_id, tool, detail, at) VALUES (?, ?, ?, ?)",
                     (
                         memory_id,
-                        "add_entry" if kind == "entry" else "put_context",
-                        json.dumps(detail, ensure_ascii=False, sort_keys=True),
-                        stamp,
+                        "assign_position",
+                        json.dumps({"position": position, "new": new}, sort_keys=True),
+                        now(),
                     ),
-                ),
-            ]
-        )
-        assert seq is not None  # an INSERT always sets lastrowid
-        return seq
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return position
 
     def log_op(self, memory_id: str, tool: str, detail: dict[str, Any] | None = None) -> None:
         """Record a successful read in the call log (the auditor checks bootstraps with it)."""
@@ -444,33 +533,52 @@ class MemoryStore:
         self,
         memory_id: str,
         limit: int = 25,
-        before: str | None = None,
-        after: str | None = None,
-    ) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
+        before: int | str | None = None,
+        after: int | str | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, int] | None]:
         """One page of entries, oldest first, and the cursor of the next page (or None).
 
-        ``before``/``after`` are exclusive RFC3339 cursors. Without ``after`` the
-        page is the newest ``limit`` entries (before ``before``) and the next page
-        is older: ``{"before": <oldest created_at>}``; with ``after`` it is the
-        oldest ``limit`` entries after it and the next page is newer.
+        Pages follow ``seq``, the order entries were stored in, and so do the
+        cursors: ``after=N`` / ``before=N`` (exclusive) are the ``seq`` of an
+        entry, as each entry and each ``next`` carries it, so no entry is
+        skipped or repeated whatever the clock did (stepped back, or stamped
+        several entries alike). Without ``after`` the page is the newest
+        ``limit`` entries (before ``before``) and the next page is older:
+        ``{"before": <seq of its first>}``; with ``after`` it is the oldest
+        ``limit`` entries after it and the next page is newer. An RFC3339
+        timestamp (normalised by :func:`parse_time`) is a point in that order:
+        ``after=T`` starts at the first entry stamped later than ``T``,
+        ``before=T`` ends before the first entry stamped ``T`` or later.
         """
+        if isinstance(after, str):
+            after = self._first_seq(memory_id, ">", after) - 1
+        if isinstance(before, str):
+            before = self._first_seq(memory_id, ">=", before)
         if after is not None:
             rows = self._rows(
-                "SELECT * FROM entries WHERE memory_id = ? AND created_at > ? "
-                "ORDER BY seq ASC LIMIT ?",
+                "SELECT * FROM entries WHERE memory_id = ? AND seq > ? ORDER BY seq ASC LIMIT ?",
                 (memory_id, after, limit + 1),
             )
             page = [self._entry(r) for r in rows[:limit]]
-            more = {"after": page[-1]["created_at"]} if len(rows) > limit else None
+            more = {"after": page[-1]["seq"]} if len(rows) > limit else None
             return page, more
-        sql, params = "SELECT * FROM entries WHERE memory_id = ?", [memory_id]
-        if before is not None:
-            sql += " AND created_at < ?"
-            params.append(before)
-        rows = self._rows(sql + " ORDER BY seq DESC LIMIT ?", (*params, limit + 1))
+        rows = self._rows(
+            "SELECT * FROM entries WHERE memory_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            (memory_id, LAST_SEQ if before is None else before, limit + 1),
+        )
         page = [self._entry(r) for r in reversed(rows[:limit])]
-        more = {"before": page[0]["created_at"]} if len(rows) > limit else None
+        more = {"before": page[0]["seq"]} if len(rows) > limit else None
         return page, more
+
+    def _first_seq(self, memory_id: str, op: str, stamp: str) -> int:
+        """The seq of the first entry (in stored order) stamped ``op stamp``, or ``LAST_SEQ``."""
+        assert op in (">", ">=")  # never user text in the statement
+        rows = self._rows(
+            f"SELECT seq FROM entries WHERE memory_id = ? AND created_at {op} ? "
+            "ORDER BY seq LIMIT 1",
+            (memory_id, stamp),
+        )
+        return rows[0]["seq"] if rows else LAST_SEQ
 
     def get_entry(self, memory_id: str, entry_id: str) -> dict[str, Any]:
         """One entry of ``memory_id``; ``MemoryInputError`` if there is none."""
@@ -484,6 +592,7 @@ class MemoryStore:
     @staticmethod
     def _entry(row: dict[str, Any]) -> dict[str, Any]:
         return {
+            "seq": row["seq"],
             "entry_id": row["entry_id"],
             "raw_entry": row["raw_entry"],
             "summary": row["summary"],
