@@ -1,0 +1,7 @@
+"""``python -m agentstate.doctor TARGET``: ``agentstate doctor TARGET`` (notebooks 01-06)."""
+
+import sys
+
+from agentstate.doctor.cli import main
+
+sys.exit(main())
