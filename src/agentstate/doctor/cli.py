@@ -19,14 +19,28 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentstate.doctor.loading import Loaded, TargetError, describe, load, targets
+from agentstate.doctor import loading
+from agentstate.doctor.loading import Loaded, Target, TargetError, describe, load
 
 if TYPE_CHECKING:
+    from agentstate.doctor.graph_facts import Graph
     from agentstate.doctor.output import Diagnosed
 
 FORMATS = ("text", "json", "github", "sarif")
+
+
+def targets(spec: str) -> list[tuple[str, str, Path]]:
+    """(name, target, base directory) for a target, or for every graph of a langgraph.json."""
+    return [(t.name, t.spec, t.base) for t in loading.targets(spec)]
+
+
+def load_target(spec: str, base: Path | None = None) -> Graph:
+    """The compiled graph ``spec`` names, its paths relative to ``base`` (default: cwd)."""
+    base = Path.cwd() if base is None else base
+    return load(Target(spec, spec, base, (base,))).graph
 
 
 def printable(text: str) -> str:
@@ -72,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     try:
         with contextlib.redirect_stdout(sys.stderr):
-            planned = [t for spec in args.target for t in targets(spec)]
+            planned = [t for spec in args.target for t in loading.targets(spec)]
             diagnosed = [_diagnose(load(t)) for t in planned]
     except TargetError as exc:
         print(f"agentstate doctor: error: {printable(str(exc))}", file=sys.stderr)
