@@ -169,3 +169,22 @@ def test_bad_input_is_one_line_and_exit_2(project, target, message):
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("agentstate doctor: error: ") and message in line
+
+
+def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, monkeypatch, capsys):
+    """Status 1 means an error finding: a crash inside the checks must not look like one."""
+    import agentstate.doctor.diagnosis
+    from agentstate.doctor.cli import main
+
+    def crash(graph, name=None):
+        raise KeyError("a node the checks did not expect")
+
+    monkeypatch.setattr(agentstate.doctor.diagnosis, "diagnose", crash)
+    monkeypatch.chdir(project)
+    assert main(["agents.py:clean"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "agentstate doctor: error: agents.py:clean: the doctor failed on it (a bug, please report "
+        "it): KeyError: 'a node the checks did not expect'\n"
+    )

@@ -96,10 +96,13 @@ def test_github_annotations_land_on_the_finding_s_line_else_the_graph_s(project)
     assert github_lines(Diagnosed(report(project)))[3].startswith("::notice title=doctor ")
 
 
-def test_github_paths_are_relative_to_the_workspace(project, monkeypatch):
+def test_github_paths_are_relative_to_the_workspace_the_table_s_to_the_directory(
+    project, monkeypatch
+):
     monkeypatch.setenv("GITHUB_WORKSPACE", str(project / "src"))
     (line, *_) = github_lines(Diagnosed(report(project)))
     assert line.startswith("::error file=tools.py,line=12,")
+    assert report(project).rows()[0]["where"] == "src/tools.py:12"
 
 
 def test_github_escapes_what_would_end_a_property_or_the_command(project):

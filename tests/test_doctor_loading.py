@@ -192,6 +192,10 @@ BAD_MODULES = {
             raise ValueError("no API key")
 
 
+        def make_verbose():
+            raise ValueError("first line\\n  second line\\n\\nthird line")
+
+
         def make_exit():
             sys.exit(0)
 
@@ -278,6 +282,11 @@ BAD = [
         "factories.py:make_async",
         "factory make_async raised ValueError: no API key",
         id="async factory raises",
+    ),
+    pytest.param(
+        "factories.py:make_verbose",
+        "factory make_verbose raised ValueError: first line second line third line",
+        id="a factory's exception of several lines",
     ),
     pytest.param(
         "factories.py:make_three",

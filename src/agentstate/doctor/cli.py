@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -81,20 +82,30 @@ def run(args: argparse.Namespace) -> int:
     """Diagnose every target and print the reports: 1 if any error, 2 for anything that failed.
 
     What a target prints while it is imported or built goes to stderr, so the
-    report on stdout stays valid JSON or SARIF.
+    report on stdout stays valid JSON or SARIF. Status 1 means an error finding
+    and nothing else: whatever else goes wrong is one line and status 2.
     """
     fmt = "json" if args.json else args.format
     try:
         with contextlib.redirect_stdout(sys.stderr):
             planned = [t for spec in args.target for t in loading.targets(spec)]
             diagnosed = [_diagnose(load(t)) for t in planned]
+        shown = render(fmt, diagnosed, args.docs_url)
     except TargetError as exc:
-        print(f"agentstate doctor: error: {printable(str(exc))}", file=sys.stderr)
-        return 2
-    shown = render(fmt, diagnosed, args.docs_url)
-    if shown:
-        print(shown)
+        return _fail(str(exc))
+    except Exception as exc:
+        return _fail(f"the doctor failed (a bug, please report it): {describe(exc)}")
+    try:
+        if shown:
+            print(shown, flush=True)
+    except BrokenPipeError:  # `agentstate doctor ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1 if any(d.report.errors for d in diagnosed) else 0
+
+
+def _fail(message: str) -> int:
+    print(f"agentstate doctor: error: {printable(message)}", file=sys.stderr)
+    return 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

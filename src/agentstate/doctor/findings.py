@@ -163,14 +163,17 @@ class Report:
         ``where`` is relative to the current directory when the file is under it
         (``""`` when the doctor cannot tell where the tool or node is defined).
         """
+        from pathlib import Path
+
         from agentstate.doctor.places import where
 
+        here = Path.cwd()
         return [
             {
                 "code": f.code,
                 "severity": f.severity,
                 "subject": f.subject,
-                "where": where(f.file, f.line),
+                "where": where(f.file, f.line, here),
                 "message": f.message,
             }
             for f in self.findings
