@@ -432,8 +432,6 @@ def call_factory(factory: Any, label: str) -> object:
         made = factory(**arguments)
     except (Exception, SystemExit) as exc:
         raise TargetError(f"{label}: factory {name} raised {describe(exc)}") from None
-    if _compiled(made, label) is not None:
-        return made
     try:
         if inspect.isawaitable(made) or _is_async_context(made):
             return _run(made)
