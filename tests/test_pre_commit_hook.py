@@ -1,0 +1,127 @@
+"""``.pre-commit-hooks.yaml``: the doctor as a pre-commit hook, checked by pre-commit itself.
+
+pre-commit's own schema validates the manifest; then pre-commit runs the hook
+on a git repository of a broken and a fixed graph, as a reader's
+``.pre-commit-config.yaml`` would (``language: system`` here, so the hook runs
+this environment's ``agentstate`` instead of installing the package anew).
+Both skip, with the reason, where the ``pre-commit`` package is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFEST = ROOT / ".pre-commit-hooks.yaml"
+README = ROOT / "docs" / "doctor" / "README.md"
+
+AGENT = """
+import operator
+from typing import Annotated, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class Plain(TypedDict):
+    docs: list
+
+
+class Reduced(TypedDict):
+    docs: Annotated[list, operator.add]
+
+
+def build(schema):
+    b = StateGraph(schema)
+    b.add_node("a", lambda s: {"docs": ["a"]})
+    b.add_node("b", lambda s: {"docs": ["b"]})
+    b.add_edge(START, "a")
+    b.add_edge(START, "b")  # a and b run in one step and both write docs
+    b.add_edge(["a", "b"], END)
+    return b.compile()
+
+
+graph = build(GRAPH_SCHEMA)
+"""
+
+
+def hook() -> dict:
+    (only,) = yaml.safe_load(MANIFEST.read_text())
+    return only
+
+
+def test_the_manifest_is_the_doctor_run_once_with_the_user_s_args():
+    h = hook()
+    assert (h["id"], h["entry"], h["language"]) == (
+        "agentstate-doctor",
+        "agentstate doctor",
+        "python",
+    )
+    assert h["pass_filenames"] is False and "args" not in h  # the reader names the targets
+    script = Path(sys.executable).with_name("agentstate")
+    assert script.is_file()  # what `entry` runs: the package's console script
+
+
+def test_pre_commit_accepts_the_manifest():
+    clientlib = pytest.importorskip(
+        "pre_commit.clientlib", reason="pre-commit is not installed (a dev dependency)"
+    )
+    (loaded,) = clientlib.load_manifest(str(MANIFEST))
+    assert loaded["id"] == "agentstate-doctor" and loaded["pass_filenames"] is False
+
+
+def test_the_readme_shows_the_config_snippet_for_this_hook():
+    page = README.read_text()
+    blocks = [b.split("```", 1)[0] for b in page.split("```yaml\n")[1:]]
+    (snippet,) = [b for b in blocks if "agentstate-doctor" in b]
+    config = yaml.safe_load(snippet)
+    (repo,) = config["repos"]
+    (entry,) = repo["hooks"]
+    assert entry["id"] == hook()["id"] and entry["args"] == ["langgraph.json"]
+
+
+def run_hook(repo: Path, schema: str) -> subprocess.CompletedProcess[str]:
+    (repo / "agent.py").write_text(textwrap.dedent(AGENT).replace("GRAPH_SCHEMA", schema))
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PRE_COMMIT_HOME": str(repo.parent / "pre-commit-home"),
+    }
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--all-files", "--color", "never"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_pre_commit_runs_the_hook_and_fails_on_an_error_finding(tmp_path):
+    pytest.importorskip("pre_commit", reason="pre-commit is not installed (a dev dependency)")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    local = {**hook(), "language": "system", "args": ["langgraph.json"]}
+    config = {"repos": [{"repo": "local", "hooks": [local]}]}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    (repo / "langgraph.json").write_text(json.dumps({"graphs": {"agent": "./agent.py:graph"}}))
+    broken = run_hook(repo, "Plain")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "agentstate doctor" in broken.stdout and "Failed" in broken.stdout
+    assert "unreduced-parallel-write" in broken.stdout
+    fixed = run_hook(repo, "Reduced")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "Passed" in fixed.stdout
