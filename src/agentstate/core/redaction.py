@@ -79,15 +79,23 @@ def _ref_name(field: Any) -> str:
     return name if name[0].isalnum() else f"s{name}"
 
 
-def _json_container(text: str) -> Any:
-    """``text`` parsed, if it is a JSON object or array; else None."""
+def _json_container(text: str, *, partial: bool = False) -> Any:
+    """``text`` parsed, if it is a JSON object or array; else None.
+
+    ``partial``: JSON that is cut off is read too (langchain-core's ``parse_partial_json``).
+    """
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        parsed = json.loads(stripped)
+        parsed = json.loads(stripped, strict=False)
     except ValueError:
-        return None
+        if not partial:
+            return None
+        try:
+            parsed = parse_partial_json(stripped)
+        except ValueError:
+            return None
     return parsed if isinstance(parsed, dict | list) else None
 
 
@@ -170,7 +178,7 @@ class _Rewrite:
     def scrub(self, value: Any) -> Any:
         """``value`` with every secret inside it (keys, field/value pairs, text) hidden."""
         if isinstance(value, str):
-            parsed = _json_container(value)
+            parsed = _json_container(value, partial=True)  # JSON text, whole or cut off
             if parsed is None:
                 return self.scrub_text(value)
             clean = self.scrub(parsed)

@@ -29,16 +29,19 @@ SECRET_NAME = re.compile(
 _BARE_WORD = r"""[^\s,;}\]"'\\)][^\s,;}\])]*"""
 _MARK = r"(?:\*\*|__|\*|`)"  # markdown around a key: **Password**, `password`
 # ``"password": "x"``, ``password=x``, ``password: two words``, ``password is x``,
-# ``**Password**: x``, ``the password for admin is x`` in free text; keys may be quoted or
-# escaped-quoted (JSON inside a JSON string). A bare value runs over several words up to a
-# line end, ``,``, ``;`` or the next ``name:`` pair.
+# ``**Password**: x``, ``--password=x``, ``the password for admin is x`` in free text; keys
+# may be quoted or escaped-quoted (JSON inside a JSON string). A bare value runs over several
+# words up to a line end, ``,``, ``;`` or the next ``name:`` pair; after a tight ``NAME=``
+# (env-style, ``PGPASSWORD=x psql``) it is one word.
 TEXT_PAIR = re.compile(
-    rf"""(?<![\w$.-])(?P<key>(?P<mk>{_MARK})?(?P<kq>\\?["'])?"""
+    rf"""(?<![\w$.-])(?P<key>(?:--?)?(?P<mk>{_MARK})?(?P<kq>\\?["'])?"""
     r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?:\\?["'])?"""
     r"""(?:[ \t]+(?:for|of)[ \t]+[\w.@-]+)?(?P=mk)?"""
-    rf"""(?:\s*[:=]{_MARK}?\s*|[ \t]+is[ \t]+))"""
+    rf"""(?:(?P<tight>=)(?=[^\s=])|\s*[:=]{_MARK}?\s*|[ \t]+is[ \t]+))"""
     r"""(?:\\"(?P<edq>.*?)\\"|"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^'\n]*)'"""
-    rf"""|(?P<bare>{_BARE_WORD}(?:[ \t]+(?![A-Za-z_][\w.-]*\s*[:=]){_BARE_WORD})*))"""
+    # ``NAME=value`` (no space around ``=``, env-style): one word; else up to the line's end
+    rf"""|(?P<bare>(?(tight){_BARE_WORD}"""
+    rf"""|{_BARE_WORD}(?:[ \t]+(?![A-Za-z_][\w.-]*\s*[:=]){_BARE_WORD})*)))"""
 )
 # ``<password>x</password>``: an element whose name holds a secret, and its text.
 XML_ELEMENT = re.compile(r"<(?P<tag>[A-Za-z_][\w.-]*)>(?P<value>[^<]*)</(?P=tag)>")
