@@ -212,3 +212,11 @@ def test_two_threads_of_one_agent_replace_only_their_own_values(tmp_path):
     assert "Alpha-Secret-11" in b["messages"][-1].content  # another thread's value: not matched
     (ref,) = refs_in(a["messages"][-1].content)
     assert store.resolve(ref) == "Alpha-Secret-11" and "Alpha-Secret-11" not in agent_side(a)
+
+
+def test_the_replys_prose_is_searched_for_known_values_only():
+    """docs/secrets.md, "not redacted": the key rules read tool arguments, not the prose."""
+    store = SecretStore()
+    text = "Noted. my password: Fresh-Value-1"
+    assert redaction(store).rewrite(AIMessage(content=text), thread="t").content == text
+    assert len(store) == 0
