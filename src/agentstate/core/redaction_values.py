@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import html
 import json
 import re
@@ -49,7 +50,8 @@ def is_made_ref(value: object) -> bool:
     return isinstance(value, str) and _MADE_REF.fullmatch(value) is not None
 
 
-def encodings(plain: str) -> set[str]:
+@functools.lru_cache(maxsize=4096)
+def encodings(plain: str) -> frozenset[str]:
     """``plain`` as models and tools commonly rewrite it: the ways the value pass finds it."""
     escaped = json.dumps(plain)[1:-1]
     b64 = base64.b64encode(plain.encode()).decode()
@@ -66,7 +68,7 @@ def encodings(plain: str) -> set[str]:
         b64,  # base64 (a Kubernetes Secret's data, a Basic header of the value alone)
         b64.rstrip("="),
     }
-    return {f for f in forms if len(f) >= MIN_ECHO}
+    return frozenset(f for f in forms if len(f) >= MIN_ECHO)
 
 
 def _json_container(text: str) -> Any:
@@ -78,6 +80,42 @@ def _json_container(text: str) -> Any:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict | list) else None
+
+
+def _trie(forms: frozenset[str]) -> str:
+    """One regex matching any of ``forms``, longest first, shaped as a trie.
+
+    A plain alternation of thousands of values makes ``re`` try each at every
+    position; a trie follows one branch per character, so the pass stays fast
+    however many values a thread holds.
+    """
+    root: dict[str, Any] = {}
+    for form in forms:
+        node = root
+        for char in form:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def regex(node: dict[str, Any]) -> str:
+        run = ""
+        while len(node) == 1 and "" not in node:  # a chain without branches: no group
+            ((char, node),) = node.items()
+            run += re.escape(char)
+        branches = [re.escape(c) + regex(child) for c, child in sorted(node.items()) if c]
+        if not branches:
+            return run
+        group = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+        if "" in node:  # a form ends here, a longer one goes on: try the longer first
+            group = f"(?:{group})?"
+        return run + group
+
+    return regex(root)
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(forms: frozenset[str]) -> re.Pattern[str]:
+    """References first (kept whole), then any known form (compiled once per set of values)."""
+    return re.compile(f"(?P<ref>{MADE_REF})|(?P<plain>{_trie(forms)})")
 
 
 class KnownValues:
@@ -98,11 +136,7 @@ class KnownValues:
                 for form in encodings(plain):
                     self.refs.setdefault(form, ref)
         self.keep = keep
-        forms = sorted(self.refs, key=len, reverse=True)  # the longest form wins
-        alternatives = "|".join(re.escape(f) for f in forms)
-        self._pattern = (
-            re.compile(f"(?P<ref>{MADE_REF})|(?P<plain>{alternatives})") if forms else None
-        )
+        self._pattern = _pattern(frozenset(self.refs)) if self.refs else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
