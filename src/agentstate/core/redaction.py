@@ -239,12 +239,15 @@ class _Rewrite:
     def arguments(self, name: Any, text: str) -> str:
         """Argument text (whole, cut off or broken) with its secrets hidden, as JSON text.
 
-        Text that cannot be read as an object goes through the free-text rules.
+        Text that cannot be read as an object goes through the free-text rules;
+        a call cut off before its name gets the key rules of a watched tool.
         """
+        if name and name not in self.watched:  # an unwatched tool: the value pass only
+            return text
         parsed = read_arguments(text)
         if parsed is None:
-            return self.scrub(text) if name in self.watched or not name else text
-        clean = self.args(name, parsed) if name in self.watched else self.scrub(parsed)
+            return self.scrub(text)
+        clean = self.args(name, parsed) if name else self.scrub(parsed)  # no name: key rules
         return text if clean == parsed else json.dumps(clean)
 
     def invalid(self, call: Mapping[str, Any]) -> dict[str, Any]:
