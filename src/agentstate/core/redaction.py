@@ -246,7 +246,7 @@ class _Rewrite:
             return text
         parsed = read_arguments(text)
         if parsed is None:
-            return self.scrub(text)
+            return self.scrub_text(text)
         clean = self.args(name, parsed) if name else self.scrub(parsed)  # no name: key rules
         return text if clean == parsed else json.dumps(clean)
 
