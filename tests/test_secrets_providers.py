@@ -195,3 +195,47 @@ def test_a_secret_argument_of_any_tool_over_chatanthropic_sync_and_async(tmp_pat
         ref = ai.tool_calls[0]["args"]["password"]
         assert ai.content[0]["input"]["password"] == ref and store.resolve(ref) == PLAIN, api
         assert PLAIN not in repr(state["messages"]) and PLAIN not in json.dumps(server.requests[1])
+
+
+def openai_responses(server: ReplayServer) -> ChatOpenAI:
+    return ChatOpenAI(
+        base_url=server.base_url,
+        api_key="not-needed",
+        model="replay",
+        max_retries=0,
+        use_responses_api=True,
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_chatopenai_responses_api_function_call_blocks_carry_the_reference(mode, tmp_path):
+    """Issue 25 (High): the Responses API kept the password in ``function_call`` blocks.
+
+    ``ChatOpenAI(use_responses_api=True)`` keeps each call as a content block
+    whose ``id`` (``fc_...``) is not the call's (``call_id``); the middleware
+    matched blocks by ``id`` and read only ``input``/``args``/``partial_json``,
+    so the plain value stayed in state, in the checkpoint and in the next request.
+    """
+    store, db = SecretStore(), tmp_path / "responses.sqlite"
+    with ReplayServer(password_script()) as server:
+        state, chunks = run(
+            lambda saver: build_reducer_agent(
+                openai_responses(server), secrets=store, checkpointer=saver
+            ),
+            mode,
+            db,
+        )
+    assert all(r.get("input") for r in server.requests)  # the Responses API, not chat completions
+    assert server.requests[0].get("stream", False) == mode.endswith("stream")
+    (ai,) = [m for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls]
+    ref = state["requirements"]["password"]
+    blocks = {b["call_id"]: b for b in ai.content if b["type"] == "function_call"}
+    assert blocks.keys() == {c["id"] for c in ai.tool_calls}
+    for call in ai.tool_calls:  # every function_call block says what its tool call says
+        assert blocks[call["id"]]["id"].startswith("fc_")
+        assert json.loads(blocks[call["id"]]["arguments"]) == call["args"]
+    assert {"field_name": "password", "value": ref} in [c["args"] for c in ai.tool_calls]
+    assert PLAIN not in repr(state["messages"]) and PLAIN not in repr(chunks)
+    assert not file_contains(db, PLAIN.encode()) and file_contains(db, ref.encode())
+    assert PLAIN not in json.dumps(server.requests[1:]) and ref in json.dumps(server.requests[1])
+    assert ref == RDS_PASSWORD and store.resolve(ref) == PLAIN

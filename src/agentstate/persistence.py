@@ -9,6 +9,11 @@ When several processes or machines serve the same threads, they share a
 Postgres database instead (:func:`postgres_checkpointer`,
 :func:`async_postgres_checkpointer`); README "From one machine to many" and
 ``tests/test_postgres.py`` show the stage 02-05 graphs on a real server.
+
+Every checkpointer takes ``encrypt=True``: checkpoints and pending writes are
+then encrypted with LangGraph's own ``EncryptedSerializer`` and the key in
+``LANGGRAPH_AES_KEY`` (``agentstate.checkpoint_encryption``; what it does
+not cover is in ``docs/secrets.md``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -31,6 +37,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from agentstate.checkpoint_encryption import checkpoint_serializer
 from agentstate.private_files import private_db_file
 
 
@@ -40,15 +47,18 @@ def memory_checkpointer() -> InMemorySaver:
 
 
 @contextmanager
-def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
+def sqlite_checkpointer(path: str | Path, *, encrypt: bool = False) -> Iterator[SqliteSaver]:
     """A SqliteSaver on a private file at ``path`` (created if missing); closed on exit.
 
     ``check_same_thread=False`` because parallel tools and experts run in
     worker threads; SqliteSaver serialises access with its own lock.
+    ``encrypt=True``: checkpoints are AES-encrypted with ``LANGGRAPH_AES_KEY``
+    (checked before the file is touched).
     """
+    serde = checkpoint_serializer(encrypt)
     conn = sqlite3.connect(str(private_db_file(path)), check_same_thread=False)
     try:
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, serde=serde)
         saver.setup()
         yield saver
     finally:
@@ -56,9 +66,13 @@ def sqlite_checkpointer(path: str | Path) -> Iterator[SqliteSaver]:
 
 
 @asynccontextmanager
-async def async_sqlite_checkpointer(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
+async def async_sqlite_checkpointer(
+    path: str | Path, *, encrypt: bool = False
+) -> AsyncIterator[AsyncSqliteSaver]:
     """The async twin of :func:`sqlite_checkpointer` (for ``ainvoke`` / ``astream``)."""
-    async with AsyncSqliteSaver.from_conn_string(str(private_db_file(path))) as saver:
+    serde = checkpoint_serializer(encrypt)
+    async with aiosqlite.connect(str(private_db_file(path))) as conn:
+        saver = AsyncSqliteSaver(conn, serde=serde)
         await saver.setup()
         yield saver
 
@@ -182,7 +196,7 @@ async def _async_setup_lock(url: str, timeout: float) -> AsyncIterator[None]:
 
 @contextmanager
 def postgres_checkpointer(
-    url: str, *, max_connections: int = 4, timeout: float = 10.0
+    url: str, *, max_connections: int = 4, timeout: float = 10.0, encrypt: bool = False
 ) -> Iterator[PostgresSaver]:
     """A ``PostgresSaver`` on a pool of connections to ``url``, tables created; closed on exit.
 
@@ -193,8 +207,11 @@ def postgres_checkpointer(
     may start together on a fresh database. Raises
     :class:`PostgresUnavailableError` when nothing answers at ``url`` and
     ``ValueError`` for a malformed URL; neither message contains the password.
+    ``encrypt=True``: checkpoints are AES-encrypted with ``LANGGRAPH_AES_KEY``,
+    except the values LangGraph keeps inline (``docs/secrets.md``).
     """
     _check_pool(max_connections, timeout)
+    serde = checkpoint_serializer(encrypt)
     with _setup_lock(url, timeout):
         pool = ConnectionPool(
             url,
@@ -208,7 +225,7 @@ def postgres_checkpointer(
         )
         try:
             pool.open(wait=True, timeout=timeout)
-            saver = PostgresSaver(pool)
+            saver = PostgresSaver(pool, serde=serde)
             saver.setup()
         except BaseException:
             pool.close()
@@ -221,10 +238,11 @@ def postgres_checkpointer(
 
 @asynccontextmanager
 async def async_postgres_checkpointer(
-    url: str, *, max_connections: int = 4, timeout: float = 10.0
+    url: str, *, max_connections: int = 4, timeout: float = 10.0, encrypt: bool = False
 ) -> AsyncIterator[AsyncPostgresSaver]:
     """The async twin of :func:`postgres_checkpointer` (for ``ainvoke`` / ``astream``)."""
     _check_pool(max_connections, timeout)
+    serde = checkpoint_serializer(encrypt)
     async with _async_setup_lock(url, timeout):
         pool = AsyncConnectionPool(
             url,
@@ -238,7 +256,7 @@ async def async_postgres_checkpointer(
         )
         try:
             await pool.open(wait=True, timeout=timeout)
-            saver = AsyncPostgresSaver(pool)
+            saver = AsyncPostgresSaver(pool, serde=serde)
             await saver.setup()
         except BaseException:
             await pool.close()

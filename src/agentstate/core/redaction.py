@@ -3,20 +3,26 @@
 :class:`SecretRedactionMiddleware` moves a plain value the model offers into
 a :class:`~agentstate.core.secrets.SecretStore` inside the model call,
 *before* the reply is written to state, and rewrites the reply to carry the
-value's own reference (a new one per value, see ``core.secrets``). It
-rewrites every place a provider puts tool arguments: ``tool_calls``,
-``invalid_tool_calls`` (their raw text and LangChain's ``error``, which quotes
-it), Anthropic ``tool_use`` blocks in ``AIMessage.content`` (``input`` and the
-streamed ``partial_json``), and OpenAI's raw ``additional_kwargs`` copy. It
-looks inside values (JSON text, dicts, lists), into free text (``name: value``,
-``name = value``, ``name is value``, quoted or multi-word, and JSON
-``field_name``/``value`` pairs), into a structured response and its
-``ToolMessage``, and replaces an echo of a hidden value (4 characters or more)
-in the reply's text. A field name that cannot name a secret is shortened, so
-it never ends the run: the tool gets the call and can refuse it. The model
-call runs untraced by ``stream_mode="messages"`` (LangGraph's ``nostream``
-tag), so the stream carries the redacted reply, whole. What it cannot cover
-is listed in ``docs/secrets.md``. Taught in notebook 02.
+value's own reference (a new one per value, see ``core.secrets``). Two passes:
+
+1. **Key rules**, by where a value sits: a watched tool's secret arguments,
+   secret-named keys inside values and JSON text, field/value pairs, and the
+   free-text forms of ``core.redaction_text``; in every place a provider puts
+   tool arguments (``tool_calls``; ``invalid_tool_calls``, read with
+   langchain-core's ``parse_partial_json`` when the JSON is cut or broken;
+   Anthropic ``tool_use`` blocks and their ``partial_json``; OpenAI
+   Responses ``function_call`` blocks, matched by ``call_id``; the raw
+   ``additional_kwargs`` copy, dropped) and in a structured response, by
+   its schema's name (``ToolStrategy`` and ``ProviderStrategy``).
+2. **The value pass** (``core.redaction_values``): every value the store
+   holds for this thread, replaced in every string of the reply, so a
+   format nobody listed cannot carry a known secret.
+
+A field name that cannot name a secret is shortened, so it never ends the
+run: the tool gets the call and can refuse it. The model call runs untraced
+by ``stream_mode="messages"`` (LangGraph's ``nostream`` tag), so the stream
+carries the redacted reply, whole. What it cannot cover is listed in
+``docs/secrets.md``. Taught in notebook 02.
 """
 
 from __future__ import annotations
@@ -30,29 +36,25 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.utils.json import parse_partial_json
 from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel
 
+from agentstate.core.redaction_text import SECRET_NAME, text_secrets
+from agentstate.core.redaction_values import KnownValues
 from agentstate.core.secrets import SecretStore, is_secret_ref
 
-# Field and argument names that hold a secret whatever the tool calls them.
-SECRET_NAME = re.compile(
-    r"pass(word|wd|phrase)|secret|token|api[_-]?key|private[_-]?key|credential", re.I
-)
-_BARE_WORD = r"""[^\s,;}\]"'\\)][^\s,;}\])]*"""
-# ``"password": "x"``, ``password=x``, ``password: two words`` or ``password is x`` in free
-# text; keys may be quoted or escaped-quoted (JSON inside a JSON string). A bare value runs
-# over several words up to a line end, ``,``, ``;`` or the next ``name:`` pair.
-_TEXT_PAIR = re.compile(
-    r"""(?<![\w$.-])(?P<key>(?P<kq>\\?["'])?(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?:\\?["'])?"""
-    r"""(?:\s*[:=]\s*|[ \t]+is[ \t]+))"""
-    r"""(?:\\"(?P<edq>.*?)\\"|"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>[^'\n]*)'"""
-    rf"""|(?P<bare>{_BARE_WORD}(?:[ \t]+(?![A-Za-z_][\w.-]*\s*[:=]){_BARE_WORD})*))"""
-)
-MIN_ECHO = 4  # shorter hidden values are not searched for in the reply's text
+__all__ = ["SECRET_NAME", "SecretRedactionMiddleware"]
+
 _MAX_REF_NAME = 64
+# Message fields that are structure, never content: the value pass leaves them.
+_MESSAGE_STRUCTURE = frozenset(
+    {"type", "name", "id", "tool_call_id", "usage_metadata", "status", "chunk_position"}
+)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 
 @contextmanager
@@ -77,24 +79,82 @@ def _ref_name(field: Any) -> str:
     return name if name[0].isalnum() else f"s{name}"
 
 
-def _json_container(text: str) -> Any:
-    """``text`` parsed, if it is a JSON object or array; else None."""
+def _json_container(text: str, *, partial: bool = False) -> Any:
+    """``text`` parsed, if it is a JSON object or array; else None.
+
+    ``partial``: JSON that is cut off is read too (langchain-core's ``parse_partial_json``).
+    """
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        parsed = json.loads(stripped)
+        parsed = json.loads(stripped, strict=False)
     except ValueError:
-        return None
+        if not partial:
+            return None
+        try:
+            parsed = parse_partial_json(stripped)
+        except ValueError:
+            return None
     return parsed if isinstance(parsed, dict | list) else None
+
+
+def read_arguments(text: str) -> dict[str, Any] | None:
+    """Tool-call argument text as a dict, also when it is cut off or slightly broken.
+
+    ``json.loads``, then langchain-core's ``parse_partial_json`` (a reply cut
+    by ``finish_reason="length"`` inside a value), then the same without
+    trailing commas; None when none of them reads an object.
+    """
+    for candidate in (text, _TRAILING_COMMA.sub(r"\1", text)):
+        parsed: Any = None
+        try:
+            parsed = json.loads(candidate, strict=False)
+        except ValueError:
+            try:
+                parsed = parse_partial_json(candidate)
+            except ValueError:
+                continue
+        if isinstance(parsed, dict):
+            return parsed
+    return None
+
+
+def _thread_id(request: ModelRequest | None = None) -> str | None:
+    """The thread of the running model call (None outside a thread)."""
+    info = getattr(getattr(request, "runtime", None), "execution_info", None)
+    thread = getattr(info, "thread_id", None)
+    if thread is None:
+        configurable = (var_child_runnable_config.get() or {}).get("configurable") or {}
+        thread = configurable.get("thread_id")
+    return None if thread is None else str(thread)
+
+
+def schema_names(response_format: Any) -> frozenset[str]:
+    """The names of a request's structured-output schemas (a ToolStrategy's tools, ...)."""
+    if response_format is None:
+        return frozenset()
+    if isinstance(response_format, ToolStrategy):
+        return frozenset(spec.name for spec in response_format.schema_specs)
+    if isinstance(response_format, ProviderStrategy):
+        return frozenset({response_format.schema_spec.name})
+    schema = getattr(response_format, "schema", response_format)  # AutoStrategy or a schema
+    name = schema.get("title") if isinstance(schema, dict) else getattr(schema, "__name__", None)
+    return frozenset({name}) if isinstance(name, str) else frozenset()
 
 
 class _Rewrite:
     """One reply's rewrite: every plain value hidden once, with the same reference everywhere."""
 
-    def __init__(self, middleware: SecretRedactionMiddleware, tools: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        middleware: SecretRedactionMiddleware,
+        tools: Iterable[str] = (),
+        thread: str | None = None,
+    ) -> None:
         self.m = middleware
         self.watched = middleware.watched | frozenset(tools)  # plus a structured output's tool
+        self.thread = thread
         self.found: dict[str, str] = {}  # plain text -> its reference, for this reply
 
     # --- values ---
@@ -105,10 +165,11 @@ class _Rewrite:
         plain = value if isinstance(value, str) else json.dumps(value, default=str)
         if plain in self.found:
             return self.found[plain]
+        store = self.m.store
         try:
-            ref = self.m.store.put(self.m.name_for(_ref_name(field)), plain)
+            ref = store.put(self.m.name_for(_ref_name(field)), plain, thread=self.thread)
         except ValueError:  # a name_for that made a bad name: never end the run over it
-            ref = self.m.store.put("secret", plain)
+            ref = store.put("secret", plain, thread=self.thread)
         self.found[plain] = ref
         if not isinstance(value, str):
             self.found.setdefault(str(value), ref)
@@ -117,7 +178,7 @@ class _Rewrite:
     def scrub(self, value: Any) -> Any:
         """``value`` with every secret inside it (keys, field/value pairs, text) hidden."""
         if isinstance(value, str):
-            parsed = _json_container(value)
+            parsed = _json_container(value, partial=True)  # JSON text, whole or cut off
             if parsed is None:
                 return self.scrub_text(value)
             clean = self.scrub(parsed)
@@ -138,41 +199,24 @@ class _Rewrite:
         return value
 
     def scrub_text(self, text: str) -> str:
-        """Hide the value of every secret-looking pair in free text (and field/value pairs)."""
-        matches = list(_TEXT_PAIR.finditer(text))
-        if not matches:
-            return text
-        secret_field = next(
-            (
-                v
-                for m in matches
-                if m["name"] == self.m.field_arg and self.m.is_secret(v := _pair_value(m))
-            ),
-            None,
+        """Hide the value of every secret-looking pair, element or URL password in free text."""
+        return text_secrets(
+            text,
+            is_secret=self.m.is_secret,
+            is_ref=is_secret_ref,
+            hide=self.hide,
+            field_arg=self.m.field_arg,
+            value_arg=self.m.value_arg,
         )
 
-        def swap(match: re.Match[str]) -> str:
-            name = match["name"]
-            if self.m.is_secret(name):
-                field = name
-            elif secret_field is not None and name == self.m.value_arg:
-                field = secret_field
-            else:
-                return _requote(match, self.scrub_text(_pair_value(match)))  # pairs inside
-            value = _pair_value(match)
-            if is_secret_ref(value):
-                return match[0]
-            ref = self.hide(field, value)
-            return _requote(match, ref, bare_quote='"' if match["kq"] else "")
+    def known(self) -> KnownValues:
+        """The value pass: every value held for this thread (this reply's references first)."""
+        values = {**self.m.store.known(self.thread), **self.found}
 
-        return _TEXT_PAIR.sub(swap, text)
+        def keep(key: str, value: str) -> bool:  # a field/value pair's field name stays
+            return key == self.m.field_arg and self.m.is_secret(value)
 
-    def echo(self, text: str) -> str:
-        """``text`` with every value hidden in this reply replaced by its reference."""
-        for plain in sorted(self.found, key=len, reverse=True):
-            if len(plain) >= MIN_ECHO and plain in text:
-                text = text.replace(plain, self.found[plain])
-        return text
+        return KnownValues(values, keep)
 
     # --- tool calls ---
 
@@ -192,58 +236,64 @@ class _Rewrite:
                 out[arg] = self.scrub(value)
         return out
 
+    def arguments(self, name: Any, text: str) -> str:
+        """Argument text (whole, cut off or broken) with its secrets hidden, as JSON text.
+
+        Text that cannot be read as an object goes through the free-text rules;
+        a call cut off before its name gets the key rules of a watched tool.
+        """
+        if name and name not in self.watched:  # an unwatched tool: the value pass only
+            return text
+        parsed = read_arguments(text)
+        if parsed is None:
+            return self.scrub_text(text)
+        clean = self.args(name, parsed) if name else self.scrub(parsed)  # no name: key rules
+        return text if clean == parsed else json.dumps(clean)
+
     def invalid(self, call: Mapping[str, Any]) -> dict[str, Any]:
         clean = dict(call)
-        if call.get("name") in self.watched or call.get("name") is None:
-            if isinstance(call.get("args"), str):
-                clean["args"] = self.scrub(call["args"])
-            if isinstance(call.get("error"), str):
-                clean["error"] = self.echo(self.scrub_text(call["error"]))
+        raw = call.get("args")
+        if isinstance(raw, str):
+            clean["args"] = self.arguments(call.get("name"), raw)
+        if isinstance(call.get("error"), str):
+            error = call["error"]
+            if isinstance(raw, str) and raw and clean["args"] != raw:
+                error = error.replace(raw, clean["args"])  # LangChain's error quotes the raw text
+            clean["error"] = self.scrub_text(error)
         return clean
 
-    def content(self, content: Any, calls: Mapping[str, dict[str, Any]]) -> Any:
-        """Anthropic content blocks: ``tool_use`` inputs from the rewritten calls, text echoes."""
-        if isinstance(content, str):
-            return self.echo(content)
-        if not isinstance(content, list):
-            return content
-        blocks = []
-        for block in content:
-            if not isinstance(block, dict):
-                blocks.append(block)
-                continue
-            b = dict(block)
-            block_id = b.get("id")
-            call = calls.get(block_id) if isinstance(block_id, str) else None
-            name = b.get("name", "")
-            for key in ("input", "args"):
-                if isinstance(b.get(key), dict) and b[key]:
-                    b[key] = call["args"] if call is not None else self.args(name, b[key])
-            if isinstance(b.get("partial_json"), str) and b["partial_json"]:
-                if call is not None:
-                    b["partial_json"] = json.dumps(call["args"])
-                elif name in self.watched:
-                    b["partial_json"] = self.scrub(b["partial_json"])
-            for key in ("text", "partial_json"):
-                if isinstance(b.get(key), str):
-                    b[key] = self.echo(b[key])
-            blocks.append(b)
-        return blocks
+    def block(self, block: dict[str, Any], calls: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+        """A content block's tool arguments from the rewritten calls (or rewritten here).
 
-    def echo_content(self, content: Any) -> Any:
-        """Only the text of ``content`` (a string or blocks), echoes replaced."""
-        if isinstance(content, str):
-            return self.echo(content)
+        Anthropic ``tool_use`` (``input``, ``partial_json``) and v1 ``tool_call``
+        blocks carry the call's ``id``; an OpenAI Responses ``function_call``
+        block has its own ``id`` (``fc_...``) and the call's id in ``call_id``.
+        """
+        b = dict(block)
+        call = None
+        for key in ("call_id", "id"):
+            if isinstance(b.get(key), str) and b[key] in calls:
+                call = calls[b[key]]
+                break
+        name = b.get("name") or (call or {}).get("name") or ""
+        for key in ("input", "args"):
+            if isinstance(b.get(key), dict) and b[key]:
+                b[key] = call["args"] if call is not None else self.args(name, b[key])
+        for key in ("partial_json", "arguments", "args"):
+            if isinstance(b.get(key), str) and b[key]:
+                if call is not None:
+                    b[key] = json.dumps(call["args"])
+                else:
+                    b[key] = self.arguments(name, b[key])
+        return b
+
+    def content(self, content: Any, calls: Mapping[str, dict[str, Any]]) -> Any:
         if not isinstance(content, list):
             return content
-        return [
-            {**b, "text": self.echo(b["text"])}
-            if isinstance(b, dict) and isinstance(b.get("text"), str)
-            else b
-            for b in content
-        ]
+        return [self.block(b, calls) if isinstance(b, dict) else b for b in content]
 
     def message(self, message: AIMessage) -> AIMessage:
+        """Key rules over every place the message keeps tool arguments."""
         calls: list[dict[str, Any]] = [
             {**c, "args": self.args(c.get("name", ""), c.get("args") or {})}
             for c in message.tool_calls
@@ -272,65 +322,102 @@ class _Rewrite:
             }
         )
 
-    def structured(self, value: Any) -> Any:
-        """A structured response (dict, pydantic model, dataclass) with secrets hidden."""
+    # --- structured responses ---
+
+    def structured(self, value: Any, names: frozenset[str]) -> Any:
+        """A structured response (dict, pydantic model, dataclass) with secrets hidden.
+
+        A schema named in ``secret_args`` hides those fields; every schema gets
+        the key rules.
+        """
+        name = next(iter(names)) if len(names) == 1 else type(value).__name__
+
+        def rules(data: Mapping[str, Any]) -> Any:
+            return self.args(name, data) if name in self.watched else self.scrub(data)
+
         if isinstance(value, BaseModel):
             data = value.model_dump()
-            clean = self.known(self.scrub(data))
+            clean = self.known_value(rules(data))
             changed = {k: v for k, v in clean.items() if v != data.get(k)}
             return value.model_copy(update=changed) if changed else value
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             data = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-            clean = self.known(self.scrub(data))
+            clean = self.known_value(rules(data))
             changed = {k: v for k, v in clean.items() if v != data[k]}
             return dataclasses.replace(value, **changed) if changed else value
-        return self.known(self.scrub(value))
+        if isinstance(value, Mapping):
+            return self.known_value(rules(value))
+        return self.known_value(self.scrub(value))
 
-    def known(self, value: Any) -> Any:
+    def known_value(self, value: Any) -> Any:
         """Values equal to a plain value hidden in this reply become its reference."""
         if isinstance(value, str):
             return self.found.get(value, value)
         if isinstance(value, Mapping):
-            return {k: self.known(v) for k, v in value.items()}
+            return {k: self.known_value(v) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.known(v) for v in value]
+            return [self.known_value(v) for v in value]
         return value
 
+    def provider_text(self, message: AIMessage, names: frozenset[str]) -> AIMessage:
+        """A ``ProviderStrategy`` reply: its text IS the response's JSON; hide by the schema."""
+        name = next(iter(names))
 
-def _requote(match: re.Match[str], value: str, bare_quote: str = "") -> str:
-    """The pair again with ``value``, quoted the way the original value was."""
-    if value == _pair_value(match) and not bare_quote:
-        return match[0]
-    if match["edq"] is not None:
-        return f'{match["key"]}\\"{value}\\"'
-    if match["dq"] is not None:
-        return f'{match["key"]}"{value}"'
-    if match["sq"] is not None:
-        return f"{match['key']}'{value}'"
-    return f"{match['key']}{bare_quote}{value}{bare_quote}"
+        def clean(text: str) -> str:
+            parsed = _json_container(text)
+            if not isinstance(parsed, dict):
+                return text
+            rewritten = self.args(name, parsed)
+            return text if rewritten == parsed else json.dumps(rewritten, ensure_ascii=False)
 
+        content = message.content
+        if isinstance(content, str):
+            new: Any = clean(content)
+        else:
+            new = [
+                {**b, "text": clean(b["text"])}
+                if isinstance(b, dict)
+                and b.get("type") == "text"
+                and isinstance(b.get("text"), str)
+                else b
+                for b in content
+            ]
+        return message if new == content else message.model_copy(update={"content": new})
 
-def _pair_value(match: re.Match[str]) -> str:
-    return next(match[g] for g in ("edq", "dq", "sq", "bare") if match[g] is not None)
+    # --- the value pass ---
+
+    def values(self, message: BaseMessage, known: KnownValues) -> BaseMessage:
+        """Every string of the message with the thread's known values replaced."""
+        update = {}
+        for field in type(message).model_fields:
+            if field in _MESSAGE_STRUCTURE:
+                continue
+            value = getattr(message, field)
+            clean = known.walk(value)
+            if clean != value:
+                update[field] = clean
+        return message.model_copy(update=update) if update else message
 
 
 class SecretRedactionMiddleware(AgentMiddleware):
     """Rewrite plain secrets in the model's replies into references, before state sees them.
 
-    Configure which tools it watches (others are left alone):
+    Configure which tools it watches (others get only the value pass):
 
     - a field/value tool (``store_requirement(field_name="password", value=...)``):
       ``tool_name``, ``field_arg``, ``value_arg`` and the ``secret_fields``;
-    - a tool with a secret argument (``connect(password=...)``, or a
-      ``ToolStrategy`` schema's name): ``secret_args`` maps tool names to argument names;
+    - a tool with a secret argument (``connect(password=...)``), or a
+      structured output's schema by name (``ToolStrategy`` or
+      ``ProviderStrategy``): ``secret_args`` maps names to argument names;
     - a tool with free-text arguments (``task(description=...)``): ``text_args``.
 
     In a watched tool, any argument or nested key whose name looks secret
     (``secret_name``) is hidden too, and every other value is searched. Each
     plain value gets its own new reference from ``store``; ``name_for(field)``
-    is only its readable label. ``wrap_model_call`` runs inside the model
-    node, so the AIMessage that reaches state (and the checkpoint) already
-    carries the reference.
+    is only its readable label. Then every value the store holds for the
+    thread is replaced wherever the reply repeats it. ``wrap_model_call`` runs
+    inside the model node, so the AIMessage that reaches state (and the
+    checkpoint) already carries the reference.
     """
 
     def __init__(
@@ -370,35 +457,46 @@ class SecretRedactionMiddleware(AgentMiddleware):
             return True
         return self.secret_name is not None and self.secret_name.search(name) is not None
 
-    def rewrite(self, message: AIMessage) -> AIMessage:
-        """The message with every plain secret in its tool calls and content replaced."""
-        return _Rewrite(self).message(message)
+    def rewrite(self, message: AIMessage, *, thread: str | None = None) -> AIMessage:
+        """The message with every plain secret replaced: key rules, then the value pass."""
+        rewrite = _Rewrite(self, thread=thread)
+        clean = rewrite.message(message)
+        out = rewrite.values(clean, rewrite.known())
+        assert isinstance(out, AIMessage)
+        return out
 
-    def rewrite_response(self, response: ModelResponse) -> ModelResponse:
-        """A model step's whole result: replies, the structured response and its ToolMessage."""
+    def rewrite_response(
+        self,
+        response: ModelResponse,
+        *,
+        thread: str | None = None,
+        schemas: Iterable[str] = (),
+    ) -> ModelResponse:
+        """A model step's whole result: replies, the structured response and its ToolMessage.
+
+        ``schemas`` names the request's structured-output schemas (found from
+        the request by :meth:`wrap_model_call`); ``thread`` is the conversation.
+        """
         # In a model step's result a ToolMessage answers a structured output's tool call.
         answered = {m.name for m in response.result if isinstance(m, ToolMessage) and m.name}
-        rewrite = _Rewrite(self, answered)
+        names = frozenset(schemas)
+        rewrite = _Rewrite(self, answered | names, thread)
         result: list[BaseMessage] = [
             rewrite.message(m) if isinstance(m, AIMessage) else m for m in response.result
         ]
-        structured, before = response.structured_response, len(rewrite.found)
+        structured = response.structured_response
         if structured is not None:
-            structured = rewrite.structured(structured)
-        result = [
-            m.model_copy(update={"content": rewrite.echo(m.content)})
-            if isinstance(m, ToolMessage) and isinstance(m.content, str)
-            else m
-            for m in result
-        ]
-        # A value first seen in the structured response may be echoed in the reply's text.
-        if len(rewrite.found) > before:
-            result = [
-                m.model_copy(update={"content": rewrite.echo_content(m.content)})
-                if isinstance(m, AIMessage)
-                else m
-                for m in result
-            ]
+            shown = frozenset(answered) or names  # the schema that answered, if a tool did
+            structured = rewrite.structured(structured, shown)
+            if names and not answered:  # ProviderStrategy: the reply's text is the response
+                result = [
+                    rewrite.provider_text(m, names) if isinstance(m, AIMessage) else m
+                    for m in result
+                ]
+        known = rewrite.known()
+        result = [rewrite.values(m, known) for m in result]
+        if structured is not None:
+            structured = known.walk(structured, payload=True)
         return ModelResponse(result=result, structured_response=structured)
 
     def wrap_model_call(
@@ -406,11 +504,15 @@ class SecretRedactionMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         with _unstreamed():
             response = handler(request)
-        return self.rewrite_response(response)
+        return self.rewrite_response(
+            response, thread=_thread_id(request), schemas=schema_names(request.response_format)
+        )
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
         with _unstreamed():
             response = await handler(request)
-        return self.rewrite_response(response)
+        return self.rewrite_response(
+            response, thread=_thread_id(request), schemas=schema_names(request.response_format)
+        )

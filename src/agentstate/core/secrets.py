@@ -7,6 +7,9 @@ makes a new reference, so two calls, two threads or two users with
 different passwords never share one, and a reference resolves only in the
 store that made it (another store, or another process, has never seen the
 random id). The plain values live in process memory, never in a checkpoint.
+Each value remembers the thread it was offered in (``put(..., thread=)``), so
+the redaction can replace an echo of any value of that thread, and of no
+other thread (:meth:`SecretStore.known`).
 :class:`agentstate.core.SecretRedactionMiddleware` (``core.redaction``) is
 what moves a model's plain values into a store.
 """
@@ -63,19 +66,34 @@ class SecretStore:
 
     def __init__(self) -> None:
         self._values: dict[str, str] = {}
+        self._threads: dict[str | None, dict[str, str]] = {}  # thread -> plain -> latest ref
         self._lock = threading.Lock()
 
-    def put(self, name: str, value: object) -> str:
+    def put(self, name: str, value: object, *, thread: str | None = None) -> str:
         """Keep ``value`` (as text) and return a new reference ``$secret:<name>-<random id>``.
 
         ``name`` is a readable label (checked like :func:`secret_ref`; cut to
         103 characters); the random id makes the reference this value's own.
+        ``thread`` is the conversation the value was offered in (None: no thread).
         """
         secret_ref(name)  # a clear error for a bad label, before anything is kept
+        if thread is not None and not isinstance(thread, str):
+            raise ValueError(f"thread must be a string or None, got {type(thread).__name__}")
         ref = secret_ref(f"{name[:MAX_NAME].rstrip('-')}-{secrets.token_hex(ID_CHARS // 2)}")
         with self._lock:
             self._values[ref] = str(value)
+            self._threads.setdefault(thread, {})[str(value)] = ref
         return ref
+
+    def known(self, thread: str | None) -> dict[str, str]:
+        """Every plain value offered in ``thread``, each with its latest reference.
+
+        For the redaction's value pass only: it replaces these values wherever a
+        reply of the same thread repeats them. Values of other threads are not
+        returned, so one conversation's text is never matched against another's secrets.
+        """
+        with self._lock:
+            return dict(self._threads.get(thread, {}))
 
     def resolve(self, ref: str) -> str:
         """The plain value behind ``ref`` (for the step that deploys, never for the model)."""

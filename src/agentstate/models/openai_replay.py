@@ -6,21 +6,25 @@ The lessons run on a scripted model; a reader runs them on a real endpoint
 through ``langchain_openai.ChatOpenAI``. :class:`ReplayServer` is the bridge
 that lets a test prove the agents work unchanged over the wire: a real HTTP
 server on 127.0.0.1 (a free port) that speaks ``POST /v1/chat/completions``
-and answers with whatever a chat model (a :class:`ScriptedChatModel`, a
-:class:`PolicyChatModel`) replies to the messages it received, in the OpenAI
-wire format: parallel ``tool_calls`` with JSON-encoded ``arguments``, and
-server-sent-event chunks when the request says ``"stream": true`` (content
-split into several deltas, each call's arguments in two halves, so the
-client really reassembles them). It records every request body it receives,
-so a test can check what the client sent back on the next request (for
-stage 02: the secret reference, never the plain password).
+and the Responses API, ``POST /v1/responses``
+(:mod:`agentstate.models.openai_responses`, for
+``ChatOpenAI(use_responses_api=True)``), and answers with whatever a chat
+model (a :class:`ScriptedChatModel`, a :class:`PolicyChatModel`) replies to
+the messages it received, in the OpenAI wire format: parallel
+``tool_calls`` with JSON-encoded ``arguments``, and server-sent-event chunks
+when the request says ``"stream": true`` (content split into several
+deltas, each call's arguments in two halves, so the client really
+reassembles them). It records every request body it receives, so a test can
+check what the client sent back on the next request (for stage 02: the
+secret reference, never the plain password).
 
 Incoming messages are converted back with their tool names restored from the
 assistant message that made the call (the wire format carries only the id).
 Bad requests get a 400 with an OpenAI-style error body; a model that fails
-(a script run out) gets a 500 that names the failure. Used by
-``tests/test_openai_wire.py``; the README's "Using a real model" section
-shows how to point an agent at any endpoint.
+(a script run out) gets a 500 that names the failure. A reply whose
+``response_metadata`` holds a ``finish_reason`` (``length``: cut off) goes
+out with it. Used by ``tests/test_openai_wire.py``; the README's "Using a
+real model" section shows how to point an agent at any endpoint.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agentstate.models import openai_responses
+from agentstate.models.openai_responses import RESPONSES_PATH
 from agentstate.models.replay_http import (
     HOST,
     LoopbackReplayServer,
@@ -126,6 +132,12 @@ def _text(message: AIMessage) -> str:
     return message.content if isinstance(message.content, str) else message.text
 
 
+def _finish(message: AIMessage, calls: list[dict[str, Any]]) -> str:
+    """Why the reply ended: its own ``finish_reason`` (``length``: cut off), or the usual."""
+    given = message.response_metadata.get("finish_reason")
+    return given if isinstance(given, str) else ("tool_calls" if calls else "stop")
+
+
 def completion(message: AIMessage, model: str) -> dict[str, Any]:
     """A ``chat.completion`` response body for one reply."""
     calls = wire_tool_calls(message)
@@ -137,9 +149,7 @@ def completion(message: AIMessage, model: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {"index": 0, "message": body, "finish_reason": "tool_calls" if calls else "stop"}
-        ],
+        "choices": [{"index": 0, "message": body, "finish_reason": _finish(message, calls)}],
         "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 
@@ -168,11 +178,12 @@ def completion_chunks(message: AIMessage, model: str) -> Iterator[dict[str, Any]
         head_delta = {"index": index, "id": call["id"], "type": "function", "function": first}
         yield chunk({"tool_calls": [head_delta]})
         yield chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
-    yield chunk({}, "tool_calls" if calls else "stop")
+    yield chunk({}, _finish(message, calls))
 
 
 class _Handler(ReplayHandler):
     route = CHAT_PATH
+    more_routes = (RESPONSES_PATH,)
     invalid = "invalid chat completion request"
 
     def _error(self, status: int, message: str, kind: str) -> None:
@@ -185,13 +196,25 @@ class _Handler(ReplayHandler):
         else:
             self._error(404, f"no route {self.path}; POST {CHAT_PATH}", self.not_found)
 
+    @property
+    def _responses(self) -> bool:
+        return self.request_path == RESPONSES_PATH
+
     def to_messages(self, body: dict[str, Any]) -> list[BaseMessage]:
+        if self._responses:
+            return openai_responses.to_messages(body)
         return to_messages(body.get("messages"))
 
     def reply_body(self, reply: AIMessage, name: str) -> dict[str, Any]:
+        if self._responses:
+            return openai_responses.response(reply, self.request_body)
         return completion(reply, name)
 
     def reply_events(self, reply: AIMessage, name: str) -> Iterator[str]:
+        if self._responses:  # named events, no [DONE] line
+            for event in openai_responses.response_events(reply, self.request_body):
+                yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+            return
         for event in completion_chunks(reply, name):
             yield f"data: {json.dumps(event)}\n\n"
         yield "data: [DONE]\n\n"

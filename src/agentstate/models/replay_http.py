@@ -128,6 +128,9 @@ class ReplayHandler(JsonHandler):
 
     replay: LoopbackReplayServer
     route = ""
+    more_routes: tuple[str, ...] = ()  # other paths of the same provider (OpenAI's Responses API)
+    request_path = ""  # the route of the request being answered
+    request_body: dict[str, Any] = {}  # noqa: RUF012 (set per request, never mutated)
     invalid = "invalid request"  # how the provider's 400 message starts
     not_found = "not_found"
     server_error = "server_error"
@@ -149,8 +152,10 @@ class ReplayHandler(JsonHandler):
 
     def do_POST(self) -> None:
         """Check the route and body, record it, ask the model, answer (400/404/500 on failure)."""
-        if self.path.split("?")[0].rstrip("/") != self.route:
-            self._error(404, f"no route {self.path}; POST {self.route}", self.not_found)
+        self.request_path = self.path.split("?")[0].rstrip("/")
+        if self.request_path not in (self.route, *self.more_routes):
+            routes = " or ".join((self.route, *self.more_routes))
+            self._error(404, f"no route {self.path}; POST {routes}", self.not_found)
             return
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         try:
@@ -158,6 +163,7 @@ class ReplayHandler(JsonHandler):
             if not isinstance(body, dict):
                 raise WireFormatError("the request body must be a JSON object")
             self.replay.record(body)
+            self.request_body = body
             messages = self.to_messages(body)
         except (json.JSONDecodeError, WireFormatError) as exc:
             self._error(400, f"{self.invalid}: {exc}", "invalid_request_error")
