@@ -18,16 +18,16 @@ import sys
 
 import pytest
 
+from agentstate import private_files as own_files
 from agentstate.loopback import LoopbackServerError
-from agentstate.memory.service import own_files
-from agentstate.memory.service.own_files import (
+from agentstate.memory.service.process import ServerProcess, free_port
+from agentstate.memory.service.store import MemoryInputError, MemoryStore, check_store_path
+from agentstate.private_files import (
     NotOwnFileError,
     check_own_file,
     own_file,
     read_small_file,
 )
-from agentstate.memory.service.process import ServerProcess, free_port
-from agentstate.memory.service.store import MemoryInputError, MemoryStore, check_store_path
 
 
 def mode(path) -> int:

@@ -59,3 +59,22 @@ def test_bad_paths_say_what_is_wrong(tmp_path):
         private_db_file(tmp_path / "missing" / "x.sqlite")
     with pytest.raises(IsADirectoryError, match="got a folder"):
         private_db_file(tmp_path)
+
+
+def test_a_checkpoint_path_that_is_a_symlink_or_a_fifo_is_refused_before_it_is_touched(tmp_path):
+    """The checkpointers go through agentstate.private_files like the memory service does:
+    a symlink's target keeps its mode and a FIFO is refused without blocking."""
+    from agentstate.private_files import NotOwnFileError
+
+    target = tmp_path / "someone_elses.txt"
+    target.write_text("not a database")
+    target.chmod(0o644)
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    for path in (link, fifo):
+        with pytest.raises(NotOwnFileError, match="not a regular file"):
+            with sqlite_checkpointer(path):
+                pass
+    assert mode(target) == 0o644 and target.read_text() == "not a database"

@@ -18,7 +18,7 @@ already sent. Each step therefore commits, and two things make that cheap:
 
 Files are created 0600, and a path that is a symlink, a FIFO, a device or
 anything but a regular file is refused before it is opened
-(:func:`agentstate.memory.service.own_files.own_file`).
+(:func:`agentstate.private_files.own_file`).
 Notebook 06 and the worker.
 """
 
@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agentstate.memory.service.own_files import own_file
+from agentstate.private_files import own_file
 
 PRAGMAS = ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL")
 

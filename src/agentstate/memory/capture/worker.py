@@ -19,8 +19,7 @@ import sys
 
 from agentstate.loopback import port_open
 from agentstate.memory.service.options import OneLineParser, port_of, start_hint
-from agentstate.memory.service.own_files import NotOwnFileError, check_own_file
-from agentstate.private_files import check_db_path
+from agentstate.private_files import NotOwnFileError, check_db_path, check_own_file
 
 
 def conversation_of(name: str):

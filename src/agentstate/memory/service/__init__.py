@@ -5,8 +5,8 @@ call log; one server process per file), ``writer`` (drains the queue),
 ``server`` (the FastMCP tools, optional bearer token over HTTP; ``python -m
 agentstate.memory.service.server``), ``options`` (the server's options and
 their checks, light to import), ``cli`` (``agentstate memory serve``),
-``process`` (start and stop the server on 127.0.0.1) and ``own_files`` (every
-file the service opens is checked with ``lstat`` first: a symlink, a FIFO or
-a device is refused before it is opened or chmodded). Nothing here imports the
+and ``process`` (start and stop the server on 127.0.0.1). Every file the
+service opens goes through :mod:`agentstate.private_files` (``lstat`` first: a
+symlink, a FIFO or a device is refused before it is opened or chmodded). Nothing here imports the
 capture half: the service knows only its tools, not who calls them.
 """

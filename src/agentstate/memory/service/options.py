@@ -23,7 +23,7 @@ import sys
 from typing import NoReturn
 
 from agentstate.loopback import HOST, port_argument
-from agentstate.memory.service.own_files import NotOwnFileError, read_small_file
+from agentstate.private_files import NotOwnFileError, read_small_file
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 
@@ -105,7 +105,7 @@ def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
     readable by every local user in ``/proc/<pid>/cmdline``), a token file that
     cannot be read or is not a regular file of at most 4096 bytes (a FIFO, a
     device such as ``/dev/zero`` or a symlink is refused before it is opened:
-    see :mod:`.own_files`), and an empty token (it would start a server open to every
+    see :mod:`agentstate.private_files`), and an empty token (it would start a server open to every
     local process while its operator believes it is protected). The token is
     never printed.
     """

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from agentstate.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
-from agentstate.memory.service.own_files import own_file
+from agentstate.private_files import own_file
 
 __all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
 
@@ -64,7 +64,8 @@ class ServerProcess(LoopbackProcess):
 
         The log is the store's neighbour and holds what the server printed: it is
         created 0600 like the store, and refused (``LoopbackServerError``, nothing
-        started) if it is a symlink or anything but a regular file (:mod:`.own_files`).
+        started) if it is a symlink or anything but a regular file
+        (:mod:`agentstate.private_files`).
         """
         if not self.running:
             try:

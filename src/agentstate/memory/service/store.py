@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentstate.memory.service.own_files import check_own_file, own_file, read_head
+from agentstate.private_files import check_own_file, own_file, read_head
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -200,7 +200,7 @@ def check_store_path(path: str | Path) -> Path:
     ``-journal``, ``.lock``) that is a folder, a symlink, a FIFO, a device or
     anything but a regular file, or an existing non-empty file that is not
     SQLite, is a ``MemoryInputError``: ``lstat`` decides before anything is
-    opened (see :mod:`.own_files`), so ``--db /dev/null`` or a FIFO is never
+    opened (see :mod:`agentstate.private_files`), so ``--db /dev/null`` or a FIFO is never
     opened or chmodded. ``MemoryStore`` checks this first, and the command line
     before it imports the MCP server, so a bad ``--db`` fails at once and
     changes nothing.
@@ -227,7 +227,7 @@ def _lock_writer(path: Path) -> int:
     (one answers "consistent" too early, the other waits for writes it never
     sees) and both would drain the queue. The kernel drops the lock when the
     process dies, even by SIGKILL, so a restart after a crash is never blocked.
-    The lock file is created 0600 the way the store is (:func:`.own_files.own_file`).
+    The lock file is created 0600 the way the store is (:func:`agentstate.private_files.own_file`).
     """
     lock_path = own_file(path.with_name(path.name + ".lock"), "the store's lock file")
     fd = os.open(lock_path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -253,7 +253,7 @@ class MemoryStore:
     conversations. Raises ``MemoryInputError`` if its folder is missing, if
     ``path`` (or a side file) is a folder, a symlink, a FIFO, a device or
     anything but a regular file (decided by ``lstat``, before any open or
-    chmod: :mod:`.own_files`), or if the file is not an SQLite database.
+    chmod: :mod:`agentstate.private_files`), or if the file is not an SQLite database.
     """
 
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
