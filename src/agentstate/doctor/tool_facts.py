@@ -118,7 +118,29 @@ Memo = dict[tuple[int, int, bool], CodeFacts]
 _SOURCE_CACHE: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
 
 
-def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def _same_code(a: types.CodeType, b: types.CodeType) -> bool:
+    return (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts, b.co_names)
+
+
+def _which_lambda(fn: types.FunctionType, lambdas: list[ast.Lambda]) -> ast.Lambda | None:
+    """The lambda of ``lambdas`` that compiles to ``fn``'s code (several on one line)."""
+    if len(lambdas) == 1:
+        return lambdas[0]
+    found: list[ast.Lambda] = []
+    for candidate in lambdas:
+        tree = ast.fix_missing_locations(ast.Expression(body=candidate))
+        try:
+            outer = compile(tree, fn.__code__.co_filename, "eval")
+        except (SyntaxError, ValueError, TypeError):
+            continue
+        codes = [c for c in outer.co_consts if isinstance(c, types.CodeType)]
+        if codes and _same_code(codes[0], fn.__code__):
+            found.append(candidate)
+    return found[0] if found else None  # lambdas that compile alike behave alike
+
+
+def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The ``def`` of ``fn`` parsed from its source (a lambda as a one-return ``def``), or None."""
     code = fn.__code__
     if code in _SOURCE_CACHE:
         return _SOURCE_CACHE[code]
@@ -129,12 +151,12 @@ def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunction
     except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
         module = None  # no source (a REPL, a frozen module) or not this function's
     if module is not None and fn.__name__ == "<lambda>":
-        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)]
-        if len(lambdas) == 1:  # several lambdas on the lines: cannot tell which one
+        lam = _which_lambda(fn, [n for n in ast.walk(module) if isinstance(n, ast.Lambda)])
+        if lam is not None:
             tree = ast.FunctionDef(
                 name="<lambda>",
-                args=lambdas[0].args,
-                body=[ast.Return(value=lambdas[0].body)],
+                args=lam.args,
+                body=[ast.Return(value=lam.body)],
                 decorator_list=[],
                 returns=None,
             )
@@ -154,13 +176,16 @@ def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunction
 def _unwrap(fn: object) -> tuple[types.FunctionType | None, object]:
     """The plain function behind ``fn`` and the ``self`` it is bound to (if any)."""
     bound: object = None
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     if isinstance(fn, types.MethodType):
         bound, fn = fn.__self__, fn.__func__
     fn = inspect.unwrap(fn) if callable(fn) else fn
     return (fn if isinstance(fn, types.FunctionType) else None), bound
 
 
-def _namespace(fn: types.FunctionType) -> dict[str, object]:
+def namespace(fn: types.FunctionType) -> dict[str, object]:
+    """The names ``fn`` sees: builtins, its module's globals and its closure."""
     names: dict[str, object] = dict(vars(builtins))
     names.update(fn.__globals__)
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
@@ -194,9 +219,9 @@ class _Scanner:
         self.depth = depth
         self.seen = seen
         self.memo = memo
-        self.names = _namespace(fn)
+        self.names = namespace(fn)
         self.facts = CodeFacts()
-        self.tree = _function_ast(fn)
+        self.tree = function_ast(fn)
         self.assigns: dict[str, list[ast.expr]] = {}
         self.item_keys: dict[str, list[ast.expr]] = {}
         self.state_names: set[str] = {"state"}
