@@ -57,6 +57,23 @@ def received(parent: GraphFacts, node: str) -> set[str]:
     return given
 
 
+def handed_back(parent: GraphFacts, node: str) -> set[str]:
+    """Keys a subgraph node is given and returns with the given value still in them.
+
+    A key the subgraph overwrites (a plain channel its own code writes) comes back
+    replaced; one it leaves alone, or appends to, comes back with the parent's part.
+    """
+    sub = parent.nested.get(node)
+    if sub is None:
+        return set()
+    inside = _written_inside(sub)
+    return {
+        key
+        for key in received(parent, node)
+        if not (key in inside and sub.channels.get(key) and sub.channels[key].kind == "plain")
+    }
+
+
 def returned(parent: GraphFacts, node: str) -> set[str]:
     """Every key of the parent a subgraph node writes when it ends."""
     sub = parent.nested.get(node)

@@ -23,6 +23,7 @@ import ast
 import builtins
 import functools
 import inspect
+import linecache
 import sys
 import textwrap
 import tokenize
@@ -139,12 +140,57 @@ def _which_lambda(fn: types.FunctionType, lambdas: list[ast.Lambda]) -> ast.Lamb
     return found[0] if found else None  # lambdas that compile alike behave alike
 
 
+def _lambda_body(fn: types.FunctionType) -> ast.expr | None:
+    """A lambda's body read from the columns its code records (a lambda inside a dict
+    literal or a call spanning lines has no parsable source of its own)."""
+    code = fn.__code__
+    spans = [
+        (line, col, end_line, end_col)
+        for line, end_line, col, end_col in code.co_positions()
+        if None not in (line, end_line, col, end_col) and (line, col) != (end_line, end_col)
+    ]
+    lines = linecache.getlines(code.co_filename)
+    if not spans or not lines:
+        return None
+    first, first_col = min((s[0], s[1]) for s in spans)
+    last, last_col = max((s[2], s[3]) for s in spans)
+    if first < 1 or last > len(lines):
+        return None
+    chunk = [line.encode() for line in lines[first - 1 : last]]
+    chunk[-1] = chunk[-1][:last_col]
+    chunk[0] = chunk[0][first_col:]
+    try:
+        return ast.parse(b"".join(chunk).decode().strip(), mode="eval").body
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _as_def(body: ast.expr, args: ast.arguments) -> ast.FunctionDef:
+    return ast.FunctionDef(
+        name="<lambda>",
+        args=args,
+        body=[ast.Return(value=body)],
+        decorator_list=[],
+        returns=None,
+    )
+
+
 def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The ``def`` of ``fn`` parsed from its source (a lambda as a one-return ``def``), or None."""
     code = fn.__code__
     if code in _SOURCE_CACHE:
         return _SOURCE_CACHE[code]
     tree: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    if fn.__name__ == "<lambda>":
+        body = _lambda_body(fn)
+        if body is not None:
+            names = [*code.co_varnames[: code.co_argcount]]
+            tree = _as_def(body, ast.arguments(
+                posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[],
+                kw_defaults=[], defaults=[],
+            ))  # fmt: skip
+            _SOURCE_CACHE[code] = tree
+            return tree
     try:
         source = textwrap.dedent(inspect.getsource(fn))
         module = ast.parse(source)
@@ -153,13 +199,7 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
     if module is not None and fn.__name__ == "<lambda>":
         lam = _which_lambda(fn, [n for n in ast.walk(module) if isinstance(n, ast.Lambda)])
         if lam is not None:
-            tree = ast.FunctionDef(
-                name="<lambda>",
-                args=lam.args,
-                body=[ast.Return(value=lam.body)],
-                decorator_list=[],
-                returns=None,
-            )
+            tree = _as_def(lam.body, lam.args)
         module = None
     if module is not None:
         for node in ast.walk(module):

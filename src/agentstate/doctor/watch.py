@@ -242,6 +242,10 @@ class Watch(BaseCallbackHandler):
                 return None
         return scope
 
+    def _run(self, task: _Task) -> str:
+        """``the run``, or ``run 2`` once several runs were watched."""
+        return f"run {self._runs.get(task.root, 0)}" if len(self._runs) > 1 else "the run"
+
     def _label(self, task: _Task, step: int) -> str:
         """``step 2`` for one run, ``run 2, step 2`` once several runs were watched."""
         if len(self._runs) > 1:
@@ -293,7 +297,7 @@ class Watch(BaseCallbackHandler):
                     f"InvalidUpdateError. {reducer_fix(scope.key_kind(key))}",
                     evidence=[
                         f"{self._label(writers[0], step)}: " + "; ".join(t.label() for t in writers),
-                        *(f"the run ended with {e}" for e in ended[:1]),
+                        *(f"{self._run(writers[0])} ended with {e}" for e in ended[:1]),
                     ],
                     file=file,
                     line=line,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from agentstate.doctor.findings import Finding, finding
 from agentstate.doctor.fixes import declared_at, doubling_fix
 from agentstate.doctor.graph_facts import EXCLUDED_BY_TASK, GraphFacts
-from agentstate.doctor.subgraphs import received
+from agentstate.doctor.subgraphs import handed_back
 
 CODE = "list-doubled-by-subagent"
 
@@ -51,7 +51,7 @@ def _subagent(facts: GraphFacts) -> list[Finding]:
 def _subgraph_nodes(facts: GraphFacts) -> list[Finding]:
     out: list[Finding] = []
     for node in sorted(facts.nested):
-        for key in sorted(received(facts, node)):
+        for key in sorted(handed_back(facts, node)):
             if not facts.channels[key].concatenates:
                 continue
             kind = facts.key_kind(key)
@@ -62,7 +62,7 @@ def _subgraph_nodes(facts: GraphFacts) -> list[Finding]:
                     CODE,
                     f"{facts.prefix()}{node} > {key}",
                     f"`{key}` is reduced by `{_reducer(facts, key)}` and node `{node}` runs a "
-                    f"subgraph that is given `{key}` and returns its whole state: the parent "
+                    f"subgraph that is given `{key}` and returns it with its whole state: the parent "
                     f"appends what it handed down again ({example}). {doubling_fix(kind)}",
                     file=file,
                     line=line,
