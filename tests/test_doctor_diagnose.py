@@ -457,7 +457,9 @@ def test_two_nodes_of_one_step_writing_a_list_get_a_list_reducer_and_a_place():
     graph.add_edge(START, "a")
     graph.add_edge(START, "b")
     (found,) = diagnose(graph.compile()).errors
-    assert "`Annotated[list, operator.add]`" in found.message and "merge_fields" not in found.message
+    assert (
+        "`Annotated[list, operator.add]`" in found.message and "merge_fields" not in found.message
+    )
     assert found.file == __file__ and found.line is not None
 
 
@@ -529,7 +531,11 @@ def tool_loop(call_model: Any, *, with_tools_condition: bool = True) -> Any:
 def test_a_react_loop_with_a_module_global_model_makes_a_command_write_an_error():
     report = diagnose(tool_loop(chatbot))
     (found,) = report.errors
-    assert (found.code, found.subject, found.severity) == ("unreduced-parallel-write", "name", "error")
+    assert (found.code, found.subject, found.severity) == (
+        "unreduced-parallel-write",
+        "name",
+        "error",
+    )
     assert "A string has no merge" in found.message and "merge_fields" not in found.message
     assert found.file == __file__ and found.line == set_name.func.__code__.co_firstlineno
     # what a run shows: two calls of one reply raise
@@ -656,7 +662,9 @@ def podcast_graph(*, input_schema: type | None = None) -> Any:
     graph.add_node("interview", sub if input_schema else plain_subgraph())
     graph.add_edge(START, "plan")
     graph.add_conditional_edges(
-        "plan", lambda s: [Send("interview", {"topic": s["topic"]}) for _ in range(2)], ["interview"]
+        "plan",
+        lambda s: [Send("interview", {"topic": s["topic"]}) for _ in range(2)],
+        ["interview"],
     )
     return graph.compile()
 

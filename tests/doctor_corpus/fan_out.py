@@ -44,9 +44,7 @@ def jokes_graph() -> Any:
 
 def prove_jokes() -> Any:
     out = jokes_graph().invoke({"topic": "cats"})
-    return shown(
-        "unreduced-parallel-write", len(out["jokes"]) != 2, "two Sends, two jokes kept"
-    )
+    return shown("unreduced-parallel-write", len(out["jokes"]) != 2, "two Sends, two jokes kept")
 
 
 # --- map-reduce where each mapped task writes a plain key ------------------------------------

@@ -47,7 +47,8 @@ def store_memory(state: MessagesState, *, store: BaseStore) -> dict[str, Any]:
     saved = [upsert_memory(**call["args"], store=store) for call in calls]
     return {
         "messages": [
-            ToolMessage(text, tool_call_id=call["id"]) for call, text in zip(calls, saved, strict=True)
+            ToolMessage(text, tool_call_id=call["id"])
+            for call, text in zip(calls, saved, strict=True)
         ]
     }
 

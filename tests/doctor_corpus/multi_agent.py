@@ -102,16 +102,16 @@ def swarm_graph() -> Any:
     graph = StateGraph(SwarmState)
     graph.add_node("alice", alice, destinations=("bob",))
     graph.add_node("bob", bob, destinations=("alice",))
-    graph.add_conditional_edges(
-        START, lambda s: s.get("active_agent") or "alice", ["alice", "bob"]
-    )
+    graph.add_conditional_edges(START, lambda s: s.get("active_agent") or "alice", ["alice", "bob"])
     return graph.compile()
 
 
 def prove_swarm() -> Any:
     out = swarm_graph().invoke(USER)
     ok = out["active_agent"] == "bob" and out["messages"][-1].content == "bob here"
-    return shown("unreduced-parallel-write", not ok, "alice handed off, bob answered, one agent a step")
+    return shown(
+        "unreduced-parallel-write", not ok, "alice handed off, bob answered, one agent a step"
+    )
 
 
 # --- a prebuilt agent used as a node of a larger graph ----------------------------------------
@@ -158,8 +158,9 @@ def prove_project() -> Any:
         reply(text="done"),
     )
     raised = raises_invalid_update(lambda: project_graph(model).invoke(USER), "finding")
-    return shown("unreduced-parallel-write", raised, "two calls of one reply inside the node raised")
-
+    return shown(
+        "unreduced-parallel-write", raised, "two calls of one reply inside the node raised"
+    )
 
 
 CASES = [

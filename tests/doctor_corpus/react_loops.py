@@ -75,12 +75,12 @@ def prove_quickstart() -> Any:
         reply(text="done"),
     )
     try:
-        raised = raises_invalid_update(
-            lambda: quickstart_graph().invoke(USER), "name", "birthday"
-        )
+        raised = raises_invalid_update(lambda: quickstart_graph().invoke(USER), "name", "birthday")
     finally:
         llm_with_tools = held
-    return shown("unreduced-parallel-write", raised, "two human_assistance calls of one reply raised")
+    return shown(
+        "unreduced-parallel-write", raised, "two human_assistance calls of one reply raised"
+    )
 
 
 # --- an arithmetic agent built by a function that closes over the model ----------------------
@@ -121,7 +121,9 @@ def prove_arithmetic() -> Any:
     )
     out = build_arithmetic(model).invoke(USER)
     results = sorted(m.content for m in out["messages"] if isinstance(m, ToolMessage))
-    return shown("unreduced-parallel-write", results != ["12", "3"], "two parallel calls, both kept")
+    return shown(
+        "unreduced-parallel-write", results != ["12", "3"], "two parallel calls, both kept"
+    )
 
 
 # --- the react-agent template: the model comes from the runtime context ----------------------
@@ -174,7 +176,9 @@ def template_graph() -> Any:
 
 def prove_template() -> Any:
     model = scripted(
-        reply(tool_call("lookup_user_info", user_id="1"), tool_call("lookup_user_info", user_id="2")),
+        reply(
+            tool_call("lookup_user_info", user_id="1"), tool_call("lookup_user_info", user_id="2")
+        ),
         reply(text="done"),
     )
     raised = raises_invalid_update(
@@ -214,7 +218,9 @@ def reflection_graph() -> Any:
 def prove_reflection() -> Any:
     texts = [m.content for m in reflection_graph().invoke(USER)["messages"]]
     expected = ["go", "draft 0", "critique 0", "draft 1", "critique 1", "draft 2"]
-    return shown("unreduced-parallel-write", texts != expected, "three drafts, two critiques, in order")
+    return shown(
+        "unreduced-parallel-write", texts != expected, "three drafts, two critiques, in order"
+    )
 
 
 CASES = [

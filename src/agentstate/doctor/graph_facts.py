@@ -28,7 +28,7 @@ from langgraph.prebuilt import ToolNode
 
 from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
-from agentstate.doctor.react import loops
+from agentstate.doctor.react import loops, reachable
 from agentstate.doctor.steps import Steps
 from agentstate.doctor.tool_facts import (
     CodeFacts,
@@ -316,7 +316,7 @@ def _nested_graph(runnable: object) -> tuple[Graph | None, bool]:
     fn = getattr(runnable, "func", None) or getattr(runnable, "afunc", None)
     if fn is None or is_library(function_of(fn) or fn):
         return None, False
-    graphs = {id(g): g for g in _find([fn], CompiledStateGraph, depth=3)}
+    graphs = {id(g): g for g in reachable(fn) if isinstance(g, CompiledStateGraph)}
     if len(graphs) == 1:
         (found,) = graphs.values()
         return as_compiled(found), False

@@ -31,7 +31,7 @@ MAX_OBJECTS = 400
 
 
 def is_model(obj: object) -> bool:
-    """True for a chat model, a model with bound tools, ``init_chat_model()`` or ``prompt | model``."""
+    """True for a chat model, one with bound tools, ``init_chat_model()``, ``prompt | model``."""
     if isinstance(obj, BaseLanguageModel):
         return True
     if isinstance(obj, RunnableBinding):
@@ -53,7 +53,7 @@ def code_names(fn: types.FunctionType) -> set[str]:
     return {name for code in _codes(fn.__code__) for name in code.co_names}
 
 
-def _reachable(root: object) -> Iterator[object]:
+def reachable(root: object) -> Iterator[object]:
     """What a node function can reach: closures, the globals it names, bound objects' fields."""
     seen: set[int] = set()
     frontier: list[tuple[object, int]] = [(root, 0)]
@@ -110,7 +110,7 @@ def holds_model(runnable: object) -> bool:
     plain = function_of(fn)
     if plain is not None and not is_library(plain) and code_names(plain) & MODEL_CALLS:
         return True
-    return any(is_model(obj) for obj in _reachable(fn))
+    return any(is_model(obj) for obj in reachable(fn))
 
 
 def reads_tool_calls(fn: object) -> bool:

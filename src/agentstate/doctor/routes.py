@@ -235,11 +235,11 @@ class _Reader:
             return drafts or [_Draft(any_one=True)]
         if name in self.params:
             return [_Draft(any_one=True)]
-        value = self.names.get(name)
-        if isinstance(value, str | bool | int) or value is None:
-            return [_Draft(labels=(value,))]
-        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-            return [_Draft(labels=tuple(value))]
+        bound = self.names.get(name)
+        if isinstance(bound, str | bool | int) or bound is None:
+            return [_Draft(labels=(bound,))]
+        if isinstance(bound, list | tuple) and all(isinstance(v, str) for v in bound):
+            return [_Draft(labels=tuple(bound))]
         return [_Draft(any_one=True)]
 
     def _attribute(self, expr: ast.Attribute) -> _Draft:
@@ -361,7 +361,9 @@ class _Reader:
         return found if commands else None
 
 
-def _outcomes(drafts: list[_Draft], ends: dict[Hashable, str] | None, nodes: set[str]) -> list[Outcome]:
+def _outcomes(
+    drafts: list[_Draft], ends: dict[Hashable, str] | None, nodes: set[str]
+) -> list[Outcome]:
     """Drafts mapped through the path map to the nodes they start."""
     targets = sorted(set(ends.values()) if ends is not None else nodes)
     targets = [t for t in targets if t in nodes]

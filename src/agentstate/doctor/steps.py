@@ -88,9 +88,7 @@ class Steps:
     # --- what each node starts ---
 
     def _options(self, builder: Any, source: str, key_kind: KeyKind | None) -> list[Outcome]:
-        static = frozenset(
-            t for s, t in builder.edges if s == source and t in self.nodes
-        )
+        static = frozenset(t for s, t in builder.edges if s == source and t in self.nodes)
         choices: list[list[Outcome]] = [[Outcome(named=static)]]
         for spec in builder.branches.get(source, {}).values():
             ends: dict[Hashable, str] | None = spec.ends
@@ -117,9 +115,9 @@ class Steps:
 
     def started_by_name(self, node: str) -> bool:
         """True when an edge, a router's name or a join starts ``node`` (not only ``Send``)."""
-        return any(
-            node in o.named for outcomes in self.options.values() for o in outcomes
-        ) or any(target == node for _, target in self.joins)
+        return any(node in o.named for outcomes in self.options.values() for o in outcomes) or any(
+            target == node for _, target in self.joins
+        )
 
     # --- the walk ---
 

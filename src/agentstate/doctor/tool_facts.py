@@ -144,10 +144,11 @@ def _lambda_body(fn: types.FunctionType) -> ast.expr | None:
     """A lambda's body read from the columns its code records (a lambda inside a dict
     literal or a call spanning lines has no parsable source of its own)."""
     code = fn.__code__
-    spans = [
+    spans: list[tuple[int, int, int, int]] = [
         (line, col, end_line, end_col)
         for line, end_line, col, end_col in code.co_positions()
-        if None not in (line, end_line, col, end_col) and (line, col) != (end_line, end_col)
+        if line is not None and end_line is not None and col is not None and end_col is not None
+        if (line, col) != (end_line, end_col)
     ]
     lines = linecache.getlines(code.co_filename)
     if not spans or not lines:

@@ -262,7 +262,9 @@ class Watch(BaseCallbackHandler):
         batches: dict[tuple[UUID, str, int], list[_Task]] = {}
         for task in tasks:
             batches.setdefault(task.batch, []).append(task)
-        order = sorted(batches.items(), key=lambda b: (self._runs.get(b[0][0], 0), b[0][2], b[0][1]))
+        order = sorted(
+            batches.items(), key=lambda b: (self._runs.get(b[0][0], 0), b[0][2], b[0][1])
+        )
         for (root, _, step), batch in order:
             scope = self._scope(batch[0])
             if scope is None:
@@ -296,7 +298,8 @@ class Watch(BaseCallbackHandler):
                     f"`{key}` has no reducer and {len(writers)} tasks of one step wrote it: "
                     f"InvalidUpdateError. {reducer_fix(scope.key_kind(key))}",
                     evidence=[
-                        f"{self._label(writers[0], step)}: " + "; ".join(t.label() for t in writers),
+                        f"{self._label(writers[0], step)}: "
+                        + "; ".join(t.label() for t in writers),
                         *(f"{self._run(writers[0])} ended with {e}" for e in ended[:1]),
                     ],
                     file=file,

@@ -62,8 +62,8 @@ def _subgraph_nodes(facts: GraphFacts) -> list[Finding]:
                     CODE,
                     f"{facts.prefix()}{node} > {key}",
                     f"`{key}` is reduced by `{_reducer(facts, key)}` and node `{node}` runs a "
-                    f"subgraph that is given `{key}` and returns it with its whole state: the parent "
-                    f"appends what it handed down again ({example}). {doubling_fix(kind)}",
+                    f"subgraph that is given `{key}` and returns it with its whole state: the "
+                    f"parent appends what it handed down again ({example}). {doubling_fix(kind)}",
                     file=file,
                     line=line,
                 )

@@ -37,7 +37,9 @@ def _tools(facts: GraphFacts) -> list[Finding]:
         for what in tool.code.dynamic:
             if what.startswith("writes"):
                 out.append(
-                    info(CODE, f"{facts.prefix()}{tool.name}", f"`{tool.name}` {what}; not checked.")
+                    info(
+                        CODE, f"{facts.prefix()}{tool.name}", f"`{tool.name}` {what}; not checked."
+                    )
                 )
     return out
 
@@ -63,7 +65,11 @@ def _nodes(facts: GraphFacts) -> list[Finding]:
         for what in node.code.dynamic:
             if what.startswith("writes a state key"):
                 out.append(
-                    info(CODE, f"{facts.prefix()}{node.name}", f"node `{node.name}` {what}; not checked.")
+                    info(
+                        CODE,
+                        f"{facts.prefix()}{node.name}",
+                        f"node `{node.name}` {what}; not checked.",
+                    )
                 )
     return out
 
