@@ -26,6 +26,7 @@ from langgraph.types import Command, Send
 
 from agentstate.core import TurnCacheMiddleware, append_unique, merge_fields
 from agentstate.doctor import NotAGraphError, Report, diagnose
+from agentstate.doctor.react import holds_model
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
 
@@ -600,6 +601,8 @@ HELD = {
 
 @pytest.mark.parametrize("held", list(HELD))
 def test_a_react_loop_is_seen_however_the_model_is_held(held):
+    node = tool_loop(HELD[held]()).builder.nodes["chatbot"].runnable
+    assert holds_model(node)  # the model itself is found, not only the routing
     for routed in (True, False):
         report = diagnose(tool_loop(HELD[held](), with_tools_condition=routed))
         assert [(f.code, f.severity, f.subject) for f in report.errors] == [
@@ -607,6 +610,11 @@ def test_a_react_loop_is_seen_however_the_model_is_held(held):
         ]
 
 
+def test_a_node_without_a_model_is_not_a_model_node():
+    assert not holds_model(tool_loop(lambda s: {"messages": []}).builder.nodes["chatbot"].runnable)
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
 def test_create_react_agent_is_a_react_loop_too():
     agent = create_react_agent(model(), [set_name], state_schema=ReactNameState)
     assert [f.code for f in diagnose(agent).errors] == ["unreduced-parallel-write"]
@@ -729,6 +737,7 @@ class Outer(MessagesState):
     summary: str
 
 
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
 def test_a_prebuilt_agent_used_as_a_node_is_diagnosed_inside_with_its_path():
     inner = create_react_agent(model(), [add_entry, set_name], state_schema=ReactNameState)
     graph = StateGraph(Outer)

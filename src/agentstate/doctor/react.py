@@ -92,7 +92,7 @@ def _children(obj: object) -> Iterator[object]:
         yield from obj[:20]
     elif isinstance(obj, dict):
         yield from list(obj.values())[:20]
-    elif not is_library(type(obj)) and hasattr(obj, "__dict__") and not callable(obj):
+    elif not isinstance(obj, type) and not is_library(type(obj)) and hasattr(obj, "__dict__"):
         yield from list(vars(obj).values())[:20]
 
 

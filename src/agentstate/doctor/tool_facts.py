@@ -31,7 +31,6 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deepagents.backends.protocol import BackendProtocol
 from langchain_core.tools import BaseTool
 
 LIBRARIES = frozenset(
@@ -478,7 +477,7 @@ class _Scanner:
         if isinstance(node, ast.Name):
             if node.id in self.backend_names or "backend" in node.id.lower():
                 return True
-            return isinstance(self._resolve_name(node.id), BackendProtocol)
+            return _is_backend_object(self._resolve_name(node.id))
         return isinstance(node, ast.Attribute) and "backend" in node.attr.lower()
 
     # --- what an update writes ---
@@ -542,6 +541,15 @@ class _Scanner:
                     self.facts.file_writes.add("<expr **...>")
         else:
             self.facts.file_writes.add(_expr(value))
+
+
+def _is_backend_object(value: object) -> bool:
+    """A deepagents backend (imported here: the doctor imports without deepagents)."""
+    if value is None or "deepagents" not in sys.modules:
+        return False
+    from deepagents.backends.protocol import BackendProtocol
+
+    return isinstance(value, BackendProtocol)
 
 
 _FACTS_CACHE: dict[tuple[object, ...], tuple[CodeFacts, tuple[object, ...]]] = {}
