@@ -28,6 +28,7 @@ from langgraph.prebuilt import ToolNode
 
 from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
+from agentstate.doctor.names import code_names
 from agentstate.doctor.react import loops, reachable
 from agentstate.doctor.steps import Steps
 from agentstate.doctor.tool_facts import (
@@ -314,8 +315,9 @@ def _nested_graph(runnable: object) -> tuple[Graph | None, bool]:
     except NotAGraphError:
         pass
     fn = getattr(runnable, "func", None) or getattr(runnable, "afunc", None)
-    if fn is None or is_library(function_of(fn) or fn):
-        return None, False
+    plain = function_of(fn)
+    if plain is None or is_library(plain) or not code_names(plain) & RUN_CALLS:
+        return None, False  # a node that calls a graph calls invoke, stream or batch
     graphs = {id(g): g for g in reachable(fn) if isinstance(g, CompiledStateGraph)}
     if len(graphs) == 1:
         (found,) = graphs.values()
@@ -324,6 +326,7 @@ def _nested_graph(runnable: object) -> tuple[Graph | None, bool]:
 
 
 MAX_NESTING = 4
+RUN_CALLS = frozenset({"invoke", "ainvoke", "stream", "astream", "batch", "abatch"})
 
 
 def _depth(facts: GraphFacts | None) -> int:

@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableBinding, RunnableSequence
 from langgraph.prebuilt import ToolNode
 
 from agentstate.doctor.locate import function_of
+from agentstate.doctor.names import code_names
 from agentstate.doctor.tool_facts import is_library
 
 LIBRARY_MODEL_NODES = ("create_agent.<locals>.model_node", "create_react_agent.<locals>.call_model")
@@ -39,18 +40,6 @@ def is_model(obj: object) -> bool:
     if isinstance(obj, RunnableSequence):
         return any(is_model(step) for step in obj.steps)
     return type(obj).__name__ == "_ConfigurableModel"
-
-
-def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _codes(const)
-
-
-def code_names(fn: types.FunctionType) -> set[str]:
-    """Every global and attribute name the function's code (and its inner code) uses."""
-    return {name for code in _codes(fn.__code__) for name in code.co_names}
 
 
 def reachable(root: object) -> Iterator[object]:

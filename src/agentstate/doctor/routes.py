@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from agentstate.doctor.locate import function_of
+from agentstate.doctor.names import code_names
 from agentstate.doctor.tool_facts import function_ast, is_library, namespace
 
 END = "__end__"
@@ -115,6 +116,13 @@ def _is_command(func: ast.expr) -> bool:
     )
 
 
+_PARSED: dict[
+    types.CodeType,
+    tuple[dict[str, list[ast.expr]], dict[str, list[tuple[ast.expr, bool]]], list[ast.expr]],
+] = {}
+"""What a function's source assigns, grows and returns, parsed once per code object."""
+
+
 @dataclass
 class _Reader:
     """Reads what one function returns, as drafts."""
@@ -128,6 +136,7 @@ class _Reader:
     grown: dict[str, list[tuple[ast.expr, bool]]] = field(default_factory=dict)
     params: set[str] = field(default_factory=set)
     shape: str = ""
+    returns: list[ast.expr] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tree = function_ast(self.fn)
@@ -137,7 +146,14 @@ class _Reader:
         self.shape = _annotation(self.tree, self.fn)
         args = self.tree.args
         self.params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-        self._collect(self.tree.body, in_loop=False)
+        parsed = _PARSED.get(self.fn.__code__)
+        if parsed is None:
+            self._collect(self.tree.body, in_loop=False)
+            parsed = (self.assigns, self.grown, _returns(self.tree.body))
+            if len(_PARSED) >= 4096:
+                _PARSED.clear()
+            _PARSED[self.fn.__code__] = parsed
+        self.assigns, self.grown, self.returns = parsed
 
     @property
     def label(self) -> str:
@@ -178,7 +194,7 @@ class _Reader:
         if self.tree is None:
             return [_Draft(doubt=f"the source of {self.label} is not available")]
         drafts: list[_Draft] = []
-        for expr in _returns(self.tree.body):
+        for expr in self.returns:
             drafts.extend(self.value(expr, 0))
         if self.shape == "multi":
             drafts = [
@@ -346,7 +362,7 @@ class _Reader:
             return None
         found: list[list[_Draft]] = []
         commands = 0
-        for expr in _returns(self.tree.body):
+        for expr in self.returns:
             if isinstance(expr, ast.Name) and len(self.assigns.get(expr.id, [])) == 1:
                 expr = self.assigns[expr.id][0]
             if not (isinstance(expr, ast.Call) and _is_command(expr.func)):
@@ -417,8 +433,10 @@ def goto_outcomes(
         if declared:
             return [Outcome(named=frozenset({d})) for d in declared] + [Outcome()]
         return None
-    reader = _Reader(fn, key_kind)
-    gotos = reader.gotos()
+    if "Command" not in code_names(fn):
+        gotos = None
+    else:
+        gotos = _Reader(fn, key_kind).gotos()
     if gotos is None:
         if declared:  # destinations declared, returned through a helper the doctor cannot see
             return [Outcome(named=frozenset({d})) for d in declared] + [Outcome()]
