@@ -16,9 +16,16 @@ from langchain.chat_models import init_chat_model
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
+from langgraph.config import get_store
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import InjectedState, ToolNode, create_react_agent, tools_condition
+from langgraph.prebuilt import (
+    InjectedState,
+    InjectedStore,
+    ToolNode,
+    create_react_agent,
+    tools_condition,
+)
 from langgraph.prebuilt.chat_agent_executor import AgentState as AgentStatePrebuilt
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
@@ -26,7 +33,6 @@ from langgraph.types import Command, Send
 
 from agentstate.core import TurnCacheMiddleware, append_unique, merge_fields
 from agentstate.doctor import NotAGraphError, Report, diagnose
-from agentstate.doctor.react import holds_model
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
 
@@ -601,6 +607,8 @@ HELD = {
 
 @pytest.mark.parametrize("held", list(HELD))
 def test_a_react_loop_is_seen_however_the_model_is_held(held):
+    from agentstate.doctor.react import holds_model  # here: the module is new (issue 22)
+
     node = tool_loop(HELD[held]()).builder.nodes["chatbot"].runnable
     assert holds_model(node)  # the model itself is found, not only the routing
     for routed in (True, False):
@@ -611,6 +619,8 @@ def test_a_react_loop_is_seen_however_the_model_is_held(held):
 
 
 def test_a_node_without_a_model_is_not_a_model_node():
+    from agentstate.doctor.react import holds_model
+
     assert not holds_model(tool_loop(lambda s: {"messages": []}).builder.nodes["chatbot"].runnable)
 
 
@@ -779,4 +789,26 @@ def test_a_memory_agent_without_a_tool_node_is_a_react_loop_writing_memory():
     report = diagnose(graph.compile())
     assert [(f.code, f.severity, f.subject) for f in report] == [
         ("memory-in-react-loop", "warning", "store_memory")
+    ]
+
+
+@tool
+def jot_down(fact: str) -> str:
+    """Keep a fact (through LangGraph's get_store())."""
+    get_store().put(("facts",), fact, {"fact": fact})
+    return "kept"
+
+
+@tool
+def note_preference(text: str, memories: Annotated[BaseStore, InjectedStore()]) -> str:
+    """Keep a preference (through an injected store with its own name)."""
+    memories.put(("prefs",), text, {"text": text})
+    return "kept"
+
+
+@pytest.mark.parametrize("memory_tool", [jot_down, note_preference])
+def test_a_store_write_is_seen_however_the_store_is_reached(memory_tool):
+    report = diagnose(create_agent(model(), [memory_tool]))
+    assert [(f.code, f.severity, f.subject) for f in report] == [
+        ("memory-in-react-loop", "warning", memory_tool.name)
     ]

@@ -267,6 +267,7 @@ class _Scanner:
         self.state_names: set[str] = {"state"}
         self.file_names: set[str] = set()
         self.backend_names: set[str] = {"backend"}
+        self.store_names: set[str] = {"store"}
 
     # --- entry ---
 
@@ -289,6 +290,8 @@ class _Scanner:
                 self.state_names.add(arg.arg)
             if "Backend" in note:
                 self.backend_names.add(arg.arg)
+            if "Store" in note:  # store: BaseStore, Annotated[BaseStore, InjectedStore()]
+                self.store_names.add(arg.arg)
 
     def _collect_assigns(self) -> None:
         assert self.tree is not None
@@ -309,6 +312,8 @@ class _Scanner:
                     self.file_names.add(name)
                 if isinstance(value, ast.Attribute) and "backend" in value.attr:
                     self.backend_names.add(name)
+                if self._is_store(value):
+                    self.store_names.add(name)
 
     def _assign(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name):
@@ -452,10 +457,7 @@ class _Scanner:
             if func.attr == "get" and self._is_files(func.value) and node.args:
                 self.facts.file_reads.add(self._path(node.args[0]))
             owner = func.value
-            if func.attr in ("put", "aput") and (
-                (isinstance(owner, ast.Name) and owner.id == "store")
-                or (isinstance(owner, ast.Attribute) and owner.attr == "store")
-            ):
+            if func.attr in ("put", "aput") and self._is_store(owner):
                 self.facts.store_writes = True
             if isinstance(owner, ast.Name | ast.Attribute) and self._is_backend(owner):
                 if func.attr in BACKEND_READS and node.args:
@@ -472,6 +474,18 @@ class _Scanner:
             helper = self._sub(fn, bound, node_mode=False)
             if helper is not None:
                 self.facts.merge(helper)
+
+    def _is_store(self, node: ast.expr) -> bool:
+        """LangGraph's store: ``store``, ``runtime.store``, ``get_store()``, a store param."""
+        if isinstance(node, ast.Name):
+            return node.id in self.store_names
+        if isinstance(node, ast.Attribute):
+            return node.attr == "store"
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            return name == "get_store"
+        return False
 
     def _is_backend(self, node: ast.expr) -> bool:
         if isinstance(node, ast.Name):
