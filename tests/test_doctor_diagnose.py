@@ -812,3 +812,20 @@ def test_a_store_write_is_seen_however_the_store_is_reached(memory_tool):
     assert [(f.code, f.severity, f.subject) for f in report] == [
         ("memory-in-react-loop", "warning", memory_tool.name)
     ]
+
+
+def summarize(state: ErrorState) -> dict[str, Any]:
+    """A helper defined inside the node returns rows, not state updates."""
+
+    def row(text: str) -> dict[str, str]:
+        return {"line": text}
+
+    rows = [row(part) for part in state["q"].split()]
+    return {"answer": ", ".join(r["line"] for r in rows)}
+
+
+def test_a_helper_defined_inside_a_node_is_not_the_nodes_return():
+    graph = StateGraph(ErrorState)
+    graph.add_node("summarize", summarize)
+    graph.add_edge(START, "summarize")
+    assert diagnose(graph.compile()).findings == []

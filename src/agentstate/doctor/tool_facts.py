@@ -236,6 +236,20 @@ def namespace(fn: types.FunctionType) -> dict[str, object]:
     return names
 
 
+def _own_returns(tree: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The ``return`` statements of the function itself, not of functions defined in it."""
+    found: list[ast.Return] = []
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Return):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def _expr(node: ast.AST) -> str:
     return f"<expr {ast.unparse(node)}>"
 
@@ -266,6 +280,7 @@ class _Scanner:
         self.item_keys: dict[str, list[ast.expr]] = {}
         self.state_names: set[str] = {"state"}
         self.file_names: set[str] = set()
+        self.own_returns: set[int] = set()
         self.backend_names: set[str] = {"backend"}
         self.store_names: set[str] = {"store"}
 
@@ -278,6 +293,7 @@ class _Scanner:
             return self.facts
         self._params()
         self._collect_assigns()
+        self.own_returns = {id(r) for r in _own_returns(self.tree)}
         for node in ast.walk(self.tree):
             self._visit(node)
         return self.facts
@@ -439,7 +455,12 @@ class _Scanner:
             self.facts.file_reads.add(self._path(node.slice))
         if isinstance(node, ast.Call):
             self._call(node)
-        if self.node_mode and isinstance(node, ast.Return) and node.value is not None:
+        if (
+            self.node_mode
+            and isinstance(node, ast.Return)
+            and node.value is not None
+            and id(node) in self.own_returns  # not a nested helper's or lambda's return
+        ):
             if isinstance(node.value, ast.Dict | ast.Name | ast.Call):
                 self._update(node.value, returned=True)
 
