@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 
 from agentstate.doctor.findings import Finding, finding, info
-from agentstate.doctor.fixes import reducer_fix
+from agentstate.doctor.fixes import declared_at, reducer_fix
 from agentstate.doctor.graph_facts import GraphFacts, ToolFacts, task_writes
 from agentstate.doctor.steps import Share
 from agentstate.doctor.subgraphs import writes
@@ -94,6 +94,8 @@ def _node_finding(
 ) -> Finding:
     fix = reducer_fix(facts.key_kind(key))
     file, line = facts.where_node(nodes[0])
+    if file is None:  # a subgraph node has no function: point at the key's declaration
+        file, line = declared_at(facts.graph, key)
     if repeat:
         what = f"node `{nodes[0]}` writes `{key}`, which has no reducer, and"
         how = f"{share.why}" if share.sure else "it may run several times in one step"
