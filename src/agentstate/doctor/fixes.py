@@ -10,6 +10,7 @@ graph's state schemas (``TypedDict``, dataclass or pydantic annotations).
 from __future__ import annotations
 
 import collections.abc
+import functools
 import inspect
 import os
 import types
@@ -86,17 +87,23 @@ def key_kind(graph: object, key: str) -> Kind:
     return "unknown"
 
 
+@functools.lru_cache(maxsize=256)
+def _class_place(schema: type) -> tuple[str | None, int | None]:
+    """Where a class is defined (``inspect`` parses its whole file: done once per class)."""
+    try:
+        file = inspect.getsourcefile(schema)
+        line = inspect.getsourcelines(schema)[1]
+    except (OSError, TypeError):
+        return None, None
+    return (os.path.abspath(file), line) if file else (None, None)
+
+
 def declared_at(graph: object, key: str) -> tuple[str | None, int | None]:
     """``(file, line)`` of the state schema that declares ``key`` (where its reducer goes)."""
     builder = getattr(graph, "builder", None)
     for schema in getattr(builder, "schemas", None) or {}:
         if key in _hints(schema):
-            try:
-                file = inspect.getsourcefile(schema)
-                line = inspect.getsourcelines(schema)[1]
-            except (OSError, TypeError):
-                return None, None
-            return (os.path.abspath(file), line) if file else (None, None)
+            return _class_place(schema) if isinstance(schema, type) else (None, None)
     return None, None
 
 
