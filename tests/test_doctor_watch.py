@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from langchain.agents import create_agent
 from langgraph.errors import InvalidUpdateError
+from langgraph.graph import START, StateGraph
 
 from agentstate import rds
 from agentstate.core import TurnCacheMiddleware
-from agentstate.doctor import Report, Watch
+from agentstate.doctor import Report, Watch, diagnose
 from agentstate.doctor.prefix import divergence
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.fixtures import POSTGRES_FIELDS, collector_model, parent_model
 from agentstate.models import ScriptedChatModel, reply, tool_call
-from tests.test_doctor_diagnose import MergedTags, PlainTags, list_tags, save_tag
+from tests.test_doctor_diagnose import (
+    MergedTags,
+    PlainTags,
+    TodoState,
+    list_tags,
+    read_todos,
+    save_tag,
+    write_todos,
+)
 
 MODES = ["invoke", "ainvoke", "stream", "astream"]
 QUESTION = "How do I report a lost card, and which fees and compliance rules apply?"
@@ -164,3 +173,89 @@ def test_a_subagents_dropped_write_is_shown_and_one_schema_is_clean(mode):
     assert len(found.evidence) == len(POSTGRES_FIELDS)  # one dropped write per stored field
     fixed = rds.build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
     assert watched(fixed, turn, mode).findings == []
+
+
+# --- issue 22: one watch over many runs, subgraphs, a user's own todo tools ---
+
+
+class AnswerState(TypedDict, total=False):
+    question: str
+    answer: str
+
+
+def one_node_graph() -> Any:
+    graph = StateGraph(AnswerState)
+    graph.add_node("answer", lambda s: {"answer": s["question"].upper()})
+    graph.add_edge(START, "answer")
+    return graph.compile()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_watch_over_two_runs_keeps_each_runs_tasks_apart(mode):
+    graph = one_node_graph()
+    watch = Watch(graph)
+    run(graph, {"question": "a"}, mode, watch)
+    run(graph, {"question": "b"}, mode, watch)
+    assert watch.report().findings == []
+
+
+def test_each_run_is_reported_with_its_own_evidence():
+    agent = tags_agent(PlainTags)
+    watch = Watch(agent)
+    for _ in range(2):
+        with pytest.raises(InvalidUpdateError):
+            run(agent, USER, "invoke", watch)
+        agent = tags_agent(PlainTags)  # a fresh script, the same graph shape
+    (found,) = watch.report().of("unreduced-parallel-write")
+    steps = [e for e in found.evidence if ", step " in e]
+    assert [e.split(":")[0] for e in steps] == ["run 1, step 2", "run 2, step 2"]
+    assert all(e.count("`save_tag`") == 2 for e in steps)  # two calls per run, not four
+    ended = [e for e in found.evidence if " ended with InvalidUpdateError" in e]
+    assert [e.split(" ended")[0] for e in ended] == ["run 1", "run 2"]
+
+
+class InnerState(TypedDict, total=False):
+    x: str
+    scratch: str
+
+
+class OuterState(TypedDict, total=False):
+    x: str
+
+
+def subgraph_with_private_key() -> Any:
+    inner = StateGraph(InnerState)
+    inner.add_node("work", lambda s: {"scratch": "draft", "x": s["x"] + "!"})
+    inner.add_edge(START, "work")
+    outer = StateGraph(OuterState)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    return outer.compile()
+
+
+@pytest.mark.parametrize("mode", ["invoke", "astream"])
+def test_a_subgraphs_private_keys_are_not_dropped_writes(mode):
+    graph = subgraph_with_private_key()
+    assert watched(graph, {"x": "a"}, mode).findings == []
+    assert diagnose(graph).findings == []
+
+
+def test_a_users_own_todo_reader_in_its_writers_batch_is_shown():
+    script = ScriptedChatModel(
+        script=[
+            reply(tool_call("write_todos", todos=["plan"]), tool_call("read_todos")),
+            reply(text="done"),
+        ]
+    )
+    agent = create_agent(script, [write_todos, read_todos], state_schema=TodoState)
+    watch = Watch(agent)
+    result = agent.invoke(USER, {"callbacks": [watch]})
+    seen = [m.content for m in result["messages"] if getattr(m, "name", "") == "read_todos"]
+    assert seen == ["No todos currently in the list."]  # what the run shows
+    (found,) = watch.report().of("same-batch-read")
+    assert found.subject == "todos" and "`read_todos`" in found.evidence[0]
+    # the finding lands on the reader's own line
+    assert (found.file, found.line) == (
+        read_todos.func.__code__.co_filename,
+        read_todos.func.__code__.co_firstlineno,
+    )

@@ -14,10 +14,13 @@ from agentstate.doctor.graph_facts import graph_facts
 
 
 def diagnose(graph: object, name: str | None = None) -> Report:
-    """Every finding about ``graph`` (and its subagents); ``NotAGraphError`` for a non-graph."""
+    """Every finding about ``graph``, its subagents and the graphs its nodes run.
+
+    Raises ``NotAGraphError`` for anything but a compiled graph.
+    """
     facts = graph_facts(graph, name)
     findings: list[Finding] = []
-    for scope in (facts, *facts.subagents.values()):
+    for scope in facts.scopes():
         for check in CHECKS.values():
             findings.extend(check(scope))
     return Report(facts.name, findings)

@@ -33,10 +33,15 @@ CODES: dict[str, Code] = {
         Code(
             "unreduced-parallel-write", "error", "02", "parallel writers of a key without reducer"
         ),
-        Code("undeclared-key", "error", "02", "a tool writes a key the graph does not declare"),
+        Code("undeclared-key", "error", "02", "a tool or a node writes a key the graph lacks"),
         Code("same-batch-read", "warning", "03", "a reader blind to its own batch's writes"),
         Code("subagent-drops-key", "error", "04", "a subagent writes a key its schema lacks"),
-        Code("list-doubled-by-subagent", "error", "04", "a concatenated list a subagent returns"),
+        Code(
+            "list-doubled-by-subagent",
+            "error",
+            "04",
+            "a concatenated key a subagent or a subgraph node hands back whole",
+        ),
         Code("prefix-not-invariant", "warning", "05", "prompts diverge before a large shared part"),
         Code("memory-in-react-loop", "warning", "06", "a ReAct loop writes long-term memory"),
     )

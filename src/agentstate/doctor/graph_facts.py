@@ -5,13 +5,14 @@ works on what ``create_agent``, ``create_deep_agent`` and a plain
 ``StateGraph(...).compile()`` return (notebooks 01-06). Middleware is found
 where LangChain's ``create_agent`` keeps it: bound to hook nodes, and inside
 the model node's and ``ToolNode``'s wrappers; deepagents' subagents in the
-``task`` tool (the compiled graphs it invokes).
+``task`` tool (the compiled graphs it invokes); compiled graphs used as nodes
+(or called by a node's function) are read the same way, as ``nested`` graphs.
+Which nodes share a super-step is :mod:`.steps`; ReAct loops are :mod:`.react`.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import operator
 import types
 from collections.abc import Callable, Iterator
@@ -19,13 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableBinding
 from langchain_core.tools import BaseTool
 from langgraph.channels import BinaryOperatorAggregate, LastValue
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
+from agentstate.doctor.fixes import Kind, key_kind
+from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
+from agentstate.doctor.names import code_names
+from agentstate.doctor.react import loops, reachable
+from agentstate.doctor.steps import Steps
 from agentstate.doctor.tool_facts import (
     CodeFacts,
     Memo,
@@ -64,8 +69,29 @@ class ChannelFacts:
 
     @property
     def concatenates(self) -> bool:
-        """True when the reducer appends (``operator.add``): not idempotent."""
-        return self.reducer is not None and self.reducer in CONCATENATIONS
+        """True when the reducer appends (``operator.add``, or a reducer of the user's that
+        doubles a value given twice): a returned whole value is appended again."""
+        return self.reducer is not None and appends(self.reducer)
+
+
+def appends(reducer: Reducer) -> bool:
+    """True for a concatenation, or a user reducer that returns ``x`` twice for ``x`` given twice.
+
+    Reducers are pure (LangGraph calls them on throwaway copies), so trying one on
+    a one-item list and a one-letter string is safe; the libraries' own reducers
+    (``add_messages`` merges by id) are not tried.
+    """
+    if reducer in CONCATENATIONS:
+        return True
+    if is_library(reducer) or not callable(reducer):
+        return False
+    for value, doubled in ((["x"], ["x", "x"]), ("T", "TT")):
+        try:
+            if reducer(value, value) == doubled:
+                return True
+        except Exception:  # noqa: BLE001, S112 - a reducer for another type: not this one
+            continue
+    return False
 
 
 @dataclass
@@ -77,6 +103,8 @@ class ToolFacts:
     code: CodeFacts
     library: bool
     """True for the tools LangChain and deepagents ship (their own guards apply)."""
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass
@@ -86,11 +114,15 @@ class NodeFacts:
     name: str
     code: CodeFacts | None
     """None for LangChain/LangGraph internals (model node, middleware of the libraries)."""
+    file: str | None = None
+    line: int | None = None
+    subgraph: bool = False
+    """True when the node is a compiled graph itself (it returns that graph's state)."""
 
 
 @dataclass
 class GraphFacts:
-    """Everything the checks need to know about one compiled graph (and its subagents)."""
+    """Everything the checks need to know about one compiled graph (and the graphs in it)."""
 
     name: str
     graph: Graph
@@ -99,14 +131,23 @@ class GraphFacts:
     tools: dict[str, ToolFacts]
     tool_nodes: list[str]
     middleware: list[AgentMiddleware]
-    react_loop: bool
-    """A model node whose tool calls go straight to a ToolNode that loops back to it."""
-    send_targets: set[str]
-    """Nodes a conditional edge may ``Send`` to several times in one super-step."""
-    siblings: list[set[str]]
-    """Groups of nodes that plain edges start in the same super-step."""
+    steps: Steps
+    """Which nodes can share a super-step (:mod:`agentstate.doctor.steps`)."""
+    loops: list[tuple[str, str]]
+    """``(model node, tool runner)`` pairs of the ReAct loops (:mod:`agentstate.doctor.react`)."""
+    kind: str = "graph"
+    """``graph`` (the one diagnosed), ``subagent`` (behind deepagents' ``task``) or ``node``
+    (a compiled graph used as a node, or called by one)."""
     subagents: dict[str, GraphFacts] = field(default_factory=dict)
+    nested: dict[str, GraphFacts] = field(default_factory=dict)
+    """The graphs run by this graph's nodes, by node name."""
     parent: GraphFacts | None = None
+    kinds: dict[str, Kind] = field(default_factory=dict, repr=False)
+
+    @property
+    def react_loop(self) -> bool:
+        """True when a model node and a node running its tool calls form a cycle."""
+        return bool(self.loops)
 
     def declares(self, key: str) -> bool:
         """True when the graph has a channel for ``key``."""
@@ -117,8 +158,39 @@ class GraphFacts:
         return [m for m in self.middleware if isinstance(m, kind)]
 
     def prefix(self) -> str:
-        """``"<subagent>:"`` for a subagent's findings, ``""`` at the top."""
-        return f"{self.name}:" if self.parent is not None else ""
+        """What a finding's subject starts with: ``""`` at the top, ``"<subagent>:"`` inside a
+        subagent, ``"<node> > "`` inside a graph run by a node (nested: ``"a > b > "``)."""
+        if self.parent is None:
+            return ""
+        if self.kind == "subagent":
+            return f"{self.parent.prefix()}{self.name}:"
+        return f"{self.parent.prefix()}{self.name} > "
+
+    def scopes(self) -> Iterator[GraphFacts]:
+        """This graph, then every subagent and nested graph in it, depth first."""
+        yield self
+        for sub in (*self.subagents.values(), *self.nested.values()):
+            yield from sub.scopes()
+
+    def key_kind(self, key: str) -> Kind:
+        """The declared kind of ``key`` (``dict``, ``list``, ``str``...), for the fix to suggest."""
+        if key not in self.kinds:
+            self.kinds[key] = key_kind(self.graph, key)
+        return self.kinds[key]
+
+    def runners_in_loops(self) -> set[str]:
+        """The nodes that run a model's tool calls in a ReAct loop."""
+        return {runner for _, runner in self.loops}
+
+    def where_tool(self, name: str) -> Place:
+        """``(file, line)`` of a tool's function."""
+        tool = self.tools.get(name)
+        return (tool.file, tool.line) if tool is not None else NOWHERE
+
+    def where_node(self, name: str) -> Place:
+        """``(file, line)`` of a node's function."""
+        node = self.nodes.get(name)
+        return (node.file, node.line) if node is not None else NOWHERE
 
 
 def as_compiled(graph: object) -> Graph:
@@ -236,32 +308,36 @@ def _subagent_graphs(task: BaseTool) -> dict[str, Graph]:
     return graphs
 
 
-def _sends(path: object) -> bool:
-    """True when a conditional edge's function may return ``Send``s (source mentions it)."""
-    roots = _find([getattr(path, "func", None), getattr(path, "afunc", None)],
-                  types.FunctionType, depth=3)  # fmt: skip
-    for fn in roots:
-        if not isinstance(fn, types.FunctionType):
-            continue
-        if "Send" in fn.__code__.co_names or "Send" in fn.__code__.co_freevars:
-            return True
-        try:
-            if "Send(" in inspect.getsource(fn):
-                return True
-        except (OSError, TypeError):
-            continue
-    return False
+def _nested_graph(runnable: object) -> tuple[Graph | None, bool]:
+    """The compiled graph a node is (True), or the one its function calls (False), if any."""
+    try:
+        return as_compiled(runnable), True
+    except NotAGraphError:
+        pass
+    fn = getattr(runnable, "func", None) or getattr(runnable, "afunc", None)
+    plain = function_of(fn)
+    if plain is None or is_library(plain) or not code_names(plain) & RUN_CALLS:
+        return None, False  # a node that calls a graph calls invoke, stream or batch
+    graphs = {id(g): g for g in reachable(fn) if isinstance(g, CompiledStateGraph)}
+    if len(graphs) == 1:
+        (found,) = graphs.values()
+        return as_compiled(found), False
+    return None, False
 
 
-def _has_model(runnable: object) -> bool:
-    fn = getattr(runnable, "func", None)
-    if getattr(fn, "__qualname__", "") in ("create_agent.<locals>.model_node",):
-        return True
-    return bool(_find(_node_callables(runnable), (BaseChatModel, RunnableBinding), depth=3))
+MAX_NESTING = 4
+RUN_CALLS = frozenset({"invoke", "ainvoke", "stream", "astream", "batch", "abatch"})
+
+
+def _depth(facts: GraphFacts | None) -> int:
+    depth = 0
+    while facts is not None:
+        depth, facts = depth + 1, facts.parent
+    return depth
 
 
 def graph_facts(
-    graph: object, name: str | None = None, parent: GraphFacts | None = None
+    graph: object, name: str | None = None, parent: GraphFacts | None = None, kind: str = "graph"
 ) -> GraphFacts:
     """Read what ``graph`` declares; raises :class:`NotAGraphError` for anything else."""
     compiled = as_compiled(graph)
@@ -271,43 +347,41 @@ def graph_facts(
     tool_nodes: list[str] = []
     roots: list[object] = []
     memo: Memo = {}
+    inner: dict[str, tuple[Graph, bool]] = {}
     for node_name, spec in builder.nodes.items():
         runnable: object = spec.runnable
         roots.extend(_node_callables(runnable))
         if isinstance(runnable, ToolNode):
             tool_nodes.append(node_name)
             for tool_name, tool in runnable.tools_by_name.items():
+                file, line = locate(tool)
                 tools[tool_name] = ToolFacts(
-                    tool_name, tool, tool_facts(tool, memo), _library_tool(tool)
+                    tool_name, tool, tool_facts(tool, memo), _library_tool(tool), file, line
                 )
             nodes[node_name] = NodeFacts(node_name, None)
             continue
+        sub, direct = _nested_graph(runnable)
+        if sub is not None and sub is not compiled:
+            inner[node_name] = (sub, direct)
         fn = _user_function(runnable)
+        file, line = locate(fn) if fn is not None else NOWHERE
         nodes[node_name] = NodeFacts(
-            node_name, function_facts(fn, node=True, memo=memo) if fn else None
+            node_name,
+            function_facts(fn, node=True, memo=memo) if fn else None,
+            file,
+            line,
+            subgraph=sub is not None and direct,
         )
     middleware = [m for m in _find(roots, AgentMiddleware) if isinstance(m, AgentMiddleware)]
     middleware = list({id(m): m for m in middleware}.values())
+    kinds: dict[str, Kind] = {}
 
-    send_targets: set[str] = set()
-    successors: dict[str, set[str]] = {}
-    for source, target in builder.edges:
-        successors.setdefault(source, set()).add(target)
-    for source, branches in builder.branches.items():
-        for branch in branches.values():
-            ends = set((branch.ends or {}).values())
-            successors.setdefault(source, set()).update(ends)
-            if _sends(branch.path):
-                send_targets |= ends
-    siblings = [targets for targets in successors.values() if len(targets) > 1]
-    react = any(
-        tool_node in successors.get(other, set())
-        and other in successors.get(tool_node, set())
-        and _has_model(builder.nodes[other].runnable)
-        for tool_node in tool_nodes
-        for other in builder.nodes
-        if other != tool_node
-    )
+    def kind_of_key(key: str) -> str:
+        if key not in kinds:
+            kinds[key] = key_kind(compiled, key)
+        return kinds[key]
+
+    steps = Steps(builder, kind_of_key)
     facts = GraphFacts(
         name=name or compiled.get_name(),
         graph=compiled,
@@ -316,15 +390,18 @@ def graph_facts(
         tools=tools,
         tool_nodes=tool_nodes,
         middleware=middleware,
-        react_loop=react,
-        send_targets={t for t in send_targets if t in builder.nodes},
-        siblings=siblings,
+        steps=steps,
+        loops=loops(builder, steps.successors),
+        kind=kind,
         parent=parent,
+        kinds=kinds,
     )
-    if parent is None:
+    if kind != "subagent" and _depth(parent) < MAX_NESTING:
         for known in tools.values():
             for sub_name, sub in _subagent_graphs(known.tool).items():
-                facts.subagents[sub_name] = graph_facts(sub, sub_name, parent=facts)
+                facts.subagents[sub_name] = graph_facts(sub, sub_name, facts, "subagent")
+        for node_name, (sub, _) in inner.items():
+            facts.nested[node_name] = graph_facts(sub, node_name, facts, "node")
     return facts
 
 

@@ -23,6 +23,7 @@ import ast
 import builtins
 import functools
 import inspect
+import linecache
 import sys
 import textwrap
 import tokenize
@@ -30,7 +31,6 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deepagents.backends.protocol import BackendProtocol
 from langchain_core.tools import BaseTool
 
 LIBRARIES = frozenset(
@@ -118,26 +118,88 @@ Memo = dict[tuple[int, int, bool], CodeFacts]
 _SOURCE_CACHE: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
 
 
-def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def _same_code(a: types.CodeType, b: types.CodeType) -> bool:
+    return (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts, b.co_names)
+
+
+def _which_lambda(fn: types.FunctionType, lambdas: list[ast.Lambda]) -> ast.Lambda | None:
+    """The lambda of ``lambdas`` that compiles to ``fn``'s code (several on one line)."""
+    if len(lambdas) == 1:
+        return lambdas[0]
+    found: list[ast.Lambda] = []
+    for candidate in lambdas:
+        tree = ast.fix_missing_locations(ast.Expression(body=candidate))
+        try:
+            outer = compile(tree, fn.__code__.co_filename, "eval")
+        except (SyntaxError, ValueError, TypeError):
+            continue
+        codes = [c for c in outer.co_consts if isinstance(c, types.CodeType)]
+        if codes and _same_code(codes[0], fn.__code__):
+            found.append(candidate)
+    return found[0] if found else None  # lambdas that compile alike behave alike
+
+
+def _lambda_body(fn: types.FunctionType) -> ast.expr | None:
+    """A lambda's body read from the columns its code records (a lambda inside a dict
+    literal or a call spanning lines has no parsable source of its own)."""
+    code = fn.__code__
+    spans: list[tuple[int, int, int, int]] = [
+        (line, col, end_line, end_col)
+        for line, end_line, col, end_col in code.co_positions()
+        if line is not None and end_line is not None and col is not None and end_col is not None
+        if (line, col) != (end_line, end_col)
+    ]
+    lines = linecache.getlines(code.co_filename)
+    if not spans or not lines:
+        return None
+    first, first_col = min((s[0], s[1]) for s in spans)
+    last, last_col = max((s[2], s[3]) for s in spans)
+    if first < 1 or last > len(lines):
+        return None
+    chunk = [line.encode() for line in lines[first - 1 : last]]
+    chunk[-1] = chunk[-1][:last_col]
+    chunk[0] = chunk[0][first_col:]
+    try:
+        return ast.parse(b"".join(chunk).decode().strip(), mode="eval").body
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _as_def(body: ast.expr, args: ast.arguments) -> ast.FunctionDef:
+    return ast.FunctionDef(
+        name="<lambda>",
+        args=args,
+        body=[ast.Return(value=body)],
+        decorator_list=[],
+        returns=None,
+    )
+
+
+def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The ``def`` of ``fn`` parsed from its source (a lambda as a one-return ``def``), or None."""
     code = fn.__code__
     if code in _SOURCE_CACHE:
         return _SOURCE_CACHE[code]
     tree: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    if fn.__name__ == "<lambda>":
+        body = _lambda_body(fn)
+        if body is not None:
+            names = [*code.co_varnames[: code.co_argcount]]
+            tree = _as_def(body, ast.arguments(
+                posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[],
+                kw_defaults=[], defaults=[],
+            ))  # fmt: skip
+            _SOURCE_CACHE[code] = tree
+            return tree
     try:
         source = textwrap.dedent(inspect.getsource(fn))
         module = ast.parse(source)
     except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
         module = None  # no source (a REPL, a frozen module) or not this function's
     if module is not None and fn.__name__ == "<lambda>":
-        lambdas = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)]
-        if len(lambdas) == 1:  # several lambdas on the lines: cannot tell which one
-            tree = ast.FunctionDef(
-                name="<lambda>",
-                args=lambdas[0].args,
-                body=[ast.Return(value=lambdas[0].body)],
-                decorator_list=[],
-                returns=None,
-            )
+        lam = _which_lambda(fn, [n for n in ast.walk(module) if isinstance(n, ast.Lambda)])
+        if lam is not None:
+            tree = _as_def(lam.body, lam.args)
         module = None
     if module is not None:
         for node in ast.walk(module):
@@ -154,13 +216,16 @@ def _function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunction
 def _unwrap(fn: object) -> tuple[types.FunctionType | None, object]:
     """The plain function behind ``fn`` and the ``self`` it is bound to (if any)."""
     bound: object = None
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     if isinstance(fn, types.MethodType):
         bound, fn = fn.__self__, fn.__func__
     fn = inspect.unwrap(fn) if callable(fn) else fn
     return (fn if isinstance(fn, types.FunctionType) else None), bound
 
 
-def _namespace(fn: types.FunctionType) -> dict[str, object]:
+def namespace(fn: types.FunctionType) -> dict[str, object]:
+    """The names ``fn`` sees: builtins, its module's globals and its closure."""
     names: dict[str, object] = dict(vars(builtins))
     names.update(fn.__globals__)
     for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
@@ -169,6 +234,20 @@ def _namespace(fn: types.FunctionType) -> dict[str, object]:
         except ValueError:  # an empty cell: defined later
             continue
     return names
+
+
+def _own_returns(tree: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
+    """The ``return`` statements of the function itself, not of functions defined in it."""
+    found: list[ast.Return] = []
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        if isinstance(node, ast.Return):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def _expr(node: ast.AST) -> str:
@@ -194,14 +273,16 @@ class _Scanner:
         self.depth = depth
         self.seen = seen
         self.memo = memo
-        self.names = _namespace(fn)
+        self.names = namespace(fn)
         self.facts = CodeFacts()
-        self.tree = _function_ast(fn)
+        self.tree = function_ast(fn)
         self.assigns: dict[str, list[ast.expr]] = {}
         self.item_keys: dict[str, list[ast.expr]] = {}
         self.state_names: set[str] = {"state"}
         self.file_names: set[str] = set()
+        self.own_returns: set[int] = set()
         self.backend_names: set[str] = {"backend"}
+        self.store_names: set[str] = {"store"}
 
     # --- entry ---
 
@@ -212,6 +293,7 @@ class _Scanner:
             return self.facts
         self._params()
         self._collect_assigns()
+        self.own_returns = {id(r) for r in _own_returns(self.tree)}
         for node in ast.walk(self.tree):
             self._visit(node)
         return self.facts
@@ -224,6 +306,8 @@ class _Scanner:
                 self.state_names.add(arg.arg)
             if "Backend" in note:
                 self.backend_names.add(arg.arg)
+            if "Store" in note:  # store: BaseStore, Annotated[BaseStore, InjectedStore()]
+                self.store_names.add(arg.arg)
 
     def _collect_assigns(self) -> None:
         assert self.tree is not None
@@ -244,6 +328,8 @@ class _Scanner:
                     self.file_names.add(name)
                 if isinstance(value, ast.Attribute) and "backend" in value.attr:
                     self.backend_names.add(name)
+                if self._is_store(value):
+                    self.store_names.add(name)
 
     def _assign(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name):
@@ -369,7 +455,12 @@ class _Scanner:
             self.facts.file_reads.add(self._path(node.slice))
         if isinstance(node, ast.Call):
             self._call(node)
-        if self.node_mode and isinstance(node, ast.Return) and node.value is not None:
+        if (
+            self.node_mode
+            and isinstance(node, ast.Return)
+            and node.value is not None
+            and id(node) in self.own_returns  # not a nested helper's or lambda's return
+        ):
             if isinstance(node.value, ast.Dict | ast.Name | ast.Call):
                 self._update(node.value, returned=True)
 
@@ -387,10 +478,7 @@ class _Scanner:
             if func.attr == "get" and self._is_files(func.value) and node.args:
                 self.facts.file_reads.add(self._path(node.args[0]))
             owner = func.value
-            if func.attr in ("put", "aput") and (
-                (isinstance(owner, ast.Name) and owner.id == "store")
-                or (isinstance(owner, ast.Attribute) and owner.attr == "store")
-            ):
+            if func.attr in ("put", "aput") and self._is_store(owner):
                 self.facts.store_writes = True
             if isinstance(owner, ast.Name | ast.Attribute) and self._is_backend(owner):
                 if func.attr in BACKEND_READS and node.args:
@@ -408,11 +496,23 @@ class _Scanner:
             if helper is not None:
                 self.facts.merge(helper)
 
+    def _is_store(self, node: ast.expr) -> bool:
+        """LangGraph's store: ``store``, ``runtime.store``, ``get_store()``, a store param."""
+        if isinstance(node, ast.Name):
+            return node.id in self.store_names
+        if isinstance(node, ast.Attribute):
+            return node.attr == "store"
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            return name == "get_store"
+        return False
+
     def _is_backend(self, node: ast.expr) -> bool:
         if isinstance(node, ast.Name):
             if node.id in self.backend_names or "backend" in node.id.lower():
                 return True
-            return isinstance(self._resolve_name(node.id), BackendProtocol)
+            return _is_backend_object(self._resolve_name(node.id))
         return isinstance(node, ast.Attribute) and "backend" in node.attr.lower()
 
     # --- what an update writes ---
@@ -476,6 +576,15 @@ class _Scanner:
                     self.facts.file_writes.add("<expr **...>")
         else:
             self.facts.file_writes.add(_expr(value))
+
+
+def _is_backend_object(value: object) -> bool:
+    """A deepagents backend (imported here: the doctor imports without deepagents)."""
+    if value is None or "deepagents" not in sys.modules:
+        return False
+    from deepagents.backends.protocol import BackendProtocol
+
+    return isinstance(value, BackendProtocol)
 
 
 _FACTS_CACHE: dict[tuple[object, ...], tuple[CodeFacts, tuple[object, ...]]] = {}

@@ -19,12 +19,17 @@ updates), before it applies the writes. So the watch sees, with the call ids:
   diverge before a large shared part, with the offset and the differing text.
 
 No wrapper is needed: callbacks see every task's input and output and every
-model prompt. The handler runs inline (``run_inline``), so under ``ainvoke``
-it costs no thread hop; parallel tool threads are serialised by a lock.
+model prompt. Evidence is kept per run (the root run each callback belongs to),
+so one watch over many runs reports each run's hazards and never mixes two
+runs' tasks; a subgraph node hands back its private keys too, which the parent
+ignores by design, so they are not dropped writes. The handler runs inline
+(``run_inline``), so under ``ainvoke`` it costs no thread hop; parallel tool
+threads are serialised by a lock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +42,7 @@ from langgraph.types import Command
 
 from agentstate.core.turn_cache import TurnCacheMiddleware
 from agentstate.doctor.findings import Finding, Report, finding
+from agentstate.doctor.fixes import reducer_fix
 from agentstate.doctor.graph_facts import GraphFacts, graph_facts
 from agentstate.doctor.prefix import divergence, prompt_text, where
 
@@ -44,13 +50,14 @@ MIN_SHARED = 2000
 """Characters two prompts must share after their divergence for it to count as a lost prefix."""
 RECENT = 8
 """Each model call is compared with the first call and the calls just before it (this many)."""
-IGNORED_READS = frozenset({"messages", "files", "todos"})
+IGNORED_READS = frozenset({"messages", "files"})
 
 
 @dataclass
 class _Task:
-    """One task of one super-step: its node, its tool calls and what it returned."""
+    """One task of one super-step of one run: its node, its tool calls and what it returned."""
 
+    root: UUID
     namespace: str
     step: int
     node: str
@@ -59,8 +66,8 @@ class _Task:
     writes: set[str] = field(default_factory=set)
 
     @property
-    def batch(self) -> tuple[str, int]:
-        return self.namespace.rpartition("|")[0], self.step
+    def batch(self) -> tuple[UUID, str, int]:
+        return self.root, self.namespace.rpartition("|")[0], self.step
 
     def label(self) -> str:
         if self.calls:
@@ -119,9 +126,11 @@ class Watch(BaseCallbackHandler):
         self.min_shared = min_shared
         self._lock = threading.Lock()
         self._tasks: dict[UUID, _Task] = {}
-        self._namespaces: set[str] = set()
+        self._namespaces: set[tuple[UUID, str]] = set()
         self._prompts: list[_Prompt] = []
-        self._errors: list[str] = []
+        self._errors: list[tuple[UUID, str]] = []
+        self._roots: dict[UUID, UUID] = {}
+        self._runs: dict[UUID, int] = {}
 
     def reset(self) -> None:
         """Forget every run seen so far."""
@@ -130,6 +139,18 @@ class Watch(BaseCallbackHandler):
             self._namespaces.clear()
             self._prompts.clear()
             self._errors.clear()
+            self._roots.clear()
+            self._runs.clear()
+
+    def _root(self, run_id: UUID, parent_run_id: UUID | None) -> UUID:
+        """The run that ``run_id`` belongs to (its outermost ancestor seen), remembered."""
+        if parent_run_id is None:
+            root = run_id
+            self._runs.setdefault(root, len(self._runs) + 1)
+        else:
+            root = self._roots.get(parent_run_id, parent_run_id)
+        self._roots[run_id] = root
+        return root
 
     # --- callbacks ---
 
@@ -144,21 +165,35 @@ class Watch(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Record a task of a super-step (the first run of each task namespace)."""
+        """Record a task of a super-step (the first run of each task namespace in a run)."""
         meta = metadata or {}
         namespace, node, step = (
             meta.get("langgraph_checkpoint_ns"),
             meta.get("langgraph_node"),
             meta.get("langgraph_step"),
         )
-        if not isinstance(namespace, str) or not isinstance(step, int) or node is None:
-            return
         with self._lock:
-            if namespace in self._namespaces:
+            root = self._root(run_id, parent_run_id)
+            if not isinstance(namespace, str) or not isinstance(step, int) or node is None:
                 return
-            self._namespaces.add(namespace)
+            if (root, namespace) in self._namespaces:
+                return
+            self._namespaces.add((root, namespace))
             agent = meta.get("lc_agent_name") if "|" in namespace else None
-            self._tasks[run_id] = _Task(namespace, step, str(node), agent, _calls(inputs))
+            self._tasks[run_id] = _Task(root, namespace, step, str(node), agent, _calls(inputs))
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Link a tool's run to its run (a subagent's graph runs inside a tool)."""
+        with self._lock:
+            self._root(run_id, parent_run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Record what a task returned: the keys it updates."""
@@ -170,8 +205,9 @@ class Watch(BaseCallbackHandler):
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Keep the error that ended a run (``InvalidUpdateError`` names the key)."""
         if kwargs.get("parent_run_id") is None:
+            text = str(error).splitlines()[0] if str(error) else ""
             with self._lock:
-                self._errors.append(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+                self._errors.append((run_id, f"{type(error).__name__}: {text}"))
 
     def on_chat_model_start(
         self,
@@ -182,6 +218,8 @@ class Watch(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Keep each prompt's text, to compare prefixes."""
+        with self._lock:
+            self._root(run_id, kwargs.get("parent_run_id"))
         for batch in messages:
             text, starts = prompt_text(batch)
             with self._lock:
@@ -190,25 +228,49 @@ class Watch(BaseCallbackHandler):
     # --- the report ---
 
     def _scope(self, task: _Task) -> GraphFacts | None:
-        if "|" not in task.namespace:
-            return self.facts
-        return self.facts.subagents.get(task.agent or "")
+        """The graph a task belongs to: the watched one, a graph a node runs, or a subagent."""
+        scope: GraphFacts | None = self.facts
+        for segment in task.namespace.split("|")[:-1]:
+            if scope is None:
+                return None
+            node = segment.split(":", 1)[0]
+            if node in scope.nested:
+                scope = scope.nested[node]
+            elif task.agent in scope.subagents:
+                return scope.subagents[task.agent or ""]
+            else:
+                return None
+        return scope
+
+    def _run(self, task: _Task) -> str:
+        """``the run``, or ``run 2`` once several runs were watched."""
+        return f"run {self._runs.get(task.root, 0)}" if len(self._runs) > 1 else "the run"
+
+    def _label(self, task: _Task, step: int) -> str:
+        """``step 2`` for one run, ``run 2, step 2`` once several runs were watched."""
+        if len(self._runs) > 1:
+            return f"run {self._runs.get(task.root, 0)}, step {step}"
+        return f"step {step}"
 
     def report(self) -> Report:
-        """Every finding the runs seen so far give evidence for."""
+        """Every finding the runs seen so far give evidence for (each run on its own)."""
         with self._lock:
             tasks = list(self._tasks.values())
             prompts = list(self._prompts)
             errors = list(self._errors)
         found: list[Finding] = []
-        batches: dict[tuple[str, int], list[_Task]] = {}
+        batches: dict[tuple[UUID, str, int], list[_Task]] = {}
         for task in tasks:
             batches.setdefault(task.batch, []).append(task)
-        for (_, step), batch in sorted(batches.items(), key=lambda b: (b[0][1], b[0][0])):
+        order = sorted(
+            batches.items(), key=lambda b: (self._runs.get(b[0][0], 0), b[0][2], b[0][1])
+        )
+        for (root, _, step), batch in order:
             scope = self._scope(batch[0])
             if scope is None:
                 continue
-            found += self._parallel(scope, step, batch, errors)
+            ended = [text for run, text in errors if run == root]
+            found += self._parallel(scope, step, batch, ended)
             found += self._undeclared(scope, step, batch)
             found += self._blind(scope, step, batch)
         found += self._prefix(prompts)
@@ -228,33 +290,49 @@ class Watch(BaseCallbackHandler):
             if len(writers) < 2:
                 continue
             ended = [e for e in errors if f"'{key}'" in e]
+            file, line = self._where(scope, writers[0])
             out.append(
                 finding(
                     "unreduced-parallel-write",
                     f"{scope.prefix()}{key}",
                     f"`{key}` has no reducer and {len(writers)} tasks of one step wrote it: "
-                    "InvalidUpdateError. Declare it with a reducer (`merge_fields`).",
+                    f"InvalidUpdateError. {reducer_fix(scope.key_kind(key))}",
                     evidence=[
-                        f"step {step}: " + "; ".join(t.label() for t in writers),
-                        *(f"the run ended with {e}" for e in ended[:1]),
+                        f"{self._label(writers[0], step)}: "
+                        + "; ".join(t.label() for t in writers),
+                        *(f"{self._run(writers[0])} ended with {e}" for e in ended[:1]),
                     ],
+                    file=file,
+                    line=line,
                 )
             )
         return out
 
+    @staticmethod
+    def _where(scope: GraphFacts, task: _Task) -> tuple[str | None, int | None]:
+        if task.calls:
+            return scope.where_tool(task.calls[0][0])
+        return scope.where_node(task.node)
+
     def _undeclared(self, scope: GraphFacts, step: int, batch: list[_Task]) -> list[Finding]:
         out = []
         for task in batch:
+            node = scope.nodes.get(task.node)
+            if node is not None and node.subgraph:
+                continue  # a subgraph's private keys: the parent ignores them by design
             for key in sorted(k for k in task.writes if not scope.declares(k)):
-                code = "undeclared-key" if scope.parent is None else "subagent-drops-key"
+                code = "subagent-drops-key" if scope.kind == "subagent" else "undeclared-key"
+                file, line = self._where(scope, task)
                 out.append(
                     finding(
                         code,
                         f"{scope.prefix()}{key}",
                         f"a write to `{key}`, which "
-                        f"{'the graph' if scope.parent is None else 'the subagent'} does not "
-                        "declare, was dropped silently. Declare the key.",
-                        evidence=[f"step {step}: {task.label()} wrote `{key}`"],
+                        f"{'the subagent' if scope.kind == 'subagent' else 'the graph'} does "
+                        "not declare, was dropped silently. Declare the key.",
+                        evidence=[f"{self._label(task, step)}: {task.label()} wrote `{key}`"],
+                        file=file,
+                        line=line,
                     )
                 )
         return out
@@ -272,7 +350,8 @@ class Watch(BaseCallbackHandler):
                         for other in batch
                         if other is not reader and key in other.writes
                         for w_name, w_id in other.calls
-                        if not any(
+                        if not _library_pair(scope, name, w_name)
+                        and not any(
                             c.key == key and w_name in c.writers and name in c.readers
                             for c in caches
                         )
@@ -287,9 +366,11 @@ class Watch(BaseCallbackHandler):
                             f"a reader of `{key}` ran in the batch of its writers and saw the "
                             "state from before them. Add `TurnCacheMiddleware` for the pair.",
                             evidence=[
-                                f"step {step}: `{name}` (call {call_id}) ran beside {shown}, "
-                                f"which wrote `{key}`"
+                                f"{self._label(reader, step)}: `{name}` (call {call_id}) ran "
+                                f"beside {shown}, which wrote `{key}`"
                             ],
+                            file=scope.where_tool(name)[0],
+                            line=scope.where_tool(name)[1],
                         )
                     )
         return out
@@ -321,6 +402,12 @@ class Watch(BaseCallbackHandler):
         return out
 
 
+def _library_pair(scope: GraphFacts, reader: str, writer: str) -> bool:
+    """True when both tools are the libraries' own (their own guards apply)."""
+    a, b = scope.tools.get(reader), scope.tools.get(writer)
+    return a is not None and b is not None and a.library and b.library
+
+
 def _merged(found: list[Finding]) -> list[Finding]:
     """One finding per (code, subject), with the evidence of every occurrence."""
     merged: dict[tuple[str, str], Finding] = {}
@@ -329,9 +416,7 @@ def _merged(found: list[Finding]) -> list[Finding]:
         if key in merged:
             old = merged[key]
             evidence = tuple(dict.fromkeys([*old.evidence, *f.evidence]))
-            merged[key] = Finding(
-                old.code, old.subject, old.severity, old.message, old.notebook, evidence
-            )
+            merged[key] = dataclasses.replace(old, evidence=evidence)
         else:
             merged[key] = f
     return list(merged.values())

@@ -40,6 +40,8 @@ def check(facts: GraphFacts) -> list[Finding]:
                         "parallel calls each read the old file and only one write survives. "
                         "Keep the data in a state key with a merging reducer, or one file "
                         "per item.",
+                        file=tool.file,
+                        line=tool.line,
                     )
                 )
             if reads and writes and not both and any(_runtime(p) for p in reads | writes):

@@ -4,7 +4,9 @@ Whatever the model calls runs, so the store gets agent-authored text,
 duplicates and wrong roles; the rules live only in the prompt. A tool-only
 graph whose code decides what is written (notebook 06's capture graph) is
 the fix. A memory tool is recognised by name (``add_entry``, ``put_context``,
-``save_memory``...) or by writing LangGraph's store.
+``save_memory``...) or by writing LangGraph's store (``store.put``,
+``runtime.store.aput``); without a ``ToolNode``, a node of the user's that
+runs the model's tool calls and writes the store is the same hazard.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ MEMORY_TOOL = re.compile(
     r"(entry|entries|memory|memories|context|fact|facts|to_memory)$"
     r"|^(remember|manage_memory|memorize)$"
 )
+ADVICE = "Let code decide the writes: a tool-only graph with a guard."
 
 
 def is_memory_tool(name: str) -> bool:
@@ -27,22 +30,25 @@ def is_memory_tool(name: str) -> bool:
     return bool(MEMORY_TOOL.match(name))
 
 
-def check(facts: GraphFacts) -> list[Finding]:
-    """A warning per memory tool in a ReAct loop; info for one in a custom graph's ToolNode."""
+def _tools(facts: GraphFacts) -> list[Finding]:
     names = sorted(
         t.name for t in facts.tools.values() if is_memory_tool(t.name) or t.code.store_writes
     )
+    loop = any(node in facts.runners_in_loops() for node in facts.tool_nodes)
     out: list[Finding] = []
     for name in names:
         subject = f"{facts.prefix()}{name}"
-        if facts.react_loop:
+        if loop:
+            file, line = facts.where_tool(name)
             out.append(
                 finding(
                     CODE,
                     subject,
                     f"`{name}` writes long-term memory and a model drives it in a ReAct loop: "
                     "whatever the model calls is stored (its own text, duplicates, wrong "
-                    "roles). Let code decide the writes: a tool-only graph with a guard.",
+                    f"roles). {ADVICE}",
+                    file=file,
+                    line=line,
                 )
             )
         else:
@@ -55,3 +61,29 @@ def check(facts: GraphFacts) -> list[Finding]:
                 )
             )
     return out
+
+
+def _runner_nodes(facts: GraphFacts) -> list[Finding]:
+    out: list[Finding] = []
+    for name in sorted(facts.runners_in_loops() - set(facts.tool_nodes)):
+        node = facts.nodes.get(name)
+        if node is None or node.code is None or not node.code.store_writes:
+            continue
+        out.append(
+            finding(
+                CODE,
+                f"{facts.prefix()}{name}",
+                f"node `{name}` runs the model's tool calls and writes them to the store in a "
+                "ReAct loop: whatever the model calls is stored (its own text, duplicates). "
+                f"{ADVICE}",
+                file=node.file,
+                line=node.line,
+            )
+        )
+    return out
+
+
+def check(facts: GraphFacts) -> list[Finding]:
+    """A warning per memory tool (or tool-running node writing the store) in a ReAct loop; info
+    for a memory tool in a custom graph's ToolNode that no model drives."""
+    return _tools(facts) + _runner_nodes(facts)

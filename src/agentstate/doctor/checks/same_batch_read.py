@@ -5,7 +5,9 @@ order the calls finish in; the next model step sees everything. A
 ``TurnCacheMiddleware`` whose writers, readers and key cover the pair closes
 the gap. ``messages`` is never a concern and ``files`` is left to
 ``file-read-modify-write`` (every deep agent has ``read_file`` and
-``write_file``).
+``write_file``). A pair of the libraries' own tools is left alone (recognised
+by their code, not their names): a user's own ``write_todos``/``read_todos``
+pair is checked like any other.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from agentstate.doctor.findings import Finding, finding, info
 from agentstate.doctor.graph_facts import GraphFacts, task_writes
 
 CODE = "same-batch-read"
-IGNORED = frozenset({"messages", "files", "todos"})
+IGNORED = frozenset({"messages", "files"})
 
 
 def _covered(facts: GraphFacts, writer: str, reader: str, key: str) -> bool:
@@ -40,7 +42,9 @@ def blind_pairs(facts: GraphFacts) -> dict[tuple[str, str], list[str]]:
             blind = sorted(
                 w
                 for w in writers.get(key, set())
-                if w != reader.name and not _covered(facts, w, reader.name, key)
+                if w != reader.name
+                and not (reader.library and facts.tools[w].library)
+                and not _covered(facts, w, reader.name, key)
             )
             if blind:
                 pairs[(reader.name, key)] = blind
@@ -77,6 +81,8 @@ def check(facts: GraphFacts) -> list[Finding]:
                 "their batch a reader sees the state from before it. Add "
                 f"`TurnCacheMiddleware(writers={writers}, readers={sorted(readers)}, "
                 f"key='{key}')`.",
+                file=facts.where_tool(sorted(readers)[0])[0],
+                line=facts.where_tool(sorted(readers)[0])[1],
             )
         )
     for key, readers in sorted(note.items()):

@@ -15,7 +15,7 @@ CODE = "subagent-drops-key"
 def check(facts: GraphFacts) -> list[Finding]:
     """An error per (subagent, key) written by its tools and not declared by it."""
     parent = facts.parent
-    if parent is None:
+    if parent is None or facts.kind != "subagent":
         return []
     out: list[Finding] = []
     missing: dict[str, list[str]] = {}
@@ -26,15 +26,19 @@ def check(facts: GraphFacts) -> list[Finding]:
             if not facts.declares(key):
                 missing.setdefault(key, []).append(tool.name)
     for key, tools in sorted(missing.items()):
+        tools = sorted(tools)
         where = "the parent declares it" if parent.declares(key) else "the parent lacks it too"
+        file, line = facts.where_tool(tools[0])
         out.append(
             finding(
                 CODE,
-                f"{facts.name}:{key}",
-                f"subagent `{facts.name}`'s {', '.join(f'`{t}`' for t in sorted(tools))} "
+                f"{facts.prefix()}{key}",
+                f"subagent `{facts.name}`'s {', '.join(f'`{t}`' for t in tools)} "
                 f"write `{key}`, which its state schema lacks ({where}): the write is dropped "
                 "and the parent never sees it. Pass `create_deep_agent(..., state_schema=S)` "
                 "or add `SharedStateMiddleware(S)` to the subagent.",
+                file=file,
+                line=line,
             )
         )
     return out

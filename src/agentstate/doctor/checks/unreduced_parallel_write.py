@@ -2,19 +2,26 @@
 
 The tools of one reply run as one super-step, so two ``Command`` updates of a
 plain key raise ``InvalidUpdateError`` after the tools ran; the same holds for
-a node that ``Send`` starts several times, or two nodes one edge starts
-together. ``write_todos`` is skipped: LangChain's ``TodoListMiddleware``
-rejects parallel calls of it itself.
+a node that ``Send`` starts several times, two nodes one step starts together
+(:mod:`agentstate.doctor.steps`), and two subgraph nodes that hand back the
+same key. The ends of a router are alternatives, not a fan-out. Where only an
+outcome the doctor could not read puts two writers in one step, the finding
+is a warning that says why. LangChain's own ``write_todos`` (recognised by
+its code, not its name) is skipped: ``TodoListMiddleware`` rejects parallel
+calls of it itself.
 """
 
 from __future__ import annotations
 
+import itertools
+
 from agentstate.doctor.findings import Finding, finding, info
-from agentstate.doctor.graph_facts import GraphFacts, task_writes
+from agentstate.doctor.fixes import declared_at, reducer_fix
+from agentstate.doctor.graph_facts import GraphFacts, ToolFacts, task_writes
+from agentstate.doctor.steps import Share
+from agentstate.doctor.subgraphs import writes
 
 CODE = "unreduced-parallel-write"
-GUARDED = frozenset({"write_todos"})
-FIX = "Declare it with a reducer, e.g. `Annotated[NotRequired[dict], merge_fields]`."
 
 
 def _plain(facts: GraphFacts, key: str) -> bool:
@@ -22,31 +29,52 @@ def _plain(facts: GraphFacts, key: str) -> bool:
     return channel is not None and channel.kind == "plain"
 
 
-def check(facts: GraphFacts) -> list[Finding]:
-    """Errors for plain keys with parallel writers; info when calls may not be parallel."""
+def _guarded(tool: ToolFacts) -> bool:
+    """deepagents' and LangChain's own ``write_todos``: its middleware refuses parallel calls."""
+    return tool.library and tool.name == "write_todos"
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def _tools_in_parallel(facts: GraphFacts) -> bool:
+    """True when a model's reply drives the ToolNode, or ``Send`` starts it several times."""
+    runners = facts.runners_in_loops()
+    for node in facts.tool_nodes:
+        repeat = facts.steps.repeated(node)
+        if node in runners or (repeat is not None and repeat.sure):
+            return True
+    return False
+
+
+def _tool_findings(facts: GraphFacts) -> list[Finding]:
     writers: dict[str, list[str]] = {}
     for tool in facts.tools.values():
-        if tool.library and tool.name in GUARDED:
+        if _guarded(tool):
             continue
         keys = set(tool.code.writes)
-        if tool.name == "task":
+        if tool.name == "task" and tool.library:
             keys |= task_writes(facts)
         for key in keys:
             if _plain(facts, key):
                 writers.setdefault(key, []).append(tool.name)
-    parallel = facts.react_loop or any(t in facts.send_targets for t in facts.tool_nodes)
+    parallel = _tools_in_parallel(facts)
     out: list[Finding] = []
     for key, names in sorted(writers.items()):
-        tools = ", ".join(f"`{n}`" for n in sorted(names))
+        names = sorted(names)
+        file, line = facts.where_tool(names[0])
         subject = f"{facts.prefix()}{key}"
         if parallel:
             out.append(
                 finding(
                     CODE,
                     subject,
-                    f"`{key}` has no reducer and {tools} write it through `Command`; the model "
-                    "may call them in parallel, and two writes in one step raise "
-                    f"InvalidUpdateError. {FIX}",
+                    f"`{key}` has no reducer and {_names(names)} write it through `Command`; the "
+                    "model may call them in parallel, and two writes in one step raise "
+                    f"InvalidUpdateError. {reducer_fix(facts.key_kind(key))}",
+                    file=file,
+                    line=line,
                 )
             )
         else:
@@ -54,38 +82,61 @@ def check(facts: GraphFacts) -> list[Finding]:
                 info(
                     CODE,
                     subject,
-                    f"`{key}` has no reducer and {tools} write it; the doctor cannot tell "
+                    f"`{key}` has no reducer and {_names(names)} write it; the doctor cannot tell "
                     "whether this graph ever runs two of those calls in one step.",
                 )
             )
-    for name in sorted(facts.send_targets):
-        node = facts.nodes.get(name)
-        if node is None or node.code is None:
-            continue
-        for key in sorted(k for k in node.code.writes if _plain(facts, k)):
-            out.append(
-                finding(
-                    CODE,
-                    f"{facts.prefix()}{key}",
-                    f"node `{name}` writes `{key}`, which has no reducer, and a conditional "
-                    f"edge may `Send` to it several times in one step: InvalidUpdateError. {FIX}",
-                )
-            )
-    for group in facts.siblings:
-        by_key: dict[str, list[str]] = {}
-        for name in sorted(group):
-            node = facts.nodes.get(name)
-            for key in node.code.writes if node is not None and node.code is not None else ():
-                if _plain(facts, key):
-                    by_key.setdefault(key, []).append(name)
-        for key, names in sorted(by_key.items()):
-            if len(names) > 1:
-                out.append(
-                    finding(
-                        CODE,
-                        f"{facts.prefix()}{key}",
-                        f"nodes {', '.join(f'`{n}`' for n in names)} run in one step and both "
-                        f"write `{key}`, which has no reducer: InvalidUpdateError. {FIX}",
-                    )
-                )
     return out
+
+
+def _node_finding(
+    facts: GraphFacts, key: str, nodes: list[str], share: Share, repeat: bool
+) -> Finding:
+    fix = reducer_fix(facts.key_kind(key))
+    file, line = facts.where_node(nodes[0])
+    if file is None:  # a subgraph node has no function: point at the key's declaration
+        file, line = declared_at(facts.graph, key)
+    if repeat:
+        what = f"node `{nodes[0]}` writes `{key}`, which has no reducer, and"
+        how = f"{share.why}" if share.sure else "it may run several times in one step"
+    else:
+        what = f"nodes {_names(nodes)} both write `{key}`, which has no reducer, and"
+        how = f"{share.why}" if share.sure else "they may run in one step"
+    if share.sure:
+        message = f"{what} {how}: InvalidUpdateError. {fix}"
+        return finding(CODE, f"{facts.prefix()}{key}", message, file=file, line=line)
+    message = (
+        f"{what} {how}; the doctor cannot tell, because {share.why}. If they do, the run "
+        f"raises InvalidUpdateError. {fix}"
+    )
+    return finding(
+        CODE, f"{facts.prefix()}{key}", message, severity="warning", file=file, line=line
+    )
+
+
+def _node_findings(facts: GraphFacts) -> list[Finding]:
+    by_key: dict[str, list[str]] = {}
+    for node in sorted(facts.nodes):
+        for key in writes(facts, node):
+            if _plain(facts, key):
+                by_key.setdefault(key, []).append(node)
+    out: list[Finding] = []
+    for key, nodes in sorted(by_key.items()):
+        best: tuple[Share, list[str], bool] | None = None
+        for node in nodes:
+            share = facts.steps.repeated(node)
+            if share is not None and (best is None or (share.sure and not best[0].sure)):
+                best = (share, [node], True)
+        for a, b in itertools.combinations(nodes, 2):
+            share = facts.steps.together(a, b)
+            if share is not None and (best is None or (share.sure and not best[0].sure)):
+                best = (share, [a, b], False)
+        if best is not None:
+            out.append(_node_finding(facts, key, best[1], best[0], best[2]))
+    return out
+
+
+def check(facts: GraphFacts) -> list[Finding]:
+    """Errors for plain keys with writers that share a step; warnings where the doctor cannot
+    tell; info when tool calls may not be parallel."""
+    return _tool_findings(facts) + _node_findings(facts)

@@ -1,0 +1,37 @@
+"""A corpus of real shapes for the doctor (issue 22): graphs it was never tuned on.
+
+Each graph is written in this project's own code after the shape of a public
+LangGraph, LangChain or deepagents agent (tutorials, templates, a course,
+community notebooks, examples), named in a comment and in ``Case.follows``.
+Each declares its verdict (the hazard codes a run reproduces, or none) and a
+scripted run that proves it: a raise, a lost, stale or doubled value, or all
+values intact. ``tests/test_doctor_corpus.py`` checks that the doctor agrees;
+``scripts/doctor_corpus.py`` prints the table and its precision and recall.
+"""
+
+from __future__ import annotations
+
+from tests.doctor_corpus import (
+    deep,
+    fan_out,
+    memory,
+    multi_agent,
+    nodes,
+    react_loops,
+    routers,
+    subgraphs,
+)
+from tests.doctor_corpus._kit import Case, Proof
+
+CASES: list[Case] = [
+    *routers.CASES,
+    *fan_out.CASES,
+    *subgraphs.CASES,
+    *multi_agent.CASES,
+    *react_loops.CASES,
+    *memory.CASES,
+    *deep.CASES,
+    *nodes.CASES,
+]
+
+__all__ = ["CASES", "Case", "Proof"]
