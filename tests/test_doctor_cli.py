@@ -117,9 +117,10 @@ def line_of(text: str, needle: str) -> int:
     return text[: text.index(needle)].count("\n") + 1
 
 
-def test_a_finding_without_a_place_of_its_own_is_shown_where_its_graph_is_built(project):
-    """Until a check names its tool's line, the annotation lands on the graph's definition."""
-    expected = line_of(AGENTS, "def build_broken")
+def test_a_finding_lands_on_the_line_of_the_tool_it_is_about(project):
+    """The annotation and the SARIF result sit on the writer tool's definition (its decorator),
+    not on the graph's; a finding without a place of its own is covered in test_doctor_formats."""
+    expected = line_of(AGENTS, "@tool\ndef save_tag")
     github = doctor("agents.py:build_broken", "--format", "github", cwd=project)
     assert f"::error file=agents.py,line={expected},title=" in github.stdout
     sarif = doctor(

@@ -393,7 +393,7 @@ def test_the_report_is_a_table_with_codes_errors_and_json():
     assert report.codes() == ["same-batch-read", "unreduced-parallel-write"]
     assert report.findings[0].severity == "error"  # errors first
     text = str(report)
-    assert text.splitlines()[1].split() == ["code", "severity", "subject", "message"]
+    assert text.splitlines()[1].split() == ["code", "severity", "subject", "where", "message"]
     assert "| `unreduced-parallel-write` | error | tags |" in report._repr_markdown_()
     data = json.loads(report.to_json())
     assert data["codes"] == report.codes() and len(data["findings"]) == len(report)
