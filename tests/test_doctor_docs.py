@@ -62,3 +62,18 @@ def test_the_readme_sends_readers_to_the_doctor():
     section = readme[check:more]
     assert "agentstate doctor" in section and "](docs/doctor/README.md)" in section
     assert "(docs/doctor/README.md)" in readme[more:]
+
+
+def test_the_prefix_page_quotes_what_watch_and_the_benchmark_say():
+    """Its comment quotes Watch's evidence and its lesson the recorded cold/warm ratios."""
+    from agentstate.experts.results import load_results
+
+    page = (DOCS / "prefix-not-invariant.md").read_text()
+    report = run(block(page, "The failing code"), "<docs/doctor/prefix-not-invariant.md>")
+    shared = re.search(r"the next [\d,]+ characters are the same", report.findings[0].evidence[0])
+    assert shared and shared[0] in page
+    sizes = load_results()["sizes"]
+    ratios = [s["warm_cold_ratio"] for s in sizes]
+    tokens = [s["prefix_tokens"] for s in sizes]
+    quoted = f"{min(ratios)}-{max(ratios)}x"
+    assert quoted in page and f"{min(tokens):,}-{max(tokens):,}-token" in page
