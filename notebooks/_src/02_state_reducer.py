@@ -126,9 +126,9 @@ silent
 
 # %% [markdown]
 # ## 2. Look inside: one value per step
-# The graph `create_agent` builds, drawn as Mermaid from
-# `agent.get_graph().draw_mermaid()`: the `model` node, and the `tools` node
-# that runs each tool call of a reply as its own task, all in one super-step.
+# The graph `create_agent` builds (`agent.get_graph().draw_mermaid()` prints
+# it as Mermaid; here with words on its edges): the `model` node, and the
+# `tools` node that runs each tool call of a reply as a task of one super-step.
 #
 # ```mermaid
 # flowchart LR
