@@ -20,10 +20,9 @@
 #
 # ## Goals
 # - Reproduce: a reader in the writers' own reply sees none of their writes.
-# - Look inside, with a picture: one super-step, parallel threads, every
-#   call reading the state from before it; a naive shared cache races.
-# - Write a turn cache whole (record, wait, merge, drop), prove it on 200
-#   turns, and check it against the package's `TurnCacheMiddleware`.
+# - Look inside, drawn: one super-step on parallel threads; a shared dict races.
+# - Write a turn cache whole (record, wait, merge, drop); prove it on 200
+#   turns, beside the package's `TurnCacheMiddleware`.
 
 # %% [markdown]
 # ## 1. Reproduce: readers next to the writers
@@ -356,9 +355,10 @@ assert saw_all == {"plain": 0, "teaching": TRIALS, "package": TRIALS}
 Table({"turn cache": name, "turns the reader saw 5 of 5": n} for name, n in saw_all.items())
 
 # %% [markdown]
-# One turn with the teaching cache, drawn: the readers start with the
-# writers, wait (their long bars) until the last writer of their reply has
-# finished, then see all five fields, still inside the same super-step.
+# One turn with the teaching cache, drawn (each store slowed to 50 ms so the
+# wait shows): the readers start with the writers, wait (their long bars)
+# until the last writer of their reply has finished, then see all five
+# fields, still inside the same super-step.
 
 # %%
 timeline = ToolTimeline()

@@ -1,9 +1,11 @@
-"""Small, deterministic notebook displays: tables and Mermaid diagrams.
+"""Small, deterministic notebook displays: tables, Mermaid diagrams, doctor reports.
 
 Notebook outputs are compared by nbval, so a table renders the same text and
 HTML every time (no index column, no object ids), and a graph is shown as
 Mermaid text that JupyterLab draws locally (never a remote rendering service).
-Used by every notebook.
+:func:`compare_findings` puts the doctor's reports on a broken and a fixed
+agent side by side, one row per hazard (notebooks 01-03). Used by every
+notebook.
 """
 
 from __future__ import annotations

@@ -286,8 +286,14 @@ def draw_run(
         fig = plt.figure(figsize=(9, 0.4 * rows + 1.5), layout="constrained")
         ax = fig.add_subplot()
         plt.close(fig)  # shown once, as the returned value
-    t0 = min(e.start for e in [*tools, *models])
-    span = max(e.end for e in [*tools, *models]) - t0
+    else:
+        root = ax.get_figure(root=True)
+        if root is None:
+            raise ValueError("ax= must belong to a figure")
+        fig = root
+    spans = [(e.start, e.end) for e in tools] + [(m.start, m.end) for m in models]
+    t0 = min(start for start, _ in spans)
+    span = max(end for _, end in spans) - t0
     least = span * 0.006  # a call too short to see still gets a visible bar
 
     def bar(row: int, start: float, end: float, colour: str, note: str) -> None:
@@ -328,7 +334,7 @@ def draw_run(
     if tools:
         handles.append(Line2D([], [], color=MODEL, linestyle="--", label="writes applied"))
     if own:  # below the axes, one line
-        ax.figure.legend(
+        fig.legend(
             handles=handles,
             fontsize=8,
             frameon=False,
@@ -344,7 +350,7 @@ def draw_run(
     ax.set_xlabel("ms since the first call started (times vary from run to run)")
     if title:
         ax.set_title(title, fontsize=10)
-    return ax.figure
+    return fig
 
 
 def _nodes(names: Iterable[str]) -> str:
