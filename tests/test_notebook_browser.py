@@ -314,7 +314,8 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
         widget_blank = False
         if knobbed:
             widget_shot = SCREENSHOTS / f"{notebook.stem}.widget.png"
-            widget = page.locator(".jp-OutputArea-output .jupyter-widgets").first
+            # The knob's widget: a finished progress bar (tqdm) is a hidden widget before it.
+            widget = page.locator(".jp-OutputArea-output .jupyter-widgets:visible").first
             widget.screenshot(path=str(widget_shot))
             widget_blank = not not_blank(widget_shot)
 

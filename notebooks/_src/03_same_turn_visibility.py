@@ -233,7 +233,7 @@ Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in sorted(Counter
 #     R->>C: 2. wait for the writers of my reply
 #     W->>C: 1. record each value written
 #     C-->>R: 3. state + the batch's writes
-#     Note over W,R: one super-step; LangGraph applies the writes at its end
+#     Note over W,R: one super-step, whose writes LangGraph applies at its end
 #     R->>C: 4. the last call drops the batch
 # ```
 #
