@@ -160,9 +160,8 @@ Table(
 # ## 3. Look inside: a naive shared cache is a race
 # The write-up's idea: a dict shared by every tool of the turn; writers add
 # to it as well as to state, readers merge it into what they read. (Its own
-# version, a dict a middleware put into `runtime.config`, cannot run today:
-# see going further.) A dict the **caller** puts in `config["configurable"]`
-# is shared by every tool:
+# version cannot run today: see going further.) A dict the **caller** puts in
+# `config["configurable"]` is shared by every tool:
 
 
 # %%
@@ -190,7 +189,7 @@ def read_dict_too(runtime: ToolRuntime) -> str:
 # %% tags=["nbval-ignore-output"]
 from collections import Counter
 
-from tqdm.auto import trange
+from tqdm.auto import tqdm, trange
 
 from agentstate.simulation import ToolLatencyMiddleware
 
@@ -201,9 +200,10 @@ def latency():  # a seeded random 0-5 ms before each tool call
     return ToolLatencyMiddleware(0.005, seed=3)
 
 
-def fields_seen(agent, config=dict) -> list[int]:
+def fields_seen(agent, config=dict, progress=True) -> list[int]:
     """What the reader saw on each of TRIALS turns (a fresh `config()` each)."""
-    return [seen(agent.invoke(TURN, config())) for _ in trange(TRIALS, leave=False)]
+    turns = trange(TRIALS, leave=False, disable=not progress)
+    return [seen(agent.invoke(TURN, config())) for _ in turns]
 
 
 naive_tools = [store_in_dict_too, read_dict_too, validate_manifest]
@@ -331,7 +331,7 @@ class TeachingTurnCache(AgentMiddleware):
 # steps, and adds an async twin, a batch key naming the conversation and the
 # subgraph, handling of writers that never run, and cleanup of stale
 # batches. Plain agent, teaching cache and package cache on section 3's
-# scenario (200 turns, 0-5 ms latency); about 25 s:
+# scenario (200 turns, 0-5 ms latency); about 20 s:
 
 # %% tags=["nbval-ignore-output"]
 from agentstate.core import TurnCacheMiddleware
@@ -349,7 +349,8 @@ def my_cache(kind=TeachingTurnCache, **options):
 
 caches = {"plain": None, "teaching": my_cache(), "package": my_cache(TurnCacheMiddleware)}
 saw_all = {
-    name: fields_seen(my_agent(c, latency(), turns=TRIALS)).count(5) for name, c in caches.items()
+    name: fields_seen(my_agent(c, latency(), turns=TRIALS), progress=False).count(5)
+    for name, c in tqdm(caches.items(), leave=False)  # one tick per agent
 }
 assert saw_all == {"plain": 0, "teaching": TRIALS, "package": TRIALS}
 Table({"turn cache": name, "turns the reader saw 5 of 5": n} for name, n in saw_all.items())
@@ -376,7 +377,7 @@ class NoWait(TeachingTurnCache):
         return True
 
 
-no_wait = fields_seen(my_agent(my_cache(NoWait), latency(), turns=TRIALS))
+no_wait = fields_seen(my_agent(my_cache(NoWait), latency(), turns=TRIALS), progress=False)
 assert min(no_wait) < 5
 Table([{"turns": TRIALS, "the reader saw 5 of 5 on every turn": min(no_wait) == 5}])
 
@@ -453,7 +454,7 @@ knob_widget = widgets.interact(
 #    its own `thread_id` and its own fields. Does either reader see the
 #    other's fields? Which part of the package's batch key
 #    decides that?
-# 4. Store one invalid field (`instance_class="t3.micro"`) next to four valid
-#    ones in the package's RDS agent (`agentstate.rds.build_turn_cache_agent`),
-#    with a reader in the same reply. How many fields does the reader see,
-#    and does it wait for the rejected write?
+# 4. In the package's RDS agent (`agentstate.rds.build_turn_cache_agent`),
+#    store an invalid `instance_class="t3.micro"` next to four valid fields
+#    and a reader. How many fields does the reader see? Does it wait for the
+#    rejected write?
