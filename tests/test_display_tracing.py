@@ -196,7 +196,7 @@ def test_timeline_records_model_calls_writes_and_replies_sync_and_async():
         assert first.status == "success" and "engine" in first.reply, run
 
 
-def test_write_survived_reads_dict_merges_and_whole_values():
+def test_write_survived_reads_dict_merges_list_appends_and_whole_values():
     from agentstate.tracing import ToolEvent, write_survived
 
     def event(update):
@@ -205,6 +205,8 @@ def test_write_survived_reads_dict_merges_and_whole_values():
     assert write_survived(event({"k": {"a": 1}}), "k", {"k": {"a": 1, "b": 2}}) is True
     assert write_survived(event({"k": {"a": 1}}), "k", {"k": {"a": 2}}) is False
     assert write_survived(event({"k": 3}), "k", {"k": 3}) is True
+    assert write_survived(event({"k": ["b"]}), "k", {"k": ["a", "b"]}) is True
+    assert write_survived(event({"k": ["c"]}), "k", {"k": ["a", "b"]}) is False
     assert write_survived(event({"other": 3}), "k", {"k": 3}) is None
 
 

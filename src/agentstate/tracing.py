@@ -231,14 +231,17 @@ def write_survived(event: ToolEvent, key: str, state: Mapping[str, Any]) -> bool
     """Whether ``event``'s write to ``key`` is in ``state`` (``None`` if it wrote no ``key``).
 
     A dict write survived when every item it wrote is in the final dict (a
-    field merge keeps them all; a whole-value replace keeps one writer's);
-    any other write survived when it is the final value.
+    field merge keeps them all; a whole-value replace keeps one writer's); a
+    list write when each of its elements is in the final list (an appending
+    reducer); any other write when it is the final value.
     """
     if key not in event.update:
         return None
     wrote, final = event.update[key], state.get(key)
     if isinstance(wrote, Mapping) and isinstance(final, Mapping):
         return all(k in final and final[k] == v for k, v in wrote.items())
+    if isinstance(wrote, list) and isinstance(final, list):
+        return all(item in final for item in wrote)
     return bool(final == wrote)
 
 
@@ -267,7 +270,9 @@ def draw_run(
     run's final ``state`` and a ``key``, a call that wrote ``key`` is green if
     its write survived and red if it was lost; every other call is a reader,
     labelled with what it saw: ``saw(event)``, by default the first line of its
-    reply. Returns the figure (drawn into ``ax`` if given).
+    reply. Returns the figure (drawn into ``ax`` if given). Under ``ainvoke``
+    the timeline runs on the event loop, so every call shows as ``thread 1``
+    even where sync tools ran on worker threads.
     """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
