@@ -1,9 +1,10 @@
 """Notebook 01's library claims, pinned, and its teaching tools agree with the package's.
 
 The lesson shows a few of these in cells; the exhaustive checks live here so a
-deepagents or LangGraph upgrade that changes any of them turns CI red. The
-teaching tools are executed from the lesson's own source
-(``notebooks/_src/01_file_based_storage.py``), not copied.
+deepagents or LangGraph upgrade that changes any of them turns CI red, and so
+do the knob's fixed settings. The teaching tools and the knob are executed
+from the lesson's own source (``notebooks/_src/01_file_based_storage.py``),
+not copied.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from pathlib import Path
 
-import jupytext
 import pytest
 from deepagents import create_deep_agent
 from deepagents.backends.utils import create_file_data, file_data_to_string
@@ -32,21 +31,29 @@ from agentstate.fixtures import (
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
 from agentstate.tracing import ToolTimeline, tool_replies
+from tests.lesson_source import definitions
 
-LESSON = Path(__file__).resolve().parents[1] / "notebooks/_src/01_file_based_storage.py"
 GUARD_ERROR = "Error: parallel file mutations to the same path are not allowed."
 ORDER = list(POSTGRES_FIELDS)
+TEACHING = (
+    "store_requirement",
+    "store_in_own_file",
+    "get_collected_requirements",
+    "work_seconds",
+    "PATH",
+    "FOLDER",
+    "TURN",
+    "stores",
+    "one_reply",
+    "fields_kept",
+    "LAYOUTS",
+    "survivors",
+)
 
 
 def teaching() -> dict:
-    """The lesson's tools, executed from its source: the cells that define a ``@tool``."""
-    cells = jupytext.read(LESSON, fmt="py:percent").cells
-    code = [c.source for c in cells if c.cell_type == "code" and "@tool" in c.source]
-    assert len(code) == 2, "the lesson defines its tools in two cells"
-    namespace: dict = {}
-    for source in code:
-        exec(compile(source, str(LESSON), "exec", dont_inherit=True), namespace)
-    return namespace
+    """The lesson's tools, helpers and knob, executed from its own source."""
+    return definitions("01", TEACHING)
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +226,24 @@ def test_the_package_per_field_storage_refuses_a_bad_value_and_writes_nothing():
     state = assemble_rds_agent(one_batch_model(fields), PerFieldFileStorage()).invoke(user_turn())
     assert [m.status for m in tool_replies(state)] == ["success", "error"]
     assert sorted(per_field_files(state)) == ["/requirements/engine.json"]
+
+
+# --- the knob, at fixed settings ---
+
+
+@pytest.mark.parametrize("parallel_calls", [1, 5, 20])
+def test_the_knob_keeps_one_field_in_the_shared_file_and_every_field_in_files_per_field(
+    lesson, parallel_calls
+):
+    kept = {
+        layout: lesson["survivors"](parallel_calls, layout).column("fields kept")[0]
+        for layout in lesson["LAYOUTS"]
+    }
+    assert kept == {"one file": 1, "one file per field": parallel_calls}
+
+
+def test_one_call_per_reply_costs_a_model_call_per_field_in_the_lesson_layouts(lesson):
+    one_reply = lesson["fields_kept"](lesson["store_requirement"], POSTGRES_FIELDS)
+    per_call = lesson["fields_kept"](lesson["store_requirement"], POSTGRES_FIELDS, True)
+    assert one_reply == {"fields kept": 1, "model calls": 2}
+    assert per_call == {"fields kept": 5, "model calls": 6}

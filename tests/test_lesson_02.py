@@ -3,18 +3,17 @@
 The lesson shows a few of these in cells; the exhaustive checks (channel
 types, where and how often LangGraph calls a reducer, the step a write lands
 in) live here so a LangGraph or LangChain upgrade that changes them turns CI
-red. The teaching tool, schemas and reducer are executed from the lesson's
-own source (``notebooks/_src/02_state_reducer.py``), not copied.
+red, and so do the knob's fixed settings and the graph the lesson draws. The
+teaching tool, schemas, reducer and knob are executed from the lesson's own
+source (``notebooks/_src/02_state_reducer.py``), not copied.
 """
 
-import ast
 import asyncio
 import copy
+import re
 import traceback
-from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
-import jupytext
 import pytest
 from deepagents import DeepAgentState
 from langchain.agents import AgentState, create_agent
@@ -43,8 +42,9 @@ from agentstate.rds import (
     build_reducer_agent,
 )
 from agentstate.tracing import ToolTimeline, state_by_step, tool_replies
+from tests.lesson_source import LESSONS, definitions
 
-LESSON = Path(__file__).resolve().parents[1] / "notebooks/_src/02_state_reducer.py"
+LESSON = LESSONS / "02_state_reducer.py"
 TEACHING = {
     "store_requirement",
     "PlainState",
@@ -52,29 +52,17 @@ TEACHING = {
     "ReplaceState",
     "merge_fields",
     "RequirementsState",
+    "TURN",
+    "one_reply",
+    "agent_with",
+    "SCHEMAS",
+    "kept_with",
 }
 
 
 def teaching() -> dict:
     """The lesson's imports and the definitions named in TEACHING, executed from its source."""
-    cells = jupytext.read(LESSON, fmt="py:percent").cells
-    kept: list[ast.stmt] = []
-    for cell in cells:
-        if cell.cell_type != "code":
-            continue
-        for node in ast.parse(cell.source).body:
-            if isinstance(node, ast.Import | ast.ImportFrom) or (
-                isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in TEACHING
-            ):
-                kept.append(node)
-    namespace: dict = {}
-    exec(
-        compile(ast.Module(body=kept, type_ignores=[]), str(LESSON), "exec", dont_inherit=True),
-        namespace,
-    )
-    missing = TEACHING - set(namespace)
-    assert not missing, f"the lesson no longer defines {missing}"
-    return namespace
+    return definitions("02", TEACHING)
 
 
 @pytest.fixture(scope="module")
@@ -289,3 +277,40 @@ def test_an_impure_reducer_leaks_the_batch_into_a_same_batch_reader(reducer, see
         middleware=[hold],
     )
     assert fields_seen_by_reader(agent.invoke(user_turn())) == seen
+
+
+# --- the knob at fixed settings, and the graph the lesson draws ---
+
+
+def test_the_knob_over_its_range_plain_raises_from_two_replace_keeps_one_merge_keeps_all(
+    lesson,
+):
+    kept = {
+        (reducer, n): lesson["kept_with"](n, reducer).column("fields kept")[0]
+        for reducer in lesson["SCHEMAS"]
+        for n in (1, 2, 50)
+    }
+    assert kept == {
+        ("plain dict", 1): 1,
+        ("plain dict", 2): "InvalidUpdateError",
+        ("plain dict", 50): "InvalidUpdateError",
+        ("replace_whole", 1): 1,
+        ("replace_whole", 2): 1,
+        ("replace_whole", 50): 1,
+        ("merge_fields", 1): 1,
+        ("merge_fields", 2): 2,
+        ("merge_fields", 50): 50,
+    }
+
+
+def test_the_lessons_mermaid_diagram_has_the_edges_of_the_agents_graph(lesson):
+    block = LESSON.read_text().split("# ```mermaid\n", 1)[1].split("# ```", 1)[0]
+    drawn = set(re.findall(r"^#\s+(\w+)\b.*-->\s*(\w+)", block, re.M))
+    names = {"__start__": "start", "__end__": "done"}
+    graph = lesson["agent_with"](lesson["RequirementsState"]).get_graph()
+    real = {(names.get(e.source, e.source), names.get(e.target, e.target)) for e in graph.edges}
+    assert (
+        drawn
+        == real
+        == {("start", "model"), ("model", "tools"), ("tools", "model"), ("model", "done")}
+    )

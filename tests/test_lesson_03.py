@@ -1,16 +1,13 @@
 """Notebook 03 (same-turn visibility): the library behaviour the lesson relies on, pinned here
-so a LangGraph / LangChain / deepagents upgrade that changes it turns CI red, and the lesson's
+so a LangGraph / LangChain / deepagents upgrade that changes it turns CI red; the lesson's
 teaching turn cache, executed from the notebook's own source, against the package's
-``TurnCacheMiddleware``."""
+``TurnCacheMiddleware``; and the knob's fixed settings."""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
-import jupytext
 import pytest
-from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.core import TurnCacheMiddleware
@@ -25,42 +22,49 @@ from agentstate.fixtures import (
     overlapping_calls,
     reader_batch_model,
     reader_summary,
-    same_batch_reader_trials,
     user_turn,
 )
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
-from agentstate.simulation import SlowToolMiddleware, ToolLatencyMiddleware
+from agentstate.simulation import SlowToolMiddleware
 from agentstate.tracing import ToolTimeline, state_by_step
+from tests.lesson_source import code_cells, definitions
 
-LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "_src" / "03_same_turn_visibility.py"
-# The cells that write the teaching turn cache and the plain agent (by what they define).
+# What the lesson defines and the tests run: its agent, its cache, its knob.
 TEACHING = (
-    "class Batch",
-    "class TeachingTurnCache",
-    "class RequirementsState",
-    "def store_requirement",
-    "def my_agent",
+    "merge_fields",
+    "RequirementsState",
+    "store_requirement",
+    "get_collected_requirements",
+    "validate_manifest",
+    "REQUIRED",
+    "TURN",
+    "TOOLS",
+    "READS",
+    "my_agent",
+    "reply_of",
+    "seen",
+    "store_in_dict_too",
+    "read_dict_too",
+    "latency",
+    "Batch",
+    "batch_of",
+    "TeachingTurnCache",
+    "my_cache",
+    "NoWait",
+    "reader_sees",
 )
+# The cells that write the teaching turn cache (by what they define).
+CACHE_CELLS = ("class Batch", "def batch_of", "class TeachingTurnCache")
 
 
 @pytest.fixture(scope="module")
 def lesson() -> dict:
-    """The teaching cells of notebook 03, executed as the reader runs them."""
-    cells = [c.source for c in jupytext.read(LESSON).cells if c.cell_type == "code"]
-    chosen = [s for s in cells if any(marker in s for marker in TEACHING)]
-    assert len(chosen) == len(TEACHING), "a teaching cell of notebook 03 was renamed or merged"
-    namespace = {
-        "TRIALS": 200,
-        "POSTGRES_FIELDS": POSTGRES_FIELDS,
-        "reader_batch_model": reader_batch_model,
-        "ToolLatencyMiddleware": ToolLatencyMiddleware,
-    }
-    text = LESSON.read_text()
-    for source in chosen:
-        # Padded to the cell's line in the file, so inspect.getsource (the doctor) finds it.
-        padded = "\n" * text[: text.index(source)].count("\n") + source
-        exec(compile(padded, str(LESSON), "exec", dont_inherit=True), namespace)
-    return namespace
+    """The teaching definitions of notebook 03, executed from its own source."""
+    return definitions("03", TEACHING)
+
+
+def seen_per_turn(lesson: dict, agent, turns: int, config=dict) -> list[int]:
+    return [lesson["seen"](agent.invoke(lesson["TURN"], config())) for _ in range(turns)]
 
 
 # --- the library behaviour the lesson shows ---
@@ -110,17 +114,45 @@ def test_the_get_config_repair_never_reaches_a_tool():
 # --- the teaching turn cache of the notebook against the package's ---
 
 
+def test_the_teaching_cache_is_sixty_lines_in_cells_of_a_screen_at_most():
+    cells = [
+        c
+        for c in code_cells("03")
+        if any(c.lstrip().startswith(m) or f"\n{m}" in c for m in CACHE_CELLS)
+    ]
+    lines = [sum(1 for line in c.splitlines() if line.strip()) for c in cells]
+    assert len(cells) == 3, "a teaching cache cell of notebook 03 was renamed or merged"
+    assert sum(lines) <= 60 and max(lines) <= 30, lines
+
+
 def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
-    assert same_batch_reader_trials(lesson["my_agent"](turns=20), 20) == [0] * 20
+    agent = lesson["my_agent"](lesson["latency"](), turns=20)
+    assert seen_per_turn(lesson, agent, 20) == [0] * 20
+
+
+def test_the_lessons_shared_dict_is_shared_but_races(lesson):
+    tools = [lesson["store_in_dict_too"], lesson["read_dict_too"], lesson["validate_manifest"]]
+    agent = lesson["my_agent"](lesson["latency"](), turns=100, tools=tools)
+    seen = seen_per_turn(lesson, agent, 100, config=lambda: {"configurable": {"turn": {}}})
+    assert min(seen) < 5 and max(seen) > 0
 
 
 def test_teaching_and_package_turn_caches_agree_under_latency(lesson):
     teaching = lesson["my_cache"]()
     package = lesson["my_cache"](TurnCacheMiddleware)
-    seen_teaching = same_batch_reader_trials(lesson["my_agent"](teaching, turns=100), 100)
-    seen_package = same_batch_reader_trials(lesson["my_agent"](package, turns=100), 100)
+    seen_teaching = seen_per_turn(
+        lesson, lesson["my_agent"](teaching, lesson["latency"](), turns=100), 100
+    )
+    seen_package = seen_per_turn(
+        lesson, lesson["my_agent"](package, lesson["latency"](), turns=100), 100
+    )
     assert seen_teaching == seen_package == [5] * 100
     assert teaching.batches == {} and package.open_batches == 0
+
+
+def test_the_teaching_cache_without_its_wait_races_again(lesson):
+    agent = lesson["my_agent"](lesson["my_cache"](lesson["NoWait"]), lesson["latency"](), turns=100)
+    assert min(seen_per_turn(lesson, agent, 100)) < 5
 
 
 def test_teaching_and_package_turn_caches_agree_on_the_rds_reply(lesson):
@@ -141,24 +173,37 @@ def test_teaching_and_package_turn_caches_agree_on_the_rds_reply(lesson):
     assert teaching[0]["validate_manifest"] == "valid: all rules pass"
 
 
+def test_both_readers_of_the_lesson_see_every_field_with_the_teaching_cache(lesson):
+    state = lesson["my_agent"](lesson["my_cache"]()).invoke(lesson["TURN"])
+    assert lesson["seen"](state) == 5
+    assert lesson["reply_of"](state, "validate_manifest") == "valid"
+
+
 def test_the_package_gives_the_teaching_result_under_ainvoke_too(lesson):
     """Async is what the package adds: the same turn through ``ainvoke``."""
-    agent = lesson["my_agent"](lesson["my_cache"](TurnCacheMiddleware), turns=1)
-    state = asyncio.run(agent.ainvoke(user_turn()))
-    assert fields_seen_by_reader(state) == 5
+    agent = lesson["my_agent"](lesson["my_cache"](TurnCacheMiddleware))
+    state = asyncio.run(agent.ainvoke(lesson["TURN"]))
+    assert lesson["seen"](state) == 5
 
 
 def test_the_teaching_reader_times_out_instead_of_hanging(lesson):
-    slow = create_agent(
-        reader_batch_model(POSTGRES_FIELDS, 1),
-        tools=[lesson["store_requirement"], lesson["get_collected_requirements"]],
-        state_schema=lesson["RequirementsState"],
-        middleware=[lesson["my_cache"](timeout=0.1), SlowToolMiddleware("store_requirement", 0.5)],
-    ).invoke(user_turn())
-    assert fields_seen_by_reader(slow) == -1 and slow["requirements"] == POSTGRES_FIELDS
+    slow = lesson["my_agent"](
+        lesson["my_cache"](timeout=0.1), SlowToolMiddleware("store_requirement", 0.5)
+    ).invoke(lesson["TURN"])
+    assert lesson["reply_of"](slow, "get_collected_requirements").startswith("Error")
+    assert slow["requirements"] == POSTGRES_FIELDS
 
 
 def test_the_doctor_names_the_plain_agent_and_passes_it_with_the_package_cache(lesson):
-    broken = diagnose(lesson["my_agent"](turns=1))
-    fixed = diagnose(lesson["my_agent"](lesson["my_cache"](TurnCacheMiddleware), turns=1))
+    broken = diagnose(lesson["my_agent"]())
+    fixed = diagnose(lesson["my_agent"](lesson["my_cache"](TurnCacheMiddleware)))
     assert broken.codes() == ["same-batch-read"] and fixed.codes() == []
+
+
+def test_the_knob_over_its_range_sees_nothing_without_the_cache_and_everything_with_it(lesson):
+    seen = [
+        lesson["reader_sees"](n, cache).column("reader saw")[0]
+        for n in (1, 5, 30)
+        for cache in (False, True)
+    ]
+    assert seen == [0, 1, 0, 5, 0, 30]

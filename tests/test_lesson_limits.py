@@ -2,7 +2,10 @@
 
 Limits of the series' design (CONTRIBUTING.md): at most 40 cells and 1,200 words of
 markdown (``scripts/lesson_stats.py`` prints them with an estimate in
-minutes). Depth that does not fit lives in ``notebooks/_src/going_further/``,
+minutes), at most 8 visible ``assert`` lines (the proofs a reader learns from;
+exhaustive checks live in pytest), at least one picture (a saved figure or a
+Mermaid diagram), and no private library name (one with a leading underscore).
+Depth that does not fit lives in ``notebooks/_src/going_further/``,
 linked from the lesson's Summary. Lesson and going-further cells carry nbval's
 cell tags instead of comment markers, and no lint pragma.
 """
@@ -10,6 +13,7 @@ cell tags instead of comment markers, and no lint pragma.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -22,6 +26,11 @@ SOURCES = ROOT / "notebooks" / "_src"
 LESSONS = sorted(SOURCES.glob("[0-9][0-9]_*.py"))
 FURTHER = sorted((SOURCES / "going_further").glob("[0-9][0-9]_*.py"))
 READER_FACING = LESSONS + FURTHER
+MAX_ASSERTS = 8
+ASSERT = re.compile(r"^\s*assert\b", re.M)
+# A name with one leading underscore, as a word or an attribute (`_x`, `obj._x`); dunders
+# such as `__name__` are not private.
+PRIVATE = re.compile(r"(?<![\w.])_[A-Za-z]\w*|\._[A-Za-z]\w*")
 MACHINERY = re.compile(r"#\s*(NBVAL_\w+|fmt:\s*\w+|noqa\b|ruff:\s*noqa|type:\s*ignore)", re.I)
 
 _spec = importlib.util.spec_from_file_location("lesson_stats", ROOT / "scripts/lesson_stats.py")
@@ -74,3 +83,61 @@ def test_the_limits_check_catches_a_long_lesson(tmp_path):
     long.write_text("".join(f"# %% [markdown]\n# {'word ' * 40}\n\n" for _ in range(41)))
     s = lesson_stats.stats_of(long)
     assert (s.cells, s.words, s.within_limits) == (41, 1640, False)
+
+
+def pictures(path: Path) -> int:
+    """Saved figures (PNG or SVG outputs) and Mermaid diagrams (in markdown) of a built notebook."""
+    nb = json.loads(path.read_text())
+    figures = sum(
+        any(kind in out.get("data", {}) for kind in ("image/png", "image/svg+xml"))
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+    )
+    mermaid = sum(
+        "".join(c["source"]).count("```mermaid")
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+    )
+    return figures + mermaid
+
+
+def visible_asserts(path: Path) -> int:
+    cells = jupytext.read(path, fmt="py:percent").cells
+    return sum(len(ASSERT.findall(c.source)) for c in cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_a_main_lesson_proves_with_few_asserts_and_shows_a_picture(path):
+    built = ROOT / "notebooks" / f"{path.stem}.ipynb"
+    assert visible_asserts(path) <= MAX_ASSERTS, (
+        f"{path.name}: {visible_asserts(path)} assert lines; keep {MAX_ASSERTS} a reader learns "
+        "from and move the rest to tests/test_lesson_NN.py"
+    )
+    assert pictures(built) >= 1, f"{built.name}: no saved figure and no Mermaid diagram"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_a_main_lesson_names_no_private_library_name(path):
+    cells = jupytext.read(path, fmt="py:percent").cells
+    texts = [re.sub(r"\]\([^)]*\)", "]", c.source) for c in cells]  # not in a link's address
+    found = sorted({m.group(0) for text in texts for m in PRIVATE.finditer(text)})
+    assert found == [], f"{path.name}: private names {found}; move such depth to going further"
+
+
+def test_the_picture_assert_and_private_name_checks_are_not_vacuous(tmp_path):
+    source = tmp_path / "07_x.py"
+    source.write_text(
+        "# %%\n" + "assert True\n" * 9 + "from m import _hidden\nx.__name__, obj._field\n"
+    )
+    assert visible_asserts(source) == 9
+    text = source.read_text()
+    assert {m.group(0) for m in PRIVATE.finditer(text)} == {"_hidden", "._field"}
+    built = tmp_path / "07_x.ipynb"
+    built.write_text(json.dumps({"cells": [{"cell_type": "markdown", "source": ["text"]}]}))
+    assert pictures(built) == 0
+    built.write_text(
+        json.dumps(
+            {"cells": [{"cell_type": "markdown", "source": ["```mermaid\n", "graph LR\n```"]}]}
+        )
+    )
+    assert pictures(built) == 1

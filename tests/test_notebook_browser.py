@@ -4,7 +4,9 @@ A reader's first look is JupyterLab (or GitHub) showing the saved outputs: this
 checks what they see. For each notebook, in Debian's chromium driven by
 Playwright (no browser is downloaded), it asserts that a knob is drawn as a
 widget rather than as the text ``interactive(children=...``, that every saved
-matplotlib figure is drawn as an image, that no "Jupyter news" pop-up appears,
+matplotlib figure is drawn as an image and every Mermaid diagram as an SVG (and
+that each main lesson shows at least one such picture), that no "Jupyter news"
+pop-up appears,
 that the page asks nothing of a remote host, and that opening the notebook
 (which starts its kernel) leaves the document clean and the file unchanged.
 A screenshot per notebook lands in ``build/screenshots/`` (git-ignored) and
@@ -59,6 +61,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 PATIENCE_S = 180  # the longest wait for an element or a state; never a pass condition
 SETTLE_S = 5  # after the kernel is idle: time for a late metadata write to show up
 KNOB = ".jp-OutputArea-output .widget-slider, .jp-OutputArea-output .widget-dropdown"
+# JupyterLab draws a Mermaid block locally into an SVG image (a data: URL, no request).
+MERMAID = '.jp-RenderedMermaid img[src^="data:image/svg+xml"]'
 
 
 def free_port() -> int:
@@ -198,6 +202,22 @@ def saved_figures(path: Path) -> int:
     return sum("image/png" in out.get("data", {}) for out in outputs)
 
 
+def saved_mermaid(path: Path) -> int:
+    """Mermaid diagrams in the notebook's markdown cells and in its markdown outputs."""
+    nb = json.loads(path.read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    outputs = [
+        "".join(out.get("data", {}).get("text/markdown", ""))
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+    ]
+    return sum(text.count("```mermaid") for text in cells + outputs)
+
+
+def is_lesson(path: Path) -> bool:
+    return path.parent == ROOT / "notebooks"
+
+
 def not_blank(png: Path) -> bool:
     """More than a handful of colours and over 1% of pixels that are not the background."""
     with Image.open(png) as image:
@@ -271,11 +291,19 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
 
         images = page.locator(".jp-RenderedImage img")
         expected = saved_figures(notebook)
+        diagrams, expected_diagrams = page.locator(MERMAID), saved_mermaid(notebook)
+        if is_lesson(notebook):
+            assert expected + expected_diagrams >= 1, "a main lesson shows no picture"
         wait_until(lambda: images.count() >= expected, f"{expected} figures")
         for i in range(images.count()):
             images.nth(i).scroll_into_view_if_needed(timeout=PATIENCE_S * 1000)
             drawn = "e => e.complete && e.naturalWidth > 0"
             assert images.nth(i).evaluate(drawn), f"figure {i + 1} is not drawn"
+        wait_until(lambda: diagrams.count() >= expected_diagrams, f"{expected_diagrams} diagrams")
+        for i in range(diagrams.count()):
+            diagrams.nth(i).scroll_into_view_if_needed(timeout=PATIENCE_S * 1000)
+            drawn = "e => e.complete && e.naturalWidth > 50 && e.naturalHeight > 20"
+            assert diagrams.nth(i).evaluate(drawn), f"Mermaid diagram {i + 1} is not drawn"
 
         time.sleep(SETTLE_S)
         if knobbed:
@@ -286,7 +314,8 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
         widget_blank = False
         if knobbed:
             widget_shot = SCREENSHOTS / f"{notebook.stem}.widget.png"
-            widget = page.locator(".jp-OutputArea-output .jupyter-widgets").first
+            # The knob's widget: a finished progress bar (tqdm) is a hidden widget before it.
+            widget = page.locator(".jp-OutputArea-output .jupyter-widgets:visible").first
             widget.screenshot(path=str(widget_shot))
             widget_blank = not not_blank(widget_shot)
 

@@ -1,35 +1,64 @@
 # %% [markdown]
 # # 01 · The loss: five parallel writes to one file keep one field
 #
-# Our agent writes Project Planton `AwsRdsInstance` manifests. A user asks for
-# "a Postgres 15.5 manifest with sensible defaults"; the agent collects the
-# requirements with a `store_requirement` tool and keeps them in a file,
-# `/requirements.json`, in deepagents' virtual filesystem: read the file, add
-# one field, write the file back. That works while the model stores one field
-# per reply. Then a model stores five fields in one reply, every tool answers
-# "Stored", and four fields are gone. This notebook reproduces the loss with
-# the real libraries, shows where it comes from, and writes a layout that
-# keeps every field with files alone.
+# Our agent writes Project Planton `AwsRdsInstance` manifests (an AWS RDS
+# database in YAML). Its first version kept the user's requirements in
+# `/requirements.json`: a `store_requirement` tool read the file, added one
+# field and wrote it back. Its developers' write-up says what happened when
+# the model stored five fields in one reply: "Only the last field survived".
+# We reproduce that loss, draw where it comes from, pin down which field is
+# "the last", and write a layout that keeps every field.
+
+# %% [markdown]
+# ### The write-ups this series tests
+# - **01-02**, the RDS agent's storage design (November 2025,
+#   [source](https://github.com/plantoncloud-inc/graph-fleet/blob/84e27f821ba41a88ed3908eed0f86bea8185cea0/src/agents/rds_manifest_generator/docs/requirements_storage/README.md)):
+#   the file version lost fields, "Only the last field survived"; with a
+#   reducer "All 5 field updates are preserved and merged correctly".
+# - **03**, its changelog of November 11, 2025
+#   ([source](https://github.com/plantoncloud-inc/graph-fleet/blob/90e10f27a73d8417645d56f7988379f35a38a466/changelog/2025-11/2025-11-11-134814-rds-agent-same-turn-requirements-visibility.md)):
+#   "Commands are batched and applied only after ALL tools complete"; tools
+#   are "Single-threaded within agent turn".
+# - **04**, its changelog of November 19, 2025
+#   ([source](https://github.com/plantoncloud-inc/graph-fleet/blob/ec8a1c8ae5b5eff416897cd9964c095f31a42123/_changelog/2025-11/2025-11-19-232419-rds-agent-requirements-cache-fix.md)):
+#   "DeepAgents subagents run in isolated execution contexts".
+# - **05**, cache-lm's notes (January 2026,
+#   [source](https://github.com/itsntshaw/cache-lm/blob/286194947359e5ec7d8707591be55a7a71fa9139/src/cache_lm/README.md)):
+#   "the large manual must be a token-identical prefix across all expert calls".
+# - **06**, a memory-capture post-mortem shared with the project (not
+#   public): "Prompt-only constraints are insufficient".
+#
+# The first three are engineering notes in Project Planton's public
+# graph-fleet repository, the fourth a technical assignment's. We keep their
+# stories and tool names, and believe a diagnosis once a cell reproduces it.
 
 # %% [markdown]
 # ## Recap
-# This is the first stage. Two words carry the series: LangGraph runs a graph
-# in **super-steps** (every node scheduled for a step runs, then all their
-# writes are applied together), and each state key has a **reducer** that
-# decides how several writes to it combine.
+# The first stage; its words, also in the [glossary](../docs/glossary.md):
+#
+# - **LangGraph** runs an agent as a graph of nodes over a shared **state**
+#   (a dict of keys); LangChain's `create_agent` builds a `model` node and a
+#   `tools` node in a loop; **deepagents**' `create_deep_agent` adds a
+#   virtual filesystem (the `files` key) and subagents.
+# - A **tool call** asks for a tool run in the model's reply (an
+#   `AIMessage`), which may hold several. A tool reads the state from its
+#   **`ToolRuntime`** argument and returns a **`Command`** to change it.
+# - **Middleware** hooks into an agent's loop, e.g. around each tool call.
+# - In a **super-step** the nodes scheduled together run on the state as it
+#   was when the step began; their writes apply together at its end. A
+#   **reducer** decides how several writes to one key combine.
 #
 # ## Goals
 # - Reproduce the loss: five parallel `store_requirement` calls keep one field.
-# - See which field survives (the last call of the reply, not the last to
-#   finish) and why, in the state after each super-step.
-# - See deepagents' own guard on its `write_file`, and why our tool slips past it.
-# - Write the safe layout, one file per field, whole; prove it keeps five.
+# - See it drawn: one super-step, five threads, which write survived.
+# - See deepagents' own guard on `write_file`, and why our tool slips past it.
+# - Write the safe layout, one file per field; prove it keeps all five.
 
 # %% [markdown]
 # ## 1. Reproduce: five fields in one reply
-# The tool, written whole. It reads the file from the state the tool was
-# given, adds its field and returns the whole file as an update. The
-# `work_seconds` pause stands in for real work between the read and the write.
+# The tool, whole: read the file from the state, add a field, return the
+# whole file in a `Command`. `work_seconds` stands in for real work between
+# the read and the write.
 
 # %%
 import json
@@ -60,184 +89,143 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 
 
 # %% [markdown]
-# A plain `create_deep_agent` with that tool. The scripted model (the
-# series' offline default) answers with ONE message holding five
-# `store_requirement` calls. The pauses make the **last** call of the message
-# finish **first** (0.5 s for call 1 down to 0.1 s for call 5).
+# The model is **scripted** (the series' offline default: the same replies
+# every run). Its first reply holds five `store_requirement` calls:
+
+# %%
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import ScriptedChatModel, reply, tool_call
+
+TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
+
+
+def stores(fields: dict) -> list:
+    """One store_requirement call per field, in the order given."""
+    return [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
+
+
+def one_reply(*calls) -> ScriptedChatModel:
+    """A model whose first reply makes these calls at once, then answers."""
+    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
+
+
+POSTGRES_FIELDS
+
+# %% [markdown]
+# A plain `create_deep_agent` with that tool. The pauses make the **last**
+# call finish **first** (0.5 s for call 1 down to 0.1 s for call 5).
+# `ToolTimeline`, a middleware, records each call's super-step, thread and
+# times.
 
 # %%
 from deepagents import create_deep_agent
 
-from agentstate.fixtures import POSTGRES_FIELDS, one_batch_model, user_turn
 from agentstate.tracing import ToolTimeline
 
 order = list(POSTGRES_FIELDS)
 work_seconds.update({field: 0.1 * (len(order) - i) for i, field in enumerate(order)})
-timeline = ToolTimeline()  # a middleware that records each tool call's step and thread
+timeline = ToolTimeline()
 broken_agent = create_deep_agent(
-    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], middleware=[timeline]
+    one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], middleware=[timeline]
 )
-state = broken_agent.invoke(user_turn())
+state = broken_agent.invoke(TURN)
 kept = json.loads(file_data_to_string(state["files"][PATH]))
+assert kept == {"username": "dbadmin"}
 kept
 
 # %% [markdown]
-# Five fields stored, one in the file, and every tool reported success:
+# Five fields stored, one in the file. Yet every tool reported success:
 
 # %%
 from agentstate.display import Table
-from agentstate.tracing import tool_replies
 
-replies = Table(
-    {"call #": i + 1, "tool said": m.content} for i, m in enumerate(tool_replies(state))
+Table(
+    {"call #": i + 1, "tool said": m.content, "status": m.status}
+    for i, m in enumerate(m for m in state["messages"] if m.type == "tool")
 )
-assert kept == {"username": "dbadmin"}
-assert [said.startswith("Stored") for said in replies.column("tool said")] == [True] * 5
-replies
 
 # %% [markdown]
-# ## 2. Look inside: one super-step, five threads
-# The original write-up about this agent said the file "would overwrite
-# (last-write-wins)" and "only the last field survived"; a later one (its
-# turn cache, notebook 03) called tools "single-threaded within agent turn".
-# The timeline (times vary from run to run, the claims below do not):
-
-# %% tags=["nbval-ignore-output"]
-from agentstate.fixtures import timeline_rows
-
-rows = Table(timeline_rows(timeline.events))
-assert set(rows.column("step")) == {3} and len(set(rows.column("thread"))) == 5
-assert rows.column("finished") == [5, 4, 3, 2, 1]
-rows
-
-# %% [markdown]
-# All five calls ran in one super-step on five threads, not one. And "last"
-# needs pinning down: the survivor, call 5, finished **first**. What decides
-# is the call's position in the message, not when it finished.
+# ## 2. Look inside: the run, drawn
+# `draw_run` draws what the timeline recorded: a row per tool call (`#k`:
+# its place in the reply), a row for the model; green writes survived in the
+# final `files`, red ones were lost. It draws your own agent the same way.
 
 # %%
-survivor = timeline.events[-1]
-finish_rank = [e.call_id for e in timeline.finish_order()].index(survivor.call_id) + 1
-assert list(kept) == [survivor.args["field_name"]]
-Table([{"survivor": list(kept)[0], "call #": survivor.position + 1, "finished": finish_rank}])
+from agentstate.tracing import draw_run
+
+draw_run(timeline, state, key="files", title="one reply, five store_requirement calls")
 
 # %% [markdown]
-# <a id="super-step-table"></a>
-# ## 3. Look inside: the state after each super-step
-# With a checkpointer LangGraph keeps the state after every super-step; the
-# series reads it as the table below, and later notebooks link back here.
-# How to read it: **step** is the super-step that just ended (-1 is the empty
-# state before the input, 0 writes the input); **next** is what runs in the
-# following super-step (`tools x5` = five tasks of the tools node, one per
-# tool call; `(end)` = nothing left); **changed** lists the keys that differ
-# from the row above, i.e. what the previous row's `next` wrote. The last
-# column lists the fields in the file.
+# All five calls ran in **one super-step** (the shaded band) on five
+# threads, not one at a time as the turn-cache write-up believed. Each read
+# the file as it was when the step began (empty) and wrote back a file with
+# its own field. At the step's end (dashed line) LangGraph applied the
+# writes in the reply's call order, and deepagents' `files` reducer lets a
+# later write replace the whole file. So "the last field" is the last **in
+# the reply**: call 5, which finished first.
 
 # %%
-from langgraph.checkpoint.memory import InMemorySaver
-
-from agentstate.tracing import state_by_step
-
-work_seconds.clear()
-agent = create_deep_agent(
-    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], checkpointer=InMemorySaver()
+survivor = next(e for e in timeline.events if e.args["field_name"] in kept)
+finished = [e.call_id for e in timeline.finish_order()].index(survivor.call_id) + 1
+assert (survivor.position + 1, finished) == (5, 1)
+Table(
+    [
+        {
+            "field kept": survivor.args["field_name"],
+            "its place in the reply": f"{survivor.position + 1} of 5",
+            "finished": f"{finished} of 5",
+            "threads used": timeline.thread_count(),
+        }
+    ]
 )
-config = {"configurable": {"thread_id": "stage-01"}}
-agent.invoke(user_turn(), config)
-
-
-def fields_in_file(values: dict) -> list[str]:
-    files = values.get("files") or {}
-    return sorted(json.loads(file_data_to_string(files[PATH]))) if PATH in files else []
-
-
-history = Table(state_by_step(agent, config, lambda v: {"file": fields_in_file(v)}))
-history
 
 # %% [markdown]
-# The file is empty until the tools' step ends, and from then on holds one
-# field. What each node in `next` is (exactly the nodes of this graph):
-
-# %%
-from agentstate.fixtures import glossary_rows, graph_steps
-
-steps = graph_steps(history.rows)
-assert steps[2]["next"] == "tools x5" and steps[3]["changed"] == ["files", "messages"]
-assert steps[2]["file"] == [] and steps[3]["file"] == ["username"]
-Table(glossary_rows(agent))
-
-# %% [markdown]
-# Each call read the same empty file (the state from *before* the step) and
-# returned a whole file holding only its own field. When the step ends,
-# LangGraph hands the five writes to the `files` reducer **in task order**,
-# which is the order of the calls in the message, and deepagents' reducer
-# lets a later write to a path replace the whole value. The real reducer,
-# called with the five writes in call order:
-
-# %%
-from deepagents.middleware.filesystem import _file_data_delta_reducer
-
-writes = [{PATH: create_file_data(json.dumps({f: v}))} for f, v in POSTGRES_FIELDS.items()]
-merged = _file_data_delta_reducer({}, writes)
-assert fields_in_file({"files": merged}) == ["username"]
-fields_in_file({"files": merged})
-
-# %% [markdown]
-# Shuffle the calls and a different field survives, always the last one:
+# Shuffle the calls (no pauses) and the last of the reply survives:
 
 # %%
 import random
 
 
 def survivor_of(call_order: list[str]) -> str:
-    model = one_batch_model({f: POSTGRES_FIELDS[f] for f in call_order})
-    out = create_deep_agent(model, tools=[store_requirement]).invoke(user_turn())
-    return fields_in_file(out)[0]
+    fields = {f: POSTGRES_FIELDS[f] for f in call_order}
+    out = create_deep_agent(one_reply(*stores(fields)), tools=[store_requirement]).invoke(TURN)
+    return next(iter(json.loads(file_data_to_string(out["files"][PATH]))))
 
 
-shuffles = Table(
-    {"call order": o, "survivor": survivor_of(o)}
-    for o in (random.Random(seed).sample(order, len(order)) for seed in (7, 8, 11))
-)
-assert [s[-1] for s in shuffles.column("call order")] == shuffles.column("survivor")
+work_seconds.clear()
+shuffled = [random.Random(seed).sample(order, len(order)) for seed in (7, 8, 11)]
+shuffles = Table({"call order": o, "survivor": survivor_of(o)} for o in shuffled)
+assert shuffles.column("survivor") == [o[-1] for o in shuffled]
 shuffles
 
 # %% [markdown]
-# ## 4. Look inside: deepagents guards its own file tools
-# deepagents 0.7.32 refuses a second mutation of one path in one reply, in
-# its built-in `write_file` and `edit_file` (upstream PR #6446). The same five
-# fields, each written as a whole file with `write_file`:
+# ## 3. Look inside: deepagents guards its own file tools
+# deepagents 0.7.32's own `write_file` and `edit_file` refuse a second change
+# to one path in one reply (upstream PR #6446). The five fields, each written
+# as a whole file with `write_file`:
 
 # %%
-from agentstate.fixtures import one_reply_model
-from agentstate.models import tool_call
-
 whole_files = [
     tool_call("write_file", file_path=PATH, content=json.dumps({f: v}))
     for f, v in POSTGRES_FIELDS.items()
 ]
-guarded = create_deep_agent(one_reply_model(*whole_files)).invoke(user_turn())
+guarded = create_deep_agent(one_reply(*whole_files)).invoke(TURN)
 answers = Table(
     {"call #": i + 1, "status": m.status, "tool said": m.content}
-    for i, m in enumerate(tool_replies(guarded))
+    for i, m in enumerate(m for m in guarded["messages"] if m.type == "tool")
 )
 assert answers.column("status") == ["success"] + ["error"] * 4
-assert fields_in_file(guarded) == ["engine"]
 answers
 
 # %% [markdown]
-# The first write lands and the other four come back as errors the model can
-# read and retry. The guard matches deepagents' own file tools by **name**
-# and their `file_path` argument. Our `store_requirement` is not one of them,
-# so it runs unguarded, as in section 1; so does any custom tool that reads a
-# file from state or a backend and writes it back.
-
-# %% [markdown]
-# ## 5. The fix: one file per field
-# With files alone, the smallest layout that cannot lose a field gives each
-# field its own path: parallel calls then write *different* keys of `files`,
-# and the reducer above keeps every key. A reader merges the files back.
-# Both tools, whole:
+# The first write lands; the other four come back as errors the model can
+# read and retry. The guard knows deepagents' own tools by **name**: ours,
+# like any custom tool that reads a file and writes it back, is unguarded.
+#
+# ## 4. The fix: one file per field
+# Give each field its own path: parallel calls then write *different* paths,
+# and the reducer keeps every path. A reader merges the files back. Both
+# tools, whole:
 
 # %%
 FOLDER = "/requirements/"
@@ -248,12 +236,8 @@ def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
     """Store one requirement in its own file, /requirements/<field>.json."""
     path = f"{FOLDER}{field_name}.json"
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(
-        update={
-            "files": {path: create_file_data(json.dumps({field_name: value}))},
-            "messages": [done],
-        }
-    )
+    data = create_file_data(json.dumps({field_name: value}))
+    return Command(update={"files": {path: data}, "messages": [done]})
 
 
 @tool
@@ -267,32 +251,54 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# The same five calls in one reply; in its **next** step the model reads the
-# requirements back:
+# Five calls in one reply; the model's **next** reply reads them back:
+
 
 # %%
-from agentstate.fixtures import store_then_read_model
+def store_then_read() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        script=[
+            reply(*stores(POSTGRES_FIELDS)),
+            reply(tool_call("get_collected_requirements")),
+            reply(text="All five stored."),
+        ]
+    )
 
+
+fixed_timeline = ToolTimeline()
 fixed_agent = create_deep_agent(
-    store_then_read_model(POSTGRES_FIELDS), tools=[store_in_own_file, get_collected_requirements]
+    store_then_read(),
+    tools=[store_in_own_file, get_collected_requirements],
+    middleware=[fixed_timeline],
 )
-fixed_state = fixed_agent.invoke(user_turn())
-read_back = json.loads(tool_replies(fixed_state, "get_collected_requirements")[-1].content)
+fixed_state = fixed_agent.invoke(TURN)
+read_back = json.loads(fixed_state["messages"][-2].content)
 assert read_back == POSTGRES_FIELDS
-sorted(p for p in fixed_state["files"] if p.startswith(FOLDER))
+read_back
 
 # %% [markdown]
-# The package's version, `PerFieldFileStorage` under the six RDS tools, is the
-# same layout; what it adds is a check of every value against the
-# `AwsRdsInstance` spec before anything is written. Both keep the same files:
+# Five writes kept; the reader sees all five, as it runs in a later
+# super-step than the writers.
+
+# %%
+draw_run(
+    fixed_timeline,
+    fixed_state,
+    key="files",
+    saw=lambda e: f"saw {len(json.loads(e.reply))} fields",
+    title="one file per field",
+)
+
+# %% [markdown]
+# The package's `PerFieldFileStorage` is this layout under the RDS agent's
+# six tools, adding a check of every value against the `AwsRdsInstance`
+# spec. Both keep the same files:
 
 # %%
 from agentstate.fixtures import PerFieldFileStorage
 from agentstate.rds import assemble_rds_agent
 
-package_state = assemble_rds_agent(
-    store_then_read_model(POSTGRES_FIELDS), PerFieldFileStorage()
-).invoke(user_turn())
+package_state = assemble_rds_agent(store_then_read(), PerFieldFileStorage()).invoke(TURN)
 
 
 def files_of(out: dict) -> dict:
@@ -300,21 +306,20 @@ def files_of(out: dict) -> dict:
 
 
 assert files_of(package_state) == files_of(fixed_state)
-assert PerFieldFileStorage().read(package_state, None) == read_back
-Table([{"files, both agents": len(files_of(package_state)), "fields read back": len(read_back)}])
+Table({"file": p, "holds": d} for p, d in sorted(files_of(package_state).items()))
 
 # %% [markdown]
-# ## 6. Prove: every layout, side by side
-# The same five fields through three layouts: the shared file, one file per
-# field, and the shared file with the model storing one field per reply (the
-# other way out: each call then reads the file the previous step wrote).
+# ## 5. Prove: every layout, side by side
+# Three layouts: the shared file, one file per field, and the shared file
+# with one field per reply (each call then reads the previous step's file).
+
 
 # %%
-from agentstate.fixtures import one_call_per_step_model
-
-
-def fields_kept(tools: list, model) -> dict:
-    out = create_deep_agent(model, tools=tools).invoke(user_turn())
+def fields_kept(tool_used, fields: dict, one_call_per_reply: bool = False) -> dict:
+    calls = stores(fields)
+    replies = [reply(c) for c in calls] if one_call_per_reply else [reply(*calls)]
+    model = ScriptedChatModel(script=[*replies, reply(text="Stored.")])
+    out = create_deep_agent(model, tools=[tool_used]).invoke(TURN)
     found = {}
     for path in (p for p in out["files"] if p == PATH or p.startswith(FOLDER)):
         found.update(json.loads(file_data_to_string(out["files"][path])))
@@ -322,45 +327,45 @@ def fields_kept(tools: list, model) -> dict:
 
 
 cases = {
-    "one file, one reply": (store_requirement, one_batch_model),
-    "one file per field, one reply": (store_in_own_file, one_batch_model),
-    "one file, one call per reply": (store_requirement, one_call_per_step_model),
+    "one file, one reply": (store_requirement, False),
+    "one file per field, one reply": (store_in_own_file, False),
+    "one file, one call per reply": (store_requirement, True),
 }
 layouts = Table(
-    {"layout": name, **fields_kept([tool_used], make_model(POSTGRES_FIELDS))}
-    for name, (tool_used, make_model) in cases.items()
+    {"layout": name, **fields_kept(tool_used, POSTGRES_FIELDS, one_call)}
+    for name, (tool_used, one_call) in cases.items()
 )
 assert layouts.column("fields kept") == [1, 5, 5]
-assert layouts.column("model calls") == [2, 2, 6]
 layouts
 
 # %% [markdown]
-# One call per reply keeps five at the price of a model round trip per field,
-# and only while the model never batches. The doctor, which reads an agent's
-# tools and state schema without running it, names the broken agent's hazard
-# and passes the fixed one:
+# One call per reply keeps five at a model call per field (6 calls, not 2).
+#
+# The **doctor** (`agentstate.doctor.diagnose`) reads an agent's tools and
+# state schema, without running it, and names this series' hazards. Every
+# deep agent has a `general-purpose` **subagent** with the same tools, so the
+# doctor finds the hazard there too:
 
 # %%
+from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
 
 broken, fixed = diagnose(broken_agent), diagnose(fixed_agent)
-assert broken.codes() == ["file-read-modify-write"] and fixed.errors == []
-broken
+assert broken.codes() == ["file-read-modify-write"] and fixed.codes() == []
+compare_findings({"broken agent": broken, "fixed agent": fixed})
 
 # %% [markdown]
 # ## A knob: how many parallel calls?
-# Run the cells above first. Choose the number of `store_requirement` calls
-# in one reply and the layout; the table shows how many fields survive.
+# Run the cells above first. Whatever the number of parallel calls, the
+# shared file keeps one field and one file per field keeps them all.
 
 # %%
-from agentstate.fixtures import label_fields
-
 LAYOUTS = {"one file": store_requirement, "one file per field": store_in_own_file}
 
 
 def survivors(parallel_calls: int, layout: str) -> Table:
-    model = one_batch_model(label_fields(parallel_calls))
-    kept = fields_kept([LAYOUTS[layout]], model)["fields kept"]
+    fields = {f"labels.k{i:02d}": str(i) for i in range(parallel_calls)}
+    kept = fields_kept(LAYOUTS[layout], fields)["fields kept"]
     return Table([{"layout": layout, "parallel calls": parallel_calls, "fields kept": kept}])
 
 
@@ -377,28 +382,18 @@ knob_widget = widgets.interact(
 )
 
 # %% [markdown]
-# The same claim for fixed settings: the shared file keeps one field whatever
-# the number of calls, one file per field keeps them all.
-
-# %%
-knob = Table(survivors(n, layout).rows[0] for layout in LAYOUTS for n in (1, 5, 20))
-assert knob.column("fields kept") == [1, 1, 1, 1, 5, 20]
-knob
-
-# %% [markdown]
 # ## Summary
 # - Five parallel read-modify-write calls on `/requirements.json` kept **one**
-#   field, and every tool said "Stored".
-# - The five calls ran in **one** super-step on five threads; each read the
-#   file from before the step and wrote a whole file with its own field.
-# - Writes apply in the order of the calls in the message, so the **last
-#   call of the message** survives, here the one that finished first.
-# - deepagents' `write_file`/`edit_file` refuse a second mutation of one path
-#   in one reply; a custom tool that reads a file and writes it back is not
-#   covered and still loses.
-# - One file per field keeps all five in one reply; so does one call per
-#   reply, at a model call per field. [Notebook 02](02_state_reducer.ipynb)
-#   keeps requirements in a state key whose reducer merges fields.
+#   field, while every tool said "Stored".
+# - They ran in **one** super-step on five threads, each on the file from
+#   before the step; the writes applied in call order, so the **last call of
+#   the reply** survives, here the first to finish.
+# - deepagents guards its own `write_file`/`edit_file`, not custom tools.
+# - One file per field keeps all five; so does one call per reply, at a
+#   model call per field. [Notebook 02](02_state_reducer.ipynb) merges fields
+#   in a state key with a reducer.
+# - Going further: [inside a super-step](going_further/01_inside_a_super_step.ipynb),
+#   the state after every step and each node deepagents adds.
 #
 # ## Exercises
 # 1. Set every `work_seconds` to 0 and run the reproduction several times.
@@ -406,5 +401,5 @@ knob
 # 2. With `store_in_own_file`, store the same field twice in one reply with
 #    different values. Which value is kept, and is that deterministic?
 # 3. Run the broken agent with `config={"max_concurrency": 1}`. The calls now
-#    run one after another: does that save the fields? Explain with the
-#    super-step rule.
+#    run one after another: does that save the fields? Draw the run and
+#    explain with the super-step rule.

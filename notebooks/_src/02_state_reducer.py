@@ -1,35 +1,35 @@
 # %% [markdown]
 # # 02 · The reducer: requirements that merge field by field
 #
-# Stage 01 ended on a measured loss: five parallel `store_requirement` calls,
-# one field left in `/requirements.json`. The obvious next move is to keep the
-# requirements in agent state instead of a file. Done naively, with a plain
-# `dict` key, the whole turn fails loudly. Done with a **reducer**, a small
-# function that tells LangGraph how to combine several writes to one key,
-# every field is kept, five or five hundred at once. This notebook writes
-# that fix whole, in a plain `create_agent` agent, and proves it.
+# The RDS agent's storage design (introduced in
+# [01](01_file_based_storage.ipynb)) answered the loss of stage 01 by moving
+# the requirements out of the file into a state key with a **reducer**, and
+# claimed that with it "All 5 field updates are preserved and merged
+# correctly". This notebook tests that claim with a plain `create_agent`
+# agent written here: what a key without a reducer does, what a reducer that
+# only replaces does, and why the merging reducer must be pure, since
+# LangGraph may call it more than once per write.
 
 # %% [markdown]
 # ## Recap
 # In [stage 01](01_file_based_storage.ipynb) the five calls of one reply ran
-# in one super-step; each read the file from before the step, and the `files`
-# reducer kept the write of the last call in the message. One file per field
-# kept every field. The state tables below read as explained
-# [there](01_file_based_storage.ipynb#super-step-table).
+# in one **super-step**: each read the state from before the step, and the
+# `files` reducer kept the write of the last call in the reply. One file per
+# field kept every field. Terms: [glossary](../docs/glossary.md).
 #
 # ## Goals
 # - See a plain `requirements: dict` key raise `InvalidUpdateError` when five
-#   tools write it in one step, and silently replace itself across steps.
+#   tools write it in one step, and lose writes silently in other ways.
 # - Look inside: the channel LangGraph builds for a plain key and for an
-#   `Annotated` one.
-# - Write the fix whole: a field-merge reducer on the key; see why it must be
-#   pure.
-# - Compare it with the package's stage 02 agent and prove it: 500 of 500.
+#   `Annotated` one, and a reducer that only replaces, drawn.
+# - Write the fix whole: a field-merge reducer; see why it must be pure.
+# - Check it against the package's stage 02 agent and prove it: 500 of 500.
 
 # %% [markdown]
 # ## 1. Reproduce: a plain dict key
 # The tool writes one field to the `requirements` key with a `Command`; the
-# state schema declares that key as a plain dict. Both written whole:
+# state schema (the class that declares the agent's state keys) declares
+# that key as a plain dict. Both written whole:
 
 # %%
 from typing import Any, NotRequired
@@ -53,74 +53,91 @@ class PlainState(AgentState):
 
 
 # %% [markdown]
-# The scripted model answers with one message holding five
-# `store_requirement` calls, as in stage 01:
+# The scripted model (the series' offline model) answers with one reply
+# holding a `store_requirement` call per field, as in stage 01:
 
 # %%
-from langgraph.errors import InvalidUpdateError
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import ScriptedChatModel, reply, tool_call
 
-from agentstate.fixtures import POSTGRES_FIELDS, one_batch_model, user_turn
-from agentstate.tracing import ToolTimeline
+TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 
-timeline = ToolTimeline()  # records each tool call (stage 01)
-broken_agent = create_agent(
-    one_batch_model(POSTGRES_FIELDS),
-    tools=[store_requirement],
-    state_schema=PlainState,
-    middleware=[timeline],
-)
-try:
-    broken_agent.invoke(user_turn())
-except InvalidUpdateError as err:
-    error = err
-str(error).splitlines()[0]
+
+def one_reply(fields: dict) -> ScriptedChatModel:
+    """A model whose first reply stores every field at once, then answers."""
+    calls = [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
+    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
+
+
+def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
+    return create_agent(
+        one_reply(fields), tools=[store_requirement], state_schema=schema, **options
+    )
+
 
 # %% [markdown]
-# The error comes **after** all five tools ran, when LangGraph applies the
-# step's writes (`apply_writes` is in the traceback). So it never reaches the
-# model as a tool reply: the whole invoke fails.
+# With the plain key, the whole invoke fails. The error comes **after** the
+# five tools ran, when LangGraph applies the step's writes (`apply_writes`
+# in the traceback), so the model never gets it as a tool reply:
 
 # %%
 import traceback
 
+from langgraph.errors import InvalidUpdateError
+
 from agentstate.display import Table
+from agentstate.tracing import ToolTimeline
 
-frames = [f.name for f in traceback.extract_tb(error.__traceback__)]
-assert "apply_writes" in frames and len(timeline.events) == 5
-Table([{"tools that ran": len(timeline.events), "raised in": "apply_writes"}])
-
-# %% [markdown]
-# Across two steps it is worse: no error at all, and the second write
-# replaces the whole dict.
-
-# %%
-from agentstate.fixtures import one_call_per_step_model
-
-two_steps = create_agent(
-    one_call_per_step_model({"engine": "postgres", "username": "dbadmin"}),
-    tools=[store_requirement],
-    state_schema=PlainState,
-).invoke(user_turn())
-assert two_steps["requirements"] == {"username": "dbadmin"}
-two_steps["requirements"]
+timeline = ToolTimeline()
+try:
+    agent_with(PlainState, middleware=[timeline]).invoke(TURN)
+except InvalidUpdateError as err:
+    error = err
+frames = {f.name for f in traceback.extract_tb(error.__traceback__)}
+assert len(timeline.events) == 5 and "apply_writes" in frames
+Table([{"tools that ran": len(timeline.events), "error": str(error).splitlines()[0]}])
 
 # %% [markdown]
-# And with no `requirements` key in the schema at all (the default
-# `AgentState`)? No error either, and nothing kept: a write to a key the graph
-# does not declare is dropped silently, while every tool says "Stored".
+# Two other ways a plain key loses writes, without any error: over two
+# replies the second write replaces the whole dict, and with no
+# `requirements` key declared at all (the default `AgentState`) LangGraph
+# drops the writes while every tool says "Stored".
+
 
 # %%
-from agentstate.tracing import tool_replies
+def two_replies(schema: type) -> dict:
+    first, *_, last = (
+        tool_call("store_requirement", field_name=f, value=v) for f, v in POSTGRES_FIELDS.items()
+    )
+    model = ScriptedChatModel(script=[reply(first), reply(last), reply(text="Stored.")])
+    return create_agent(model, tools=[store_requirement], state_schema=schema).invoke(TURN)
 
-undeclared = create_agent(one_batch_model(POSTGRES_FIELDS), tools=[store_requirement]).invoke(
-    user_turn()
+
+plain_two = two_replies(PlainState)["requirements"]
+undeclared = agent_with(AgentState).invoke(TURN)
+silent = Table(
+    [
+        {"case": "plain key, two replies", "fields kept": len(plain_two)},
+        {"case": "no key declared", "fields kept": len(undeclared.get("requirements", {}))},
+    ]
 )
-assert "requirements" not in undeclared
-kept = len(undeclared.get("requirements", {}))
-Table([{"tools that said Stored": len(tool_replies(undeclared)), "requirements in state": kept}])
+assert silent.column("fields kept") == [1, 0]
+silent
 
 # %% [markdown]
 # ## 2. Look inside: one value per step
+# The graph `create_agent` builds (`agent.get_graph().draw_mermaid()` prints
+# it as Mermaid; here with words on its edges): the `model` node, and the
+# `tools` node that runs each tool call of a reply as a task of one super-step.
+#
+# ```mermaid
+# flowchart LR
+#     start([user message]) --> model
+#     model -- "a reply with 5 tool calls" --> tools["tools: 5 tasks in one super-step"]
+#     tools -- "their writes, applied when the step ends" --> model
+#     model -- "a reply without tool calls" --> done([answer])
+# ```
+#
 # LangGraph keeps each state key in a **channel**. A plain key gets a
 # `LastValue` channel, which accepts one value per super-step; a key declared
 # `Annotated[type, reducer]` gets a `BinaryOperatorAggregate`, which folds
@@ -130,21 +147,17 @@ Table([{"tools that said Stored": len(tool_replies(undeclared)), "requirements i
 from typing import Annotated
 
 
-def replace_whole(left: dict | None, right: dict | None) -> dict:
-    return right
+def replace_whole(current: dict | None, write: dict | None) -> dict | None:
+    return write
 
 
 class ReplaceState(AgentState):
     requirements: Annotated[NotRequired[dict[str, Any]], replace_whole]
 
 
-def channel_of(schema: type) -> str:
-    graph = create_agent(one_batch_model({}), tools=[store_requirement], state_schema=schema)
-    return type(graph.channels["requirements"]).__name__
-
-
 channels = Table(
-    {"schema": s.__name__, "channel": channel_of(s)} for s in (PlainState, ReplaceState)
+    {"schema": s.__name__, "channel": type(agent_with(s).channels["requirements"]).__name__}
+    for s in (PlainState, ReplaceState)
 )
 assert channels.column("channel") == ["LastValue", "BinaryOperatorAggregate"]
 channels
@@ -152,14 +165,15 @@ channels
 # %% [markdown]
 # An `Annotated` key alone is not enough: `replace_whole` keeps the newest
 # write, so the five writes fold to the last call's field, the loss of stage
-# 01 again, now without an error:
+# 01 again, now without an error. The run, drawn (green: a write still in
+# the final `requirements`; red: lost):
 
 # %%
-replaced = create_agent(
-    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], state_schema=ReplaceState
-).invoke(user_turn())
-assert replaced["requirements"] == {"username": "dbadmin"}
-replaced["requirements"]
+from agentstate.tracing import draw_run
+
+timeline = ToolTimeline()
+replaced = agent_with(ReplaceState, middleware=[timeline]).invoke(TURN)
+draw_run(timeline, replaced, key="requirements", title="a reducer that replaces")
 
 # %% [markdown]
 # ## 3. The fix: a reducer that merges
@@ -169,130 +183,105 @@ replaced["requirements"]
 
 
 # %%
-def merge_fields(left: dict | None, right: dict | None) -> dict:
-    """Field-level merge: keys of ``right`` win, nothing else is lost."""
-    return {**(left or {}), **(right or {})}
+def merge_fields(current: dict | None, write: dict | None) -> dict:
+    """Field-level merge: the write's fields win, nothing else is lost."""
+    return {**(current or {}), **(write or {})}
 
 
 class RequirementsState(AgentState):
     requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
 
 
-fixed_agent = create_agent(
-    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], state_schema=RequirementsState
-)
-fixed = fixed_agent.invoke(user_turn())
+timeline = ToolTimeline()
+fixed_agent = agent_with(RequirementsState, middleware=[timeline])
+fixed = fixed_agent.invoke(TURN)
 assert fixed["requirements"] == POSTGRES_FIELDS
 fixed["requirements"]
 
 # %% [markdown]
-# Why "new dict" matters: LangGraph **may call a reducer more than once per
-# write**. Each tool task, once finished, decides where the graph goes next,
-# and that edge reads state with the task's own write applied on a throwaway
-# copy of the channels; the real state is updated once the step ends. A
-# counting wrapper shows it on this run:
+# The same run, drawn: all five writes kept.
 
 # %%
-from agentstate.fixtures import ReducerProbe
-
-probe = ReducerProbe(merge_fields)  # calls merge_fields and records where each call came from
-
-
-class ProbedState(AgentState):
-    requirements: Annotated[NotRequired[dict[str, Any]], probe]
-
-
-create_agent(
-    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], state_schema=ProbedState
-).invoke(user_turn())
-calls = Table({"called from": site, "calls": n} for site, n in probe.sites().items())
-assert sorted(calls.column("calls")) == [5, 5]
-calls
+draw_run(timeline, fixed, key="requirements", title="a reducer that merges")
 
 # %% [markdown]
-# Ten calls for five writes. Since LangGraph may call it on copies that
-# share the current value with the live state, a reducer must be **pure**:
-# return a new value and never change `left` or `right`. A reducer that
-# updates `left` in place leaks writes into the live state before the step
-# ends (the going-further notebook shows a reader seeing them).
-#
-# ## 4. The fix in the package
-# The package's stage 02 agent, `build_reducer_agent`, uses the same reducer
-# (`agentstate.core.merge_fields`) under the six RDS tools; what it adds is a
-# check of every value against the `AwsRdsInstance` spec, secret redaction and
-# `/requirements.json` rendered from state after each turn (going further).
-# On the same reply both keep the same requirements:
+# Why a **new** dict: LangGraph **may call a reducer more than once per
+# write**. Each tool task, once done, decides where the graph goes next, and
+# that decision reads the state with the task's own write applied on a
+# throwaway copy; the real state is updated once, when the step ends. A
+# reducer that counts its calls shows it:
 
 # %%
-from agentstate.rds import build_reducer_agent
+import threading
 
-package = build_reducer_agent(one_batch_model(POSTGRES_FIELDS)).invoke(user_turn())
-assert package["requirements"] == fixed["requirements"] == POSTGRES_FIELDS
+calls: list[str] = []  # the thread of each call
+
+
+def counting_merge(current: dict | None, write: dict | None) -> dict:
+    calls.append(threading.current_thread().name)
+    return merge_fields(current, write)
+
+
+class CountedState(AgentState):
+    requirements: Annotated[NotRequired[dict[str, Any]], counting_merge]
+
+
+agent_with(CountedState).invoke(TURN)
+on_main = calls.count("MainThread")
+assert (len(calls), on_main) == (10, 5)
 Table(
     [
-        {"agent": "teaching", "fields": len(fixed["requirements"])},
-        {"agent": "package", "fields": len(package["requirements"])},
+        {"called on": "a tool's thread (a throwaway copy)", "calls": len(calls) - on_main},
+        {"called on": "the main thread (the real state)", "calls": on_main},
     ]
 )
 
 # %% [markdown]
-# ## 5. Look inside: the state after each super-step
-# The teaching agent with a checkpointer, read as in
-# [stage 01](01_file_based_storage.ipynb#super-step-table); the last column
-# counts the fields in state.
+# Ten calls for five writes: each tool's thread folds its own write into a
+# throwaway copy, and the main thread folds all five into the real state when
+# the step ends. The copies share the current value with the live state, so a
+# reducer must be **pure**: return a new value, never change `current` or
+# `write` in place (the going-further notebook shows an in-place merge
+# leaking writes to a reader).
+#
+# ## 4. Prove: no loss at scale, and the package agrees
+# The package's stage 02 agent, `build_reducer_agent`, uses the same
+# reducer (`agentstate.core.merge_fields`) under the six RDS tools; it adds a
+# check of every value against the `AwsRdsInstance` spec, secret redaction
+# and `/requirements.json` rendered from state after each turn (going
+# further). 500 `store_requirement` calls in one reply (metadata labels
+# `labels.k000` ... `labels.k499`), through both:
+
+# %%
+from agentstate.rds import build_reducer_agent
+
+labels = {f"labels.k{i:03d}": str(i) for i in range(500)}
+teaching = agent_with(RequirementsState, labels).invoke(TURN)["requirements"]
+package = build_reducer_agent(one_reply(labels)).invoke(TURN)["requirements"]
+assert teaching == package == labels
+Table(
+    [
+        {
+            "calls in one reply": 500,
+            "teaching agent kept": len(teaching),
+            "package kept": len(package),
+        }
+    ]
+)
+
+# %% [markdown]
+# With a **checkpointer** (it saves the state after every step under a
+# conversation's `thread_id`) the requirements live on the thread: a second
+# turn adds to the first, through the same reducer.
 
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.fixtures import graph_steps
-from agentstate.tracing import state_by_step
-
-agent = create_agent(
-    one_batch_model(POSTGRES_FIELDS),
-    tools=[store_requirement],
-    state_schema=RequirementsState,
-    checkpointer=InMemorySaver(),
-)
-config = {"configurable": {"thread_id": "stage-02"}}
-agent.invoke(user_turn(), config)
-history = Table(
-    state_by_step(agent, config, lambda v: {"requirements": len(v.get("requirements", {}))})
-)
-steps = graph_steps(history.rows)
-assert steps[1]["next"] == "tools x5" and steps[2]["requirements"] == 5
-history
-
-# %% [markdown]
-# The five fields land together when the tools' step (2) is applied, and the
-# model's next step can read them all. (Without deepagents' hooks this graph
-# has fewer steps than stage 01's.)
-#
-# ## 6. Prove: no loss at scale, and across turns
-# 500 `store_requirement` calls in one message (distinct metadata labels,
-# `labels.k000` ... `labels.k499`), one super-step:
-
-# %%
-from agentstate.fixtures import label_fields
-
-big = create_agent(
-    one_batch_model(label_fields(500)), tools=[store_requirement], state_schema=RequirementsState
-).invoke(user_turn())
-assert big["requirements"] == label_fields(500)
-Table([{"calls in one reply": 500, "fields in state": len(big["requirements"])}])
-
-# %% [markdown]
-# With a checkpointer the requirements live on the thread: a second turn adds
-# to the first, through the same reducer.
-
-# %%
-from agentstate.fixtures import store_calls
-from agentstate.models import ScriptedChatModel, reply
-
 two_turns = ScriptedChatModel(
     script=[
-        reply(*store_calls({"engine": "postgres", "engine_version": "15.5"})),
+        reply(tool_call("store_requirement", field_name="engine", value="postgres")),
         reply(text="Noted."),
-        reply(*store_calls({"instance_class": "db.t3.micro"})),
+        reply(tool_call("store_requirement", field_name="instance_class", value="db.t3.micro")),
         reply(text="Noted."),
     ]
 )
@@ -303,30 +292,28 @@ agent = create_agent(
     checkpointer=InMemorySaver(),
 )
 config = {"configurable": {"thread_id": "customer-42"}}
-agent.invoke(user_turn("Postgres 15.5 please"), config)
-turn2 = agent.invoke(user_turn("Make it a db.t3.micro"), config)
-assert turn2["requirements"] == {
-    "engine": "postgres",
-    "engine_version": "15.5",
-    "instance_class": "db.t3.micro",
-}
-sorted(turn2["requirements"])
+agent.invoke(TURN, config)
+turn2 = agent.invoke({"messages": [{"role": "user", "content": "Make it a db.t3.micro"}]}, config)
+assert turn2["requirements"] == {"engine": "postgres", "instance_class": "db.t3.micro"}
+turn2["requirements"]
 
 # %% [markdown]
-# The doctor reads an agent's tools and state schema without running it. It
-# names the broken agent's hazard and passes the fixed one:
+# The **doctor** (`agentstate.doctor.diagnose`) reads an agent's tools and
+# state schema without running it. On the broken and the fixed agent:
 
 # %%
+from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
 
-broken, fixed_report = diagnose(broken_agent), diagnose(fixed_agent)
-assert broken.codes() == ["unreduced-parallel-write"] and fixed_report.errors == []
-broken
+broken, fixed_report = diagnose(agent_with(PlainState)), diagnose(fixed_agent)
+assert broken.codes() == ["unreduced-parallel-write"] and fixed_report.codes() == []
+compare_findings({"plain key": broken, "merge_fields": fixed_report})
 
 # %% [markdown]
 # ## A knob: parallel calls and the reducer
-# Run the cells above first. Choose how many `store_requirement` calls one
-# reply makes and which schema the key has; the table shows what is kept.
+# Run the cells above first. Across the whole range: a plain key survives
+# one call and raises from two on; `replace_whole` keeps one field;
+# `merge_fields` keeps them all.
 
 # %%
 SCHEMAS = {
@@ -337,13 +324,9 @@ SCHEMAS = {
 
 
 def kept_with(parallel_calls: int, reducer: str) -> Table:
-    agent = create_agent(
-        one_batch_model(label_fields(parallel_calls)),
-        tools=[store_requirement],
-        state_schema=SCHEMAS[reducer],
-    )
+    fields = {f"labels.k{i:03d}": str(i) for i in range(parallel_calls)}
     try:
-        kept = len(agent.invoke(user_turn())["requirements"])
+        kept = len(agent_with(SCHEMAS[reducer], fields).invoke(TURN)["requirements"])
     except InvalidUpdateError:
         kept = "InvalidUpdateError"
     return Table([{"reducer": reducer, "parallel calls": parallel_calls, "fields kept": kept}])
@@ -364,28 +347,18 @@ knob_widget = widgets.interact(
 )
 
 # %% [markdown]
-# For fixed settings: a plain key survives one call and raises from two on;
-# `replace_whole` keeps one field; `merge_fields` keeps them all.
-
-# %%
-knob = Table(kept_with(n, r).rows[0] for r in SCHEMAS for n in (1, 2, 50))
-expected = [1, "InvalidUpdateError", "InvalidUpdateError", 1, 1, 1, 1, 2, 50]
-assert knob.column("fields kept") == expected
-knob
-
-# %% [markdown]
 # ## Summary
 # - A plain dict key takes one write per super-step: five parallel writes
-#   raise `InvalidUpdateError` after the tools ran, in `apply_writes`, so the
-#   whole invoke fails; across steps the last write silently replaces the dict;
-#   with no key declared, the writes are dropped silently.
-# - The fix is the key's reducer: `Annotated[NotRequired[dict], merge_fields]`
-#   folds every write of the step, in call order. A reducer that only replaces
-#   keeps one field.
-# - LangGraph may call a reducer more than once per write (here 10 calls for
-#   5 writes, 5 of them on throwaway copies), so a reducer must be pure.
+#   raise `InvalidUpdateError` after the tools ran, so the whole invoke
+#   fails; across replies the last write replaces the dict; an undeclared
+#   key drops the writes. The write-up's claim holds only with a reducer.
+# - The fix is the key's reducer, `Annotated[NotRequired[dict], merge_fields]`,
+#   which folds every write of the step in call order. A reducer that only
+#   replaces keeps one field.
+# - LangGraph may call a reducer more than once per write (10 calls for 5
+#   writes here), so a reducer must be pure.
 # - The teaching agent and the package's `build_reducer_agent` keep the same
-#   five fields; 500 parallel calls keep 500; a second turn adds to the first.
+#   500 of 500 fields; with a checkpointer a second turn adds to the first.
 # - Going further:
 #   [reducer purity, file sync and secrets](going_further/02_file_sync_and_secrets.ipynb)
 #   shows an impure reducer leaking writes, bad input refused, the file
@@ -399,4 +372,4 @@ knob
 #    value wins, and why is that deterministic?
 # 3. Give `RequirementsState` to a `create_deep_agent` (subclass
 #    `deepagents.DeepAgentState` instead of `AgentState`). Do the five fields
-#    still merge? Which extra steps appear in the state table?
+#    still merge? Draw the run: in which super-step do the tools run now?

@@ -25,8 +25,9 @@ Checks: ``agentstate.doctor`` (``diagnose``, ``Watch`` and the ``agentstate
 doctor`` command) finds each stage's hazard in your own agent.
 
 Shared modules: ``models`` (the scripted model and the real-model factory),
-``tracing`` (timelines, state by step, tool replies), ``display`` (tables,
-source display), ``simulation`` (tool latency), ``persistence``
+``tracing`` (a run's timeline and its picture, ``draw_run``; state by step;
+tool replies), ``display`` (tables, source display, doctor reports side by
+side), ``simulation`` (tool latency), ``persistence``
 (checkpointers on private files), ``serve`` (``langgraph dev`` with its saved
 threads private, for ``make serve``) and ``fixtures`` (the lessons' scenarios and
 scripted models, for notebooks and tests only: library modules never import it).

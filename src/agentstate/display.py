@@ -1,9 +1,11 @@
-"""Small, deterministic notebook displays: tables and Mermaid diagrams.
+"""Small, deterministic notebook displays: tables, Mermaid diagrams, doctor reports.
 
 Notebook outputs are compared by nbval, so a table renders the same text and
 HTML every time (no index column, no object ids), and a graph is shown as
 Mermaid text that JupyterLab draws locally (never a remote rendering service).
-Used by every notebook.
+:func:`compare_findings` puts the doctor's reports on a broken and a fixed
+agent side by side, one row per hazard (notebooks 01-03). Used by every
+notebook.
 """
 
 from __future__ import annotations
@@ -117,3 +119,48 @@ def show_source(obj: Any, *, start: str | None = None, stop: str | None = None) 
     """Display ``obj``'s source, optionally from the line holding ``start`` to the line
     before the one holding ``stop``; the selection is dedented as a whole."""
     return Source(obj, start=start, stop=stop)
+
+
+def _agent_first(place: str) -> tuple[bool, str]:
+    return place != "the agent", place
+
+
+def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) -> Table:
+    """The doctor's reports on several agents side by side: one row per hazard, a column each.
+
+    ``reports`` maps a column name ("broken agent") to what
+    :func:`agentstate.doctor.diagnose` returned. The doctor reports a hazard it
+    finds inside a subagent with the subagent's name before the subject
+    (``general-purpose:store_requirement``); such a finding shares the row of
+    the same hazard in the agent itself, and the cell says where it was found.
+    A prefix is read as a subagent's name when it is in ``subagents`` or when
+    the rest of the subject is a subject of the same code. Rows follow the
+    doctor's order of codes; a cell reads ``none`` where the agent is clear.
+    """
+    from agentstate.doctor import CODES
+
+    named = set(subagents)
+    found: dict[tuple[str, str], dict[str, dict[str, list[str]]]] = {}
+    for column, report in reports.items():
+        subjects = {(f.code, f.subject) for f in report}
+        for f in report:
+            head, sep, rest = f.subject.partition(":")
+            through = sep and (head in named or (f.code, rest) in subjects)
+            subject, place = (rest, f"its {head} subagent") if through else (f.subject, "the agent")
+            places = found.setdefault((f.code, subject), {}).setdefault(column, {})
+            places.setdefault(f.severity, []).append(place)
+    order = list(CODES)
+    rows = []
+    for code, subject in sorted(found, key=lambda cs: (order.index(cs[0]), cs[1])):
+        row = {"hazard": code, "what it means": CODES[code].title, "on": subject.replace(":", " ")}
+        for column in reports:
+            by_severity = found[(code, subject)].get(column, {})
+            row[column] = (
+                "; ".join(
+                    f"{severity} in {' and in '.join(sorted(places, key=_agent_first))}"
+                    for severity, places in by_severity.items()
+                )
+                or "none"
+            )
+        rows.append(row)
+    return Table(rows, columns=["hazard", "what it means", "on", *reports])

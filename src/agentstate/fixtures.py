@@ -105,26 +105,6 @@ def file_fields(state: Mapping[str, Any]) -> dict[str, Any]:
     return read_json_file(state.get("files"), REQUIREMENTS_PATH)
 
 
-def timeline_rows(events: list[ToolEvent]) -> list[dict[str, Any]]:
-    """Events as table rows; threads renamed T1, T2... in order of first start."""
-    by_start = sorted(events, key=lambda e: e.start)
-    names = {t: f"T{i + 1}" for i, t in enumerate(dict.fromkeys(e.thread for e in by_start))}
-    t0 = by_start[0].start if by_start else 0.0
-    finish_rank = {e.call_id: i + 1 for i, e in enumerate(sorted(events, key=lambda e: e.end))}
-    return [
-        {
-            "step": e.step,
-            "call #": e.position + 1,
-            "field": e.args.get("field_name", e.name),
-            "thread": names[e.thread],
-            "start ms": round((e.start - t0) * 1000),
-            "end ms": round((e.end - t0) * 1000),
-            "finished": finish_rank[e.call_id],
-        }
-        for e in events
-    ]
-
-
 def reader_batch_model(
     fields: Mapping[str, Any], trials: int, reader: str = "get_collected_requirements"
 ) -> ScriptedChatModel:

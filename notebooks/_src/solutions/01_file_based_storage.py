@@ -23,8 +23,9 @@ order = list(POSTGRES_FIELDS)
 # ## Exercise 1
 # With every `work_seconds` at 0 the calls finish in whatever order their
 # threads happen to run. Does the survivor change from run to run? The
-# package's `FileStorage` is the lesson's tool (notebook 01 shows both lose
-# the same field); `finish_last_first(order, unit=0)` sets every pause to 0.
+# package's `FileStorage` is the lesson's tool (`tests/test_lesson_01.py`
+# checks that both lose the same field); `finish_last_first(order, unit=0)`
+# sets every pause to 0.
 
 # %%
 survivors = []
@@ -74,23 +75,24 @@ kept
 # %% [markdown]
 # ## Exercise 3
 # Run the five-field batch with `config={"max_concurrency": 1}`, so the calls
-# run one after another. Are the fields saved?
+# run one after another. Are the fields saved? Draw the run.
 
 # %%
 from itertools import pairwise
 
-from agentstate.tracing import ToolTimeline
+from agentstate.tracing import ToolTimeline, draw_run
 
 timeline = ToolTimeline()
 agent = build_file_storage_agent(one_batch_model(POSTGRES_FIELDS), middleware=[timeline])
-serialised = file_fields(agent.invoke(user_turn(), {"max_concurrency": 1}))
+serial_state = agent.invoke(user_turn(), {"max_concurrency": 1})
 by_start = sorted(timeline.events, key=lambda e: e.start)
 overlaps = sum(b.start < a.end for a, b in pairwise(by_start))
-assert serialised == {"username": "dbadmin"} and overlaps == 0
+assert file_fields(serial_state) == {"username": "dbadmin"} and overlaps == 0
 assert {e.step for e in timeline.events} == {3}
-{"fields kept": len(serialised), "calls that overlapped": overlaps, "super-steps": 1}
+draw_run(timeline, serial_state, key="files", title="max_concurrency=1")
 
 # %% [markdown]
-# No: one field survives. The calls no longer overlap, but they are still in
-# one super-step, so each reads the state from before the step (an empty
-# file) and the writes are applied together when the step ends.
+# No: one field survives. The calls no longer overlap (one bar after the
+# other), but they are still in one super-step, so each reads the state from
+# before the step (an empty file) and the writes are applied together when
+# the step ends.

@@ -116,8 +116,8 @@ winners
 # ## Exercise 3
 # Give the requirements key to a `create_deep_agent`: subclass
 # `deepagents.DeepAgentState` (so `files` and `todos` keep their own
-# reducers) instead of `AgentState`. Do the five fields still merge, and
-# which extra steps appear in the state table?
+# reducers) instead of `AgentState`. Do the five fields still merge? Draw
+# the run: in which super-step do the tools run now, and why?
 
 # %%
 from deepagents import create_deep_agent
@@ -126,7 +126,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentstate.display import Table
 from agentstate.fixtures import one_batch_model
 from agentstate.rds.tools import make_rds_tools
-from agentstate.tracing import state_by_step
+from agentstate.tracing import ToolTimeline, draw_run, state_by_step
 
 
 class DeepRequirementsState(DeepAgentState):
@@ -134,10 +134,12 @@ class DeepRequirementsState(DeepAgentState):
 
 
 store_requirement = make_rds_tools(StateStorage())[0]  # writes {field: value} to the key
+timeline = ToolTimeline()
 deep = create_deep_agent(
     one_batch_model(POSTGRES_FIELDS),
     tools=[store_requirement],
     state_schema=DeepRequirementsState,
+    middleware=[timeline],
     checkpointer=InMemorySaver(),
 )
 config = {"configurable": {"thread_id": "deep"}}
@@ -148,11 +150,17 @@ deep_history = Table(
 assert deep_state["requirements"] == POSTGRES_FIELDS
 assert deep_history.column("next")[1] == "PatchToolCallsMiddleware.before_agent"
 assert "_ParentNotifierMiddleware.after_agent" in deep_history.column("next")
+assert {e.step for e in timeline.events} == {3}
 deep_history
+
+# %%
+draw_run(timeline, deep_state, key="requirements", title="the same reducer in a deep agent")
 
 # %% [markdown]
 # Yes: the reducer is on the key, whatever factory builds the graph, so the
 # five fields merge. The deep agent adds two hook steps around the model
 # loop: deepagents' `PatchToolCallsMiddleware.before_agent` before the first
 # model call, and its `_ParentNotifierMiddleware.after_agent` at the end
-# (both write nothing here), the rows stage 01's table explained.
+# (both write nothing here; going-further 01 explains them). The first hook
+# runs in super-step 1, so the model replies in step 2 and the tools run in
+# step 3, one step later than in `create_agent`'s graph.

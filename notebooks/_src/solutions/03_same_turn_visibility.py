@@ -6,10 +6,11 @@
 
 # %% [markdown]
 # ## Exercise 1
-# Put the three readers *first* in the reply
-# (`all_in_one_reply_model(readers_first=True)`) with the package's turn
-# cache (`build_turn_cache_agent`). What does `get_collected_requirements`
-# see, and why?
+# Put the readers *first* in the reply, before the stores, with a turn
+# cache. What does `get_collected_requirements` see, and why? Here with the
+# package's turn cache on the RDS agent (`build_turn_cache_agent`, the
+# lesson's four steps), whose reply stores eight fields and has three
+# readers (`all_in_one_reply_model(readers_first=True)`).
 
 # %%
 from agentstate.fixtures import all_in_one_reply_model, reader_summary, user_turn
@@ -33,9 +34,10 @@ reader_summary(first)
 
 # %% [markdown]
 # ## Exercise 2
-# Force the naive cache's race: slow every store down by 0.5 s
-# (`SlowToolMiddleware`). What does the naive cache's reader see on every
-# turn, and what does the turn cache's reader see?
+# Force the naive dict's race: slow every store down by 0.5 s
+# (`SlowToolMiddleware`). What does its reader see on every turn, and what
+# does the turn cache's reader see? The package's `build_naive_cache_agent`
+# is the lesson's shared dict on the RDS agent.
 
 # %%
 from agentstate.fixtures import (
@@ -69,8 +71,8 @@ assert naive_seen == [0] * TURNS and cached_seen == [5] * TURNS
 # %% [markdown]
 # ## Exercise 3
 # Invoke one turn-cached agent from two Python threads at once, each with its
-# own `thread_id` and its own fields. Does either reader see the other
-# thread's fields? Which part of the batch key decides that?
+# own `thread_id` and its own fields. Does either reader see the other's
+# fields? Which part of the package's batch key decides that?
 
 # %%
 import json
@@ -121,8 +123,9 @@ assert seen == FIELDS
 # %% [markdown]
 # ## Exercise 4
 # Store one invalid field (`instance_class="t3.micro"`) next to four valid
-# ones, with a reader in the same reply and the package's turn cache. How
-# many fields does the reader see, and does it wait for the rejected write?
+# ones in the package's RDS agent (`agentstate.rds.build_turn_cache_agent`),
+# with a reader in the same reply. How many fields does the reader see, and
+# does it wait for the rejected write?
 
 # %%
 import time
