@@ -31,7 +31,7 @@ CODES: dict[str, Code] = {
     for c in (
         Code("file-read-modify-write", "error", "01", "a tool reads a file and writes it back"),
         Code(
-            "unreduced-parallel-write", "error", "02", "parallel writers of a key without reducer"
+            "unreduced-parallel-write", "error", "02", "parallel writers of a key without a reducer"
         ),
         Code("undeclared-key", "error", "02", "a tool or a node writes a key the graph lacks"),
         Code("same-batch-read", "warning", "03", "a reader blind to its own batch's writes"),
@@ -56,6 +56,18 @@ NOTEBOOKS = {
     "05": "05_prefix_cached_experts",
     "06": "06_tool_only_memory_capture",
 }
+
+
+def listed(names: Iterable[str]) -> str:
+    """Names in backticks as a reader says them: "`a`", "`a` and `b`", "`a`, `b` and `c`"."""
+    quoted = [f"`{n}`" for n in names]
+    return " and ".join(quoted) if len(quoted) < 3 else f"{', '.join(quoted[:-1])} and {quoted[-1]}"
+
+
+def they(names: Iterable[str], singular: str, plural: str) -> str:
+    """Names and a verb that agrees: ``they(["a"], "writes", "write")`` -> "`a` writes"."""
+    names = list(names)
+    return f"{listed(names)} {singular if len(names) == 1 else plural}"
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,8 @@ pair is checked like any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from agentstate.core.turn_cache import TurnCacheMiddleware
-from agentstate.doctor.findings import Finding, finding, info
+from agentstate.doctor.findings import Finding, finding, info, listed, they
 from agentstate.doctor.graph_facts import GraphFacts, task_writes
 
 CODE = "same-batch-read"
@@ -77,8 +75,9 @@ def check(facts: GraphFacts) -> list[Finding]:
             finding(
                 CODE,
                 f"{facts.prefix()}{key}",
-                f"{_names(readers)} read `{key}`, which {_names(writers)} write; called in "
-                "their batch a reader sees the state from before it. Add "
+                f"{they(sorted(readers), 'reads', 'read')} `{key}`, which "
+                f"{they(writers, 'writes', 'write')}; called in the writers' batch a reader "
+                "sees the state from before it. Add "
                 f"`TurnCacheMiddleware(writers={writers}, readers={sorted(readers)}, "
                 f"key='{key}')`.",
                 file=facts.where_tool(sorted(readers)[0])[0],
@@ -90,7 +89,7 @@ def check(facts: GraphFacts) -> list[Finding]:
             info(
                 CODE,
                 f"{facts.prefix()}{key}",
-                f"subagent `{facts.name}` has {_names(readers)} and the writers of `{key}` "
+                f"subagent `{facts.name}` has {listed(sorted(readers))} and the writers of `{key}` "
                 "without the turn cache that covers them in the parent: add it to the "
                 "subagent's middleware if the subagent reads in the writers' batch.",
             )
@@ -117,13 +116,9 @@ def check(facts: GraphFacts) -> list[Finding]:
                 info(
                     CODE,
                     f"{facts.prefix()}{key}",
-                    f"{_names(readers_of)} read `{key}`, which a subagent may write through "
-                    "`task`; in the batch of that `task` call they see the state from before "
-                    "it (the next step sees it).",
+                    f"{they(readers_of, 'reads', 'read')} `{key}`, which a subagent may write "
+                    "through `task`; in the batch of that `task` call a reader sees the state "
+                    "from before it (the next step sees it).",
                 )
             )
     return out
-
-
-def _names(names: Iterable[str]) -> str:
-    return ", ".join(f"`{n}`" for n in sorted(names))

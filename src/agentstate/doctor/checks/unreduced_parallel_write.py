@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 
-from agentstate.doctor.findings import Finding, finding, info
+from agentstate.doctor.findings import Finding, finding, info, listed, they
 from agentstate.doctor.fixes import declared_at, reducer_fix
 from agentstate.doctor.graph_facts import GraphFacts, ToolFacts, task_writes
 from agentstate.doctor.steps import Share
@@ -32,10 +32,6 @@ def _plain(facts: GraphFacts, key: str) -> bool:
 def _guarded(tool: ToolFacts) -> bool:
     """deepagents' and LangChain's own ``write_todos``: its middleware refuses parallel calls."""
     return tool.library and tool.name == "write_todos"
-
-
-def _names(names: list[str]) -> str:
-    return ", ".join(f"`{n}`" for n in names)
 
 
 def _tools_in_parallel(facts: GraphFacts) -> bool:
@@ -70,8 +66,9 @@ def _tool_findings(facts: GraphFacts) -> list[Finding]:
                 finding(
                     CODE,
                     subject,
-                    f"`{key}` has no reducer and {_names(names)} write it through `Command`; the "
-                    "model may call them in parallel, and two writes in one step raise "
+                    f"`{key}` has no reducer and {they(names, 'writes', 'write')} it through "
+                    f"`Command`; the model may call {'it' if len(names) == 1 else 'them'} "
+                    "several times in one reply, and two writes in one step raise "
                     f"InvalidUpdateError. {reducer_fix(facts.key_kind(key))}",
                     file=file,
                     line=line,
@@ -82,8 +79,9 @@ def _tool_findings(facts: GraphFacts) -> list[Finding]:
                 info(
                     CODE,
                     subject,
-                    f"`{key}` has no reducer and {_names(names)} write it; the doctor cannot tell "
-                    "whether this graph ever runs two of those calls in one step.",
+                    f"`{key}` has no reducer and {they(names, 'writes', 'write')} it; the "
+                    "doctor cannot tell whether this graph ever runs two of those calls in one "
+                    "step.",
                 )
             )
     return out
@@ -100,7 +98,7 @@ def _node_finding(
         what = f"node `{nodes[0]}` writes `{key}`, which has no reducer, and"
         how = f"{share.why}" if share.sure else "it may run several times in one step"
     else:
-        what = f"nodes {_names(nodes)} both write `{key}`, which has no reducer, and"
+        what = f"nodes {listed(nodes)} both write `{key}`, which has no reducer, and"
         how = f"{share.why}" if share.sure else "they may run in one step"
     if share.sure:
         message = f"{what} {how}: InvalidUpdateError. {fix}"
