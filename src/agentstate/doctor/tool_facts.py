@@ -30,8 +30,9 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from deepagents.backends.protocol import BackendProtocol
 from langchain_core.tools import BaseTool
+
+from agentstate._extras import missing
 
 LIBRARIES = frozenset(
     {
@@ -51,6 +52,16 @@ LIBRARIES = frozenset(
 BACKEND_READS = frozenset({"read", "aread", "download_files", "adownload_files"})
 BACKEND_WRITES = frozenset({"write", "awrite", "edit", "aedit", "upload_files", "aupload_files"})
 MAX_DEPTH = 5
+
+
+@functools.cache
+def backend_protocol() -> type | None:
+    """deepagents' ``BackendProtocol``; ``None`` without the ``deepagents`` extra (no backends)."""
+    if missing("deepagents"):
+        return None
+    from deepagents.backends.protocol import BackendProtocol
+
+    return BackendProtocol
 
 
 @dataclass
@@ -412,7 +423,8 @@ class _Scanner:
         if isinstance(node, ast.Name):
             if node.id in self.backend_names or "backend" in node.id.lower():
                 return True
-            return isinstance(self._resolve_name(node.id), BackendProtocol)
+            protocol = backend_protocol()
+            return protocol is not None and isinstance(self._resolve_name(node.id), protocol)
         return isinstance(node, ast.Attribute) and "backend" in node.attr.lower()
 
     # --- what an update writes ---
