@@ -28,7 +28,7 @@ LAB    := --config=.jupyter/jupyter_lab_config.py $(if $(ROOT_USER),--allow-root
 CHROMIUM := /usr/bin/chromium
 APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve
+.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends
 
 install: $(STAMP)
 
@@ -79,7 +79,15 @@ test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (eng
 	$(BIN)/ruff format --check src tests scripts notebooks/_src conftest.py
 	$(BIN)/mypy
 	$(BIN)/python scripts/build_notebooks.py --check
+	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
 	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
+
+# The core as a reader installs it, at both ends of its ranges (scripts/both_ends.py): fresh
+# venvs under .venv/ends/ with only the core, at the lowest allowed versions and at the newest
+# the index resolves, the wheel installed on top, the core and doctor tests run in each.
+# NEWEST_PYTHON=/path/to/python3.13 runs the newest end on another Python.
+ends: $(STAMP)  ## the core and doctor tests at both ends of the core's version ranges
+	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
 	$(TESTENV) $(BIN)/pytest $(XDIST) tests -m "not browser"

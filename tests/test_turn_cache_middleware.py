@@ -10,6 +10,7 @@ reports a view the state will not hold, and that no batch stays open.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 from typing import Annotated, Any, NotRequired
@@ -225,6 +226,10 @@ def per_call_review(decisions=("approve", "edit", "reject", "respond")):
     return HumanInTheLoopMiddleware({"save_note": config}, interrupt_mode="per_call")
 
 
+@pytest.mark.skipif(
+    "interrupt_mode" not in inspect.signature(HumanInTheLoopMiddleware).parameters,
+    reason="per-call review came with langchain 1.4.6 (`make ends` tests older releases)",
+)
 @pytest.mark.parametrize("how", EVERY_WAY)
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("decision", list(DECISIONS))
