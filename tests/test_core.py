@@ -150,6 +150,7 @@ PAIRS = [
 ]
 
 
+@pytest.mark.extras("lessons")  # imports every module of the package
 def test_every_middleware_of_the_package_implements_both_hooks():
     classes = package_middleware()
     assert len(classes) >= 8, [c.__name__ for c in classes]

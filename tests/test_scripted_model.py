@@ -65,6 +65,7 @@ def test_factory_is_scripted_unless_the_environment_opts_in():
         get_chat_model(None, settings=settings)
 
 
+@pytest.mark.extras("openai")
 def test_factory_builds_an_openai_compatible_model_without_showing_the_key():
     env = {
         "AGENTSTATE_LLM_BASE_URL": "http://127.0.0.1:9/v1",
@@ -88,6 +89,7 @@ def test_two_models_never_share_reply_or_call_ids():
     assert one.tool_calls[0]["id"] != two.tool_calls[0]["id"]
 
 
+@pytest.mark.extras("persistence")
 def test_a_new_scripted_model_on_a_reused_thread_appends_its_reply(tmp_path):
     """Turn 2 played by a fresh model must not overwrite turn 1's AIMessage (same id)."""
     from langchain.agents import create_agent

@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+from agentstate._extras import MissingExtraError
+
 SYSTEMS = ("experts", "engine", "memory", "doctor")
 # a system whose CLI is not ``agentstate.<system>.cli``: the memory command belongs to its service
 CLI_MODULES = {"memory": "agentstate.memory.service.cli"}
@@ -30,12 +32,29 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         try:
             name = CLI_MODULES.get(system, f"agentstate.{system}.cli")
             module = importlib.import_module(name)
+        except MissingExtraError as exc:
+            _needs_extra(sub, system, exc)
+            continue
         except ModuleNotFoundError as exc:
             if exc.name != f"agentstate.{system}" and exc.name != name:
                 raise
             continue
         module.register(sub)
     return parser
+
+
+def _needs_extra(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], system: str, exc: MissingExtraError
+) -> None:
+    """List ``system`` in ``--help`` as needing its extra; running it says so in one line."""
+    stub = sub.add_parser(system, help=f"(needs the {exc.extra!r} extra)", add_help=False)
+    stub.add_argument("words", nargs=argparse.REMAINDER)
+
+    def refuse(args: argparse.Namespace) -> int:
+        print(f"agentstate {system}: error: {exc}", file=sys.stderr)
+        return 2
+
+    stub.set_defaults(func=refuse)
 
 
 def main(argv: list[str] | None = None) -> int:

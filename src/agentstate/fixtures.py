@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
-from deepagents import create_deep_agent
 from langchain.agents import AgentState
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
@@ -27,19 +26,24 @@ from langgraph.config import get_config
 from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
+from agentstate._extras import needs
 from agentstate.core.reducers import append_unique
 from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.persistence import sqlite_checkpointer
-from agentstate.rds.agents import COLLECTOR, assemble_rds_agent, fixed_middleware
-from agentstate.rds.state import RdsAgentState
-from agentstate.rds.storage import (
-    NAIVE_KEY,
-    REQUIREMENTS_PATH,
-    NaiveSharedCacheStorage,
-    json_file,
-    read_json_file,
-)
 from agentstate.tracing import ToolEvent, tool_replies
+
+with needs("lessons", "agentstate.fixtures"):
+    from deepagents import create_deep_agent
+
+    from agentstate.persistence import sqlite_checkpointer
+    from agentstate.rds.agents import COLLECTOR, assemble_rds_agent, fixed_middleware
+    from agentstate.rds.state import RdsAgentState
+    from agentstate.rds.storage import (
+        NAIVE_KEY,
+        REQUIREMENTS_PATH,
+        NaiveSharedCacheStorage,
+        json_file,
+        read_json_file,
+    )
 
 USER_REQUEST = "Give me a Postgres 15.5 manifest with sensible defaults"
 

@@ -26,19 +26,22 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-import psycopg
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import DictRow, dict_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from agentstate._extras import needs
 from agentstate.checkpoint_encryption import checkpoint_serializer
 from agentstate.private_files import private_db_file
+
+with needs("persistence", "agentstate.persistence"):
+    import aiosqlite
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import DictRow, dict_row
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 
 def memory_checkpointer() -> InMemorySaver:

@@ -34,10 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
+from agentstate._extras import needs
 from agentstate.loopback import free_port, serve_until_interrupted
+
+with needs("persistence", "agentstate.postgres_server"):
+    import psycopg
+    from psycopg import sql
 
 ENV_BIN = "AGENTSTATE_PG_BIN"
 INSTALL_HINT = (

@@ -100,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
             print(shown, flush=True)
     except BrokenPipeError:  # `agentstate doctor ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    # what could not be checked here: once, beside the output, never inside it
+    for note in dict.fromkeys(n for d in diagnosed for n in d.report.notes):
+        print(f"agentstate doctor: note: {printable(note)}", file=sys.stderr)
     return 1 if any(d.report.errors for d in diagnosed) else 0
 
 

@@ -8,9 +8,18 @@ taught in one of notebooks 01-06; see ``docs/doctor/``.
 
 from __future__ import annotations
 
+from agentstate._extras import DIST
 from agentstate.doctor.checks import CHECKS
 from agentstate.doctor.findings import Finding, Report
 from agentstate.doctor.graph_facts import graph_facts
+from agentstate.doctor.tool_facts import backend_protocol
+
+WITHOUT_DEEPAGENTS = (
+    "deepagents is not installed, so a tool's read-modify-write through a deepagents "
+    "backend object is not checked (file-read-modify-write); "
+    f"pip install '{DIST}[deepagents]' to check it"
+)
+"""The note of a report when the ``deepagents`` extra is missing."""
 
 
 def diagnose(graph: object, name: str | None = None) -> Report:
@@ -23,4 +32,5 @@ def diagnose(graph: object, name: str | None = None) -> Report:
     for scope in facts.scopes():
         for check in CHECKS.values():
             findings.extend(check(scope))
-    return Report(facts.name, findings)
+    notes = () if backend_protocol() is not None else (WITHOUT_DEEPAGENTS,)
+    return Report(facts.name, findings, notes)

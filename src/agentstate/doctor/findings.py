@@ -128,10 +128,15 @@ def info(code: str, subject: str, message: str) -> Finding:
 
 @dataclass
 class Report:
-    """The findings about one graph (or one run), sorted: errors first, then by code."""
+    """The findings about one graph (or one run), sorted: errors first, then by code.
+
+    ``notes`` say what the doctor could not check here (a check skipped because
+    its library is not installed); they are not findings.
+    """
 
     graph: str
     findings: list[Finding] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         unique = list(dict.fromkeys(self.findings))
@@ -168,6 +173,7 @@ class Report:
             "graph": self.graph,
             "codes": self.codes(),
             "findings": [f.to_dict() for f in self.findings],
+            "notes": list(self.notes),
         }
 
     def to_json(self) -> str:
@@ -196,6 +202,11 @@ class Report:
             for f in self.findings
         ]
 
+    def text(self, *, notes: bool = True, where: bool = True) -> str:
+        """The table, then the notes (``notes=False``: the table only)."""
+        after = [f"note: {n}" for n in self.notes] if notes else []
+        return "\n".join([self.table(where=where), *after])
+
     def table(self, *, where: bool = True) -> str:
         """The findings as a plain-text table; a ``where`` column when a finding has a place."""
         if not self.findings:
@@ -213,13 +224,17 @@ class Report:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        return self.table()
+        return self.text()
 
     def __repr__(self) -> str:
         """The table without ``where``: a notebook shows the same output on every machine."""
-        return self.table(where=False)
+        return self.text(where=False)
 
     def _repr_markdown_(self) -> str:
+        notes = "".join(f"\n\n*note: {n}*" for n in self.notes)
+        return self._markdown_table() + notes
+
+    def _markdown_table(self) -> str:
         if not self.findings:
             return f"**{self.graph}**: no findings"
         lines = [

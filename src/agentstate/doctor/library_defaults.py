@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from deepagents import create_deep_agent
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
@@ -20,6 +19,7 @@ from langchain.agents.middleware import (
 )
 from langchain_core.tools import tool
 
+from agentstate._extras import needs
 from agentstate.models import ScriptedChatModel, reply
 
 __all__ = ["LIBRARY_DEFAULTS"]
@@ -44,7 +44,14 @@ def _create_agent_with_middleware() -> Any:
     return create_agent(_model(), tools=[_lookup], middleware=middleware)
 
 
+def _deep_agent_default() -> Any:
+    with needs("deepagents", "the deepagents default"):
+        from deepagents import create_deep_agent
+
+    return create_deep_agent(_model())
+
+
 LIBRARY_DEFAULTS: dict[str, Callable[[], Any]] = {
-    "deepagents default": lambda: create_deep_agent(_model()),
+    "deepagents default": _deep_agent_default,
     "create_agent with built-in middleware": _create_agent_with_middleware,
 }

@@ -45,7 +45,7 @@ def place(finding: Finding, diagnosed: Diagnosed, base: Path) -> tuple[str | Non
 
 def text(diagnosed: Sequence[Diagnosed]) -> str:
     """Every report's table, a blank line between them."""
-    return "\n\n".join(str(d.report) for d in diagnosed)
+    return "\n\n".join(d.report.text(notes=False) for d in diagnosed)
 
 
 def json_text(diagnosed: Sequence[Diagnosed]) -> str:

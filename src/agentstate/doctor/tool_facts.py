@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 from langchain_core.tools import BaseTool
 
+from agentstate._extras import missing
+
 LIBRARIES = frozenset(
     {
         "langchain",
@@ -51,6 +53,16 @@ LIBRARIES = frozenset(
 BACKEND_READS = frozenset({"read", "aread", "download_files", "adownload_files"})
 BACKEND_WRITES = frozenset({"write", "awrite", "edit", "aedit", "upload_files", "aupload_files"})
 MAX_DEPTH = 5
+
+
+@functools.cache
+def backend_protocol() -> type | None:
+    """deepagents' ``BackendProtocol``; ``None`` without the ``deepagents`` extra (no backends)."""
+    if missing("deepagents"):
+        return None
+    from deepagents.backends.protocol import BackendProtocol
+
+    return BackendProtocol
 
 
 @dataclass
@@ -579,12 +591,11 @@ class _Scanner:
 
 
 def _is_backend_object(value: object) -> bool:
-    """A deepagents backend (imported here: the doctor imports without deepagents)."""
+    """A deepagents backend (none can exist when deepagents was never imported)."""
     if value is None or "deepagents" not in sys.modules:
         return False
-    from deepagents.backends.protocol import BackendProtocol
-
-    return isinstance(value, BackendProtocol)
+    protocol = backend_protocol()
+    return protocol is not None and isinstance(value, protocol)
 
 
 _FACTS_CACHE: dict[tuple[object, ...], tuple[CodeFacts, tuple[object, ...]]] = {}

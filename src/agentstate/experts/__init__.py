@@ -6,32 +6,39 @@ once; a synthesis combines the answers. Threads persist through LangGraph
 checkpointers and never store the manual. Taught in notebook 05.
 """
 
-from agentstate.experts.benchmark import evict
-from agentstate.experts.checkpoints import file_contains, memory_checkpointer, sqlite_checkpointer
-from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
-from agentstate.experts.llm import chat_model
-from agentstate.experts.manual import Manual, load_manual
-from agentstate.experts.personas import EXPERTS
-from agentstate.experts.prompts import (
-    Prefix,
-    build_messages,
-    common_prefix_length,
-    system_prefix,
-)
-from agentstate.experts.results import (
-    case_rows,
-    load_results,
-    provenance_checks,
-    summary_rows,
-    sweep_rows,
-)
-from agentstate.experts.router import (
-    RouterReplyError,
-    parse_router_reply,
-    route_by_llm,
-    route_by_rules,
-)
-from agentstate.experts.state import ExpertsState, merge_or_reset
+from agentstate._extras import needs
+
+with needs("experts", "agentstate.experts"):
+    from agentstate.experts.benchmark import evict
+    from agentstate.experts.checkpoints import (
+        file_contains,
+        memory_checkpointer,
+        sqlite_checkpointer,
+    )
+    from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
+    from agentstate.experts.llm import chat_model
+    from agentstate.experts.manual import Manual, load_manual
+    from agentstate.experts.personas import EXPERTS
+    from agentstate.experts.prompts import (
+        Prefix,
+        build_messages,
+        common_prefix_length,
+        system_prefix,
+    )
+    from agentstate.experts.results import (
+        case_rows,
+        load_results,
+        provenance_checks,
+        summary_rows,
+        sweep_rows,
+    )
+    from agentstate.experts.router import (
+        RouterReplyError,
+        parse_router_reply,
+        route_by_llm,
+        route_by_rules,
+    )
+    from agentstate.experts.state import ExpertsState, merge_or_reset
 
 __all__ = [
     "EXPERTS",

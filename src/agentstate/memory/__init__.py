@@ -27,6 +27,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from agentstate._extras import require
+
+# Checked without importing anything: `import agentstate.memory` stays quick.
+require("memory", "agentstate.memory")
+
 _HOMES = {
     # the failure and the fix
     "AS_REPORTED": "capture.policy",  # the faults reported of the prebuilt agent (notebook 06)

@@ -20,6 +20,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from agentstate._extras import needs
 from agentstate.models.scripted import ScriptedChatModel
 
 BASE_URL_VAR = "AGENTSTATE_LLM_BASE_URL"
@@ -71,8 +72,10 @@ def get_chat_model(
     """
     settings = settings or model_settings()
     if settings.is_real:
-        from langchain_openai import ChatOpenAI
         from pydantic import SecretStr
+
+        with needs("openai", "a real model (agentstate.models.get_chat_model)"):
+            from langchain_openai import ChatOpenAI
 
         return ChatOpenAI(
             base_url=settings.base_url,

@@ -17,41 +17,44 @@ the builders above). The mechanisms themselves are generic and live in
 :mod:`agentstate.core`.
 """
 
-from agentstate.rds.agents import (
-    COLLECTOR,
-    RDS_SYSTEM_PROMPT,
-    assemble_rds_agent,
-    build_cache_fix_agent,
-    build_file_storage_agent,
-    build_naive_cache_agent,
-    build_original_cache_agent,
-    build_plain_dict_agent,
-    build_reducer_agent,
-    build_shared_schema_agent,
-    build_split_schema_agent,
-    build_turn_cache_agent,
-    collector_spec,
-    fixed_middleware,
-    rds_redaction,
-    rds_turn_cache,
-)
-from agentstate.rds.manifest import ManifestError, build_manifest, render_manifest
-from agentstate.rds.spec import FieldSpec, RdsSpec, load_spec
-from agentstate.rds.state import PlainRequirementsState, RdsAgentState
-from agentstate.rds.storage import (
-    MANIFEST_PATH,
-    NAIVE_KEY,
-    REQUIREMENTS_PATH,
-    CacheFixStorage,
-    FileStorage,
-    NaiveSharedCacheStorage,
-    StateStorage,
-    json_file,
-    read_json_file,
-)
-from agentstate.rds.sync import RequirementsSyncMiddleware
-from agentstate.rds.tools import READER_TOOLS, TOOL_NAMES, WRITER_TOOLS, make_rds_tools
-from agentstate.rds.validator import ValidationIssue, check_value, validate_requirements
+from agentstate._extras import needs
+
+with needs("rds", "agentstate.rds"):
+    from agentstate.rds.agents import (
+        COLLECTOR,
+        RDS_SYSTEM_PROMPT,
+        assemble_rds_agent,
+        build_cache_fix_agent,
+        build_file_storage_agent,
+        build_naive_cache_agent,
+        build_original_cache_agent,
+        build_plain_dict_agent,
+        build_reducer_agent,
+        build_shared_schema_agent,
+        build_split_schema_agent,
+        build_turn_cache_agent,
+        collector_spec,
+        fixed_middleware,
+        rds_redaction,
+        rds_turn_cache,
+    )
+    from agentstate.rds.manifest import ManifestError, build_manifest, render_manifest
+    from agentstate.rds.spec import FieldSpec, RdsSpec, load_spec
+    from agentstate.rds.state import PlainRequirementsState, RdsAgentState
+    from agentstate.rds.storage import (
+        MANIFEST_PATH,
+        NAIVE_KEY,
+        REQUIREMENTS_PATH,
+        CacheFixStorage,
+        FileStorage,
+        NaiveSharedCacheStorage,
+        StateStorage,
+        json_file,
+        read_json_file,
+    )
+    from agentstate.rds.sync import RequirementsSyncMiddleware
+    from agentstate.rds.tools import READER_TOOLS, TOOL_NAMES, WRITER_TOOLS, make_rds_tools
+    from agentstate.rds.validator import ValidationIssue, check_value, validate_requirements
 
 __all__ = [
     "COLLECTOR",
