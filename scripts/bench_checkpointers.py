@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fields", type=int, default=5)
     parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
     args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (quartiles of the per-round ratio)")
     provenance = start_provenance(
         "bench_checkpointers.py",
         argv,

@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=30, help="turns with and without Watch")
     parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
     args = parser.parse_args(argv)
+    if args.repeat < 1 or args.turns < 2:
+        parser.error("--repeat must be at least 1 and --turns at least 2")
     provenance = start_provenance("bench_doctor.py", argv, ["deepagents"])
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     data = {

@@ -142,12 +142,20 @@ def never_writes_samples(rounds: int) -> dict[str, list[float]]:
     return {case: [never_writes_turn_ms(case) for _ in range(rounds)] for case in NEVER_WRITES}
 
 
+def resolve(commit: str) -> str:
+    """The full hash of ``commit`` in this repository, or a one-line error."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"error: --before {commit}: not a commit of this repository")
+    return done.stdout.strip()
+
+
 def never_writes_at(commit: str, rounds: int) -> dict:
     """The same turns on the cache of ``commit``: its ``src`` and ``data`` exported, a child run."""
-    full = subprocess.run(
-        ["git", "rev-parse", "--verify", f"{commit}^{{commit}}"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    full = resolve(commit)
     with tempfile.TemporaryDirectory(prefix="bench-turn-cache-") as folder:
         archive = subprocess.run(
             ["git", "archive", full, "src", "data"], cwd=ROOT, capture_output=True, check=True
@@ -156,8 +164,10 @@ def never_writes_at(commit: str, rounds: int) -> dict:
         child = subprocess.run(
             [sys.executable, __file__, "--never-writes", "--rounds", str(rounds), "--samples-only"],
             env={**os.environ, "PYTHONPATH": str(Path(folder) / "src")},
-            capture_output=True, text=True, check=True,
+            capture_output=True, text=True,
         )  # fmt: skip
+    if child.returncode:
+        raise SystemExit(f"the run on {commit} failed:\n{child.stderr[-2000:]}")
     samples = json.loads(child.stdout)
     if not samples.pop("agentstate").startswith(folder):
         raise SystemExit(f"the child run did not import agentstate from {commit}")
@@ -192,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.samples_only:  # the child run of never_writes_at: samples on stdout, nothing written
         print(json.dumps({"agentstate": agentstate.__file__, **never_writes_samples(args.rounds)}))
         return
+    if args.before:
+        resolve(args.before)  # before anything is timed
     provenance = start_provenance("bench_turn_cache.py", argv, [])
     if args.never_writes:
         runs = [
