@@ -9,22 +9,31 @@ data directory. The Postgres server is a real one on 127.0.0.1
 (:mod:`agentstate.postgres_server`) with ``fsync`` on, as durable as the
 SQLite file (whose commits are synced too), and is stopped at the end.
 
+The raw samples go to ``data/results/checkpointers_benchmark.json`` with their
+provenance (``scripts/bench_results.py``); ``scripts/bench_docs.py`` renders
+docs/postgres.md's figures from it, and the same figures are printed here.
+
     .venv/bin/python scripts/bench_checkpointers.py [--rounds 20] [--fields 5]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from bench_docs import render
+from bench_results import start_provenance, write_results
+
 from agentstate.fixtures import label_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.persistence import memory_checkpointer, postgres_checkpointer, sqlite_checkpointer
-from agentstate.postgres_server import PostgresServer
+from agentstate.postgres_server import PostgresServer, postgres_bindir
 from agentstate.rds import build_reducer_agent
 
 
@@ -39,11 +48,28 @@ def turn_ms(agent, thread: str) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def main() -> None:
+def postgres_version() -> str:
+    """``postgres --version`` of the server programs the benchmark started."""
+    done = subprocess.run(
+        [postgres_bindir() / "postgres", "--version"], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--fields", type=int, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
+    args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error("--rounds must be at least 2 (quartiles of the per-round ratio)")
+    provenance = start_provenance(
+        "bench_checkpointers.py",
+        argv,
+        ["langgraph-checkpoint-sqlite", "langgraph-checkpoint-postgres", "psycopg"],
+    )
+    provenance["postgres"] = postgres_version()
     warmup = 2
     turns = args.rounds + warmup
 
@@ -72,14 +98,16 @@ def main() -> None:
                 if i >= warmup:
                     samples[name].append(ms)
 
-    base = samples["memory"]
-    print(f"throwaway server: initdb + start {start_ms:.0f} ms, restart {restart_ms:.0f} ms")
-    print(f"one stage 02 turn, {args.fields} parallel fields, median of {args.rounds} rounds:")
-    print("| checkpointer | ms per turn | ratio to memory (median per round) |")
-    print("|---|---|---|")
-    for name, values in samples.items():
-        ratio = statistics.median(v / b for v, b in zip(values, base, strict=True))
-        print(f"| {name} | {statistics.median(values):.1f} | {ratio:.2f}x |")
+    data = {
+        "fields": args.fields,
+        "rounds": args.rounds,
+        "initdb_and_start_ms": round(start_ms, 1),
+        "restart_ms": round(restart_ms, 1),
+        "turn_ms": {name: [round(v, 3) for v in values] for name, values in samples.items()},
+    }
+    path = write_results("checkpointers", provenance, data, args.out)
+    print(render("checkpointers", json.loads(path.read_text())))
+    print(f"written {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

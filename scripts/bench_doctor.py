@@ -14,6 +14,10 @@
   manual (three model calls of about 110 k characters each, scripted model, so
   the prompt comparison is as large as it gets and the model costs nothing).
 
+The raw times go to ``data/results/doctor_benchmark.json`` with their
+provenance (``scripts/bench_results.py``); ``scripts/bench_docs.py`` renders
+docs/doctor/README.md's "Speed" tables from it.
+
     python scripts/bench_doctor.py
     python scripts/bench_doctor.py --repeat 7 --turns 40
 """
@@ -23,13 +27,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from bench_docs import render
+from bench_results import start_provenance, write_results
 from langchain_core.callbacks import BaseCallbackHandler
 
 from agentstate import rds
@@ -72,10 +80,11 @@ def graphs() -> dict[str, Callable[[], Any]]:
     }
 
 
-def bench_diagnose(repeat: int) -> None:
+def bench_diagnose(repeat: int) -> list[dict[str, Any]]:
     print(f"diagnose, median of {repeat} runs after the first (seconds)")
     print(f"{'graph':<40} {'first':>7} {'median':>7}  codes")
     worst = 0.0
+    records = []
     for name, build in graphs().items():
         graph = build()
         start = time.perf_counter()
@@ -89,7 +98,10 @@ def bench_diagnose(repeat: int) -> None:
         median = statistics.median(times)
         worst = max(worst, median, first)
         print(f"{name:<40} {first:7.3f} {median:7.3f}  {', '.join(report.codes()) or '-'}")
+        records.append({"graph": name, "first_s": first, "times_s": times,
+                        "codes": list(report.codes())})  # fmt: skip
     print(f"slowest: {worst:.3f} s")
+    return records
 
 
 class NoOp(BaseCallbackHandler):
@@ -116,12 +128,13 @@ def experts_graph(turns: int) -> Any:
     return build_experts_graph(config)
 
 
-def bench_watch(turns: int) -> None:
+def bench_watch(turns: int) -> list[dict[str, Any]]:
     rds_turn = {"messages": [{"role": "user", "content": "store the fields"}]}
     question = user_turn("How do I report a lost card, and which fees and rules apply?")
     print(f"\nWatch overhead, {turns} turns without and {turns} with, alternating, one run")
     print("(no-op: the same turn with a handler that does nothing: LangChain's own callback cost)")
     print(f"{'turn':<44} {'without ms':>10} {'no-op':>7} {'with ms':>8} {'ratio':>6}  codes")
+    records = []
     for name, graph, inputs, run_async in (
         ("03 turn cache: 5 writers + reader (sync)", rds_agent(turns), rds_turn, False),
         ("03 turn cache: 5 writers + reader (async)", rds_agent(turns), rds_turn, True),
@@ -150,16 +163,32 @@ def bench_watch(turns: int) -> None:
         a, b = statistics.median(without) * 1000, statistics.median(with_watch) * 1000
         c = statistics.median(noop) * 1000
         print(f"{name:<44} {a:10.1f} {c:7.1f} {b:8.1f} {b / a:6.3f}  {', '.join(codes) or '-'}")
+        records.append({"turn": name, "without_ms": [t * 1000 for t in without],
+                        "noop_ms": [t * 1000 for t in noop],
+                        "with_ms": [t * 1000 for t in with_watch], "codes": codes})  # fmt: skip
+    return records
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="diagnose runs per graph")
     parser.add_argument("--turns", type=int, default=30, help="turns with and without Watch")
+    parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
     args = parser.parse_args(argv)
+    if args.repeat < 1 or args.turns < 2:
+        parser.error("--repeat must be at least 1 and --turns at least 2")
+    provenance = start_provenance("bench_doctor.py", argv, ["deepagents"])
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
-    bench_diagnose(args.repeat)
-    bench_watch(args.turns)
+    data = {
+        "repeat": args.repeat,
+        "turns": args.turns,
+        "diagnose": bench_diagnose(args.repeat),
+        "watch": bench_watch(args.turns),
+    }
+    path = write_results("doctor", provenance, data, args.out)
+    print("\n" + render("doctor/diagnose", json.loads(path.read_text())))
+    print("\n" + render("doctor/watch", json.loads(path.read_text())))
+    print(f"written {path}", file=sys.stderr)
     return 0
 
 

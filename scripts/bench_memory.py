@@ -22,30 +22,41 @@ SESSION_END), every layer from the bottom up:
 Each agent run ends with ``await_consistency`` and the auditor (a run with any
 violation fails the benchmark). The floor of ``direct`` is store + HTTP round
 trip per call; the floor of ``capture`` adds one no-op graph step per graph
-step it takes. It prints medians over the rounds, the ratio actual/floor, the
-load average, and writes a figure of msg/s per layer (``--figure``).
+step it takes. After the rounds, one more ``capture`` run goes under cProfile:
+this process's own time by package (where a message's time goes).
+
+The per-round figures and the profile go to ``data/results/memory_benchmark.json``
+with their provenance (``scripts/bench_results.py``); ``scripts/bench_docs.py``
+renders docs/benchmarks.md's tables from it (medians over the rounds, the ratio
+actual/floor), and the same tables are printed here. It also writes a figure
+of msg/s per layer (``--figure``).
 
     python scripts/bench_memory.py                        # 1000 messages, 3 rounds
-    python scripts/bench_memory.py --messages 300 --rounds 1
+    python scripts/bench_memory.py --messages 300 --rounds 1 --out /tmp/memory.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
-import platform
+import pstats
 import statistics
 import sys
+import sysconfig
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TypedDict
 
 sys.modules.setdefault("rfc3987_syntax", None)  # see agentstate.memory.service.server
 
 import httpx  # noqa: E402
+from bench_docs import render  # noqa: E402
+from bench_results import start_provenance, write_results  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
@@ -248,6 +259,41 @@ async def one_round(
     }
 
 
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def module_of(filename: str, function: str) -> str:
+    """The top-level package a profiled function belongs to (built-ins by their type's module)."""
+    path = Path(filename)
+    if "site-packages" in path.parts:
+        return path.parts[path.parts.index("site-packages") + 1].removesuffix(".py")
+    if "agentstate" in path.parts:
+        return "agentstate"
+    if path.is_relative_to(STDLIB):
+        return path.relative_to(STDLIB).parts[0].removesuffix(".py")
+    if filename == "~":  # a built-in: "<method 'poll' of 'select.epoll' objects>"
+        if " of '" in function:
+            return function.split(" of '", 1)[1].split(".", 1)[0].split("'", 1)[0]
+        name = function.removeprefix("<built-in method ").removesuffix(">")
+        return name.split(".", 1)[0] if "." in name else "builtins"
+    return "other"
+
+
+async def profiled_capture(server, conversation: Conversation, workdir: Path) -> dict:
+    """One more sequential ``capture`` run under cProfile: own seconds by package."""
+    async with MemoryClient(server.url) as client:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        memories, _ = await capture(client, conversation, "profile", workdir, tqdm(disable=True))
+        for memory_id in memories.values():
+            await client.call("await_consistency", memory_id=memory_id)
+        profiler.disable()
+    own: Counter[str] = Counter()
+    for (filename, _, function), row in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+        own[module_of(filename, function)] += row[2]  # tottime: time in the function itself
+    return {"own_s_by_module": {k: round(v, 4) for k, v in own.most_common()}}
+
+
 def figure(medians: dict[str, float], layers: list[str], path: Path) -> None:
     """A bar chart of msg/s (or calls/s for the floors) per layer."""
     import matplotlib
@@ -281,13 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         default=4,
         help="also capture this many conversations side by side (1: sequential only)",
     )
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
     parser.add_argument(
         "--figure", type=Path, help="where to write the figure (default: the run's temp folder)"
     )
     args = parser.parse_args(argv)
     if args.messages < 12 or args.rounds < 1:
         parser.error("--messages must be >= 12 and --rounds >= 1")
+    provenance = start_provenance("bench_memory.py", argv, ["mcp", "httpx", "uvicorn"])
     conversation = synthetic(args.messages, thread="t0")
     concurrent = None
     if args.threads > 1:
@@ -297,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
         concurrent = Conversation("concurrent", "concurrent", tuple(events))
     agents = 3 + (2 if concurrent else 0)
     workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    load_before = os.getloadavg()
     rounds = []
     # per round: the four floors and each agent count the messages
     total = (4 + agents) * args.messages * args.rounds
@@ -307,87 +353,23 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for n in range(args.rounds):
             rounds.append(asyncio.run(one_round(server, conversation, n, workdir, bar, concurrent)))
-    load_after = os.getloadavg()
-    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    rows = [
-        ("store", "enqueue + apply one entry (SQLite, in process)", med["store"], None),
-        ("http", "HTTP round trip on loopback (uvicorn, no MCP)", med["http"], None),
-        ("mcp ping", "MCP request over the kept session", med["mcp ping"], None),
-        ("graph step", "one no-op graph step, SQLite checkpoint", med["graph step"], None),
-        ("direct", f"{med['calls_per_message']:.2f} tool calls/msg", med["direct"], "direct_floor"),
-        (
-            "capture",
-            f"graph, {med['steps_per_message']:.2f} steps/msg",
-            med["capture"],
-            "capture_floor",
-        ),
-        (
-            "capture exit",
-            "the same, one checkpoint per turn (not exactly-once)",
-            med["capture exit"],
-            "capture_floor",
-        ),
-    ]
-    if concurrent is not None:
-        w = args.threads
-        rows += [
-            (
-                f"direct x{w}",
-                f"{w} conversations side by side",
-                med[f"direct x{w}"],
-                "direct_floor",
-            ),
-            (
-                f"capture x{w}",
-                f"{w} conversations side by side",
-                med[f"capture x{w}"],
-                "capture_floor",
-            ),
-        ]
-    print(
-        f"\n{args.messages} messages x {args.rounds} round(s); medians; load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after "
-        f"on {os.cpu_count()} CPUs (a shared machine: compare ratios, not absolutes)"
-    )
-    print(
-        f"{'layer':<12} {'what':<52} {'ms':>7} {'per s':>8} {'floor ms':>9} {'ratio':>6} "
-        f"{'cpu ms':>7}"
-    )
-    for name, what, seconds, floor in rows:
-        floor_s = f"{med[floor] * 1e3:9.2f}" if floor else f"{'':9}"
-        ratio = f"{seconds / med[floor]:6.2f}" if floor else f"{'':6}"
-        cpu = f"{med[name + ' cpu'] * 1e3:7.2f}" if f"{name} cpu" in med else ""
-        print(
-            f"{name:<12} {what:<52} {seconds * 1e3:7.2f} {1 / seconds:8.0f} {floor_s} {ratio} {cpu}"
-        )
-    print(
-        "ms: per message (agents) or per call/step (floors); floor: store + HTTP round trip per "
-        "tool call, plus one no-op graph step per graph step for capture; side-by-side rows "
-        "are compared with the sequential floor; cpu ms: this process's CPU per message "
-        "(the server runs in its own process)"
-    )
-    layers = [name for name, *_ in rows]
-    path = args.figure or workdir / "bench_memory.png"
-    figure(med, layers, path)
-    print(f"figure: {path}")
-    summary = {
+        bar.set_description("profile: capture")
+        profile = asyncio.run(profiled_capture(server, conversation, workdir))
+    data = {
         "messages": args.messages,
-        "rounds": args.rounds,
-        "load_average": [round(load_before[0], 2), round(load_after[0], 2)],
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "threads_side_by_side": args.threads,
-        "median_ms": {k: round(med[k] * 1e3, 3) for k in layers},
-        "messages_per_s": {k: round(1 / med[k], 1) for k in layers if k not in LAYERS[:4]},
-        "floor_ms": {k: round(med[f"{k}_floor"] * 1e3, 3) for k in ("direct", "capture")},
-        "ratio_to_floor": {k: round(med[k] / med[f"{k}_floor"], 2) for k in ("direct", "capture")},
-        "client_cpu_ms": {k: round(med[f"{k} cpu"] * 1e3, 3) for k in layers if f"{k} cpu" in med},
-        "calls_per_message": round(med["calls_per_message"], 3),
-        "steps_per_message": round(med["steps_per_message"], 3),
+        "threads_side_by_side": args.threads if concurrent else 1,
+        "rounds": rounds,
+        "profile": profile,
     }
-    print(json.dumps(summary, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=1) + "\n")
+    path = write_results("memory", provenance, data, args.out)
+    recorded = json.loads(path.read_text())
+    print("\n" + render("memory", recorded) + "\n\n" + render("memory/profile", recorded))
+    med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
+    layers = [k for k in rounds[0] if k in LAYERS or k.startswith(("direct", "capture"))]
+    layers = [k for k in layers if not k.endswith((" cpu", "_floor"))]
+    figure_path = args.figure or workdir / "bench_memory.png"
+    figure(med, layers, figure_path)
+    print(f"figure: {figure_path}\nwritten {path}", file=sys.stderr)
     return 0
 
 

@@ -11,19 +11,34 @@ writers is part of the measurement.
 
     .venv/bin/python scripts/bench_turn_cache.py [--rounds 30] [--fields 5 50] [--latency 0.005]
 
-``--never-writes`` prints a second table instead: the wall time of a turn in
-which one of 5 writers never writes (a reviewer rejects it, a call limit
-blocks it, it fails for good under ``ToolRetryMiddleware``), with the cache's
-default 10 s reader timeout; run it with ``PYTHONPATH=<old checkout>/src`` for
-the figures of an older cache.
+``--never-writes`` times something else instead: a turn in which one of 5
+writers never writes (a reviewer rejects it, a call limit blocks it, it fails
+for good under ``ToolRetryMiddleware``), with the cache's default 10 s reader
+timeout; ``--before COMMIT`` also times the cache of an older commit (its
+``src`` exported with ``git archive`` and imported through ``PYTHONPATH`` in a
+child process), recorded beside this checkout's figures.
+
+The raw samples go to ``data/results/turn_cache_benchmark.json`` (or
+``turn_cache_never_writes_benchmark.json``) with their provenance
+(``scripts/bench_results.py``); ``scripts/bench_docs.py`` renders
+docs/benchmarks.md's tables from them, and the same tables are printed here.
+
+    .venv/bin/python scripts/bench_turn_cache.py --never-writes --rounds 5 --before aa83565
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
+from bench_docs import render
+from bench_results import ROOT, start_provenance, write_results
 from langchain.agents.middleware import (
     AgentMiddleware,
     HumanInTheLoopMiddleware,
@@ -33,6 +48,7 @@ from langchain.agents.middleware import (
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+import agentstate
 from agentstate.fixtures import label_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import build_reducer_agent, build_turn_cache_agent, rds_turn_cache
@@ -59,25 +75,14 @@ def turn_ms(agent) -> float:
 
 def interleaved_rounds(plain, cached, rounds: int, warmup: int = 2) -> dict[str, list[float]]:
     """ms per turn for each agent, one turn each per round, the order swapped every round."""
-    samples: dict[str, list[float]] = {"plain": [], "cached": []}
+    samples: dict[str, list[float]] = {"plain_ms": [], "cached_ms": []}
     for i in range(rounds + warmup):
-        order = [("plain", plain), ("cached", cached)]
+        order = [("plain_ms", plain), ("cached_ms", cached)]
         for name, agent in order if i % 2 == 0 else reversed(order):
             ms = turn_ms(agent)
             if i >= warmup:
                 samples[name].append(ms)
     return samples
-
-
-def summary(samples: dict[str, list[float]]) -> tuple[float, float, float, float, float]:
-    """Both medians, then the median and quartiles of the per-round ratio cached/plain.
-
-    Pairing the two turns of a round cancels most of the drift a shared
-    machine adds; the quartiles say how much noise is left.
-    """
-    ratios = [c / p for p, c in zip(samples["plain"], samples["cached"], strict=True)]
-    q1, median, q3 = statistics.quantiles(ratios, n=4)
-    return statistics.median(samples["plain"]), statistics.median(samples["cached"]), median, q1, q3
 
 
 class FailLastStore(AgentMiddleware):
@@ -125,22 +130,51 @@ def never_writes_turn_ms(case: str) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def never_writes_table(rounds: int) -> None:
-    print("| the writer that never writes | turn (median ms) | min-max ms | rounds |")
-    print("|---|---:|---:|---:|")
-    for case in (
-        "rejected by a reviewer (batched HITL)",
-        "blocked by ToolCallLimitMiddleware",
-        "fails for good (ToolRetryMiddleware before the cache)",
-    ):
-        samples = [never_writes_turn_ms(case) for _ in range(rounds)]
-        print(
-            f"| {case} | {statistics.median(samples):.0f} "
-            f"| {min(samples):.0f}-{max(samples):.0f} | {rounds} |"
-        )
+NEVER_WRITES = (
+    "rejected by a reviewer (batched HITL)",
+    "blocked by ToolCallLimitMiddleware",
+    "fails for good (ToolRetryMiddleware before the cache)",
+)
 
 
-def main() -> None:
+def never_writes_samples(rounds: int) -> dict[str, list[float]]:
+    """ms per turn for each case, ``rounds`` turns each, with the ``agentstate`` imported here."""
+    return {case: [never_writes_turn_ms(case) for _ in range(rounds)] for case in NEVER_WRITES}
+
+
+def resolve(commit: str) -> str:
+    """The full hash of ``commit`` in this repository, or a one-line error."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"error: --before {commit}: not a commit of this repository")
+    return done.stdout.strip()
+
+
+def never_writes_at(commit: str, rounds: int) -> dict:
+    """The same turns on the cache of ``commit``: its ``src`` and ``data`` exported, a child run."""
+    full = resolve(commit)
+    with tempfile.TemporaryDirectory(prefix="bench-turn-cache-") as folder:
+        archive = subprocess.run(
+            ["git", "archive", full, "src", "data"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        child = subprocess.run(
+            [sys.executable, __file__, "--never-writes", "--rounds", str(rounds), "--samples-only"],
+            env={**os.environ, "PYTHONPATH": str(Path(folder) / "src")},
+            capture_output=True, text=True,
+        )  # fmt: skip
+    if child.returncode:
+        raise SystemExit(f"the run on {commit} failed:\n{child.stderr[-2000:]}")
+    samples = json.loads(child.stdout)
+    if not samples.pop("agentstate").startswith(folder):
+        raise SystemExit(f"the child run did not import agentstate from {commit}")
+    return {"code": commit, "commit": full, "rounds": rounds, "samples_ms": samples}
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--fields", type=int, nargs="+", default=[5, 50])
@@ -156,28 +190,46 @@ def main() -> None:
         action="store_true",
         help="time turns where one writer never writes, instead of the cost table",
     )
-    args = parser.parse_args()
-    if args.never_writes:
-        never_writes_table(args.rounds)
-        return
-    total = args.rounds + 2
-    print(
-        "| fields in the batch | tool latency (ms) | without cache (median ms) "
-        "| with turn cache (median ms) | ratio (median of rounds) | ratio q1-q3 | rounds |"
+    parser.add_argument(
+        "--before", metavar="COMMIT", help="--never-writes: also time the cache at COMMIT"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for latency in args.latency:
-        for n in args.fields:
-            plain = build_reducer_agent(model(n, total), middleware=latency_for(latency, n))
-            cached = build_turn_cache_agent(model(n, total), middleware=latency_for(latency, n))
-            without_ms, with_ms, ratio, q1, q3 = summary(
-                interleaved_rounds(plain, cached, args.rounds)
-            )
-            shown = f"0..{latency * 1000:g}" if latency else "none"
-            print(
-                f"| {n} | {shown} | {without_ms:.1f} | {with_ms:.1f} | {ratio:.2f}x "
-                f"| {q1:.2f}-{q3:.2f} | {args.rounds} |"
-            )
+    parser.add_argument("--before-rounds", type=int, default=2, help="rounds for --before")
+    parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
+    parser.add_argument("--samples-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.rounds < 4 and not args.never_writes:
+        parser.error("--rounds must be at least 4 (quartiles of the per-round ratio)")
+    if args.samples_only:  # the child run of never_writes_at: samples on stdout, nothing written
+        print(json.dumps({"agentstate": agentstate.__file__, **never_writes_samples(args.rounds)}))
+        return
+    if args.before:
+        resolve(args.before)  # before anything is timed
+    provenance = start_provenance("bench_turn_cache.py", argv, [])
+    if args.never_writes:
+        runs = [
+            {
+                "code": "this checkout",
+                "commit": provenance["git_commit"],
+                "rounds": args.rounds,
+                "samples_ms": never_writes_samples(args.rounds),
+            }
+        ]
+        if args.before:
+            runs.append(never_writes_at(args.before, args.before_rounds))
+        name, data = "turn_cache_never_writes", {"runs": runs}
+    else:
+        rows = []
+        for latency in args.latency:
+            for n in args.fields:
+                total = args.rounds + 2
+                plain = build_reducer_agent(model(n, total), middleware=latency_for(latency, n))
+                cached = build_turn_cache_agent(model(n, total), middleware=latency_for(latency, n))
+                samples = interleaved_rounds(plain, cached, args.rounds)
+                rows.append({"fields": n, "latency_s": latency, **samples})
+        name, data = "turn_cache", {"rounds": args.rounds, "rows": rows}
+    path = write_results(name, provenance, data, args.out)
+    print(render(name, json.loads(path.read_text())))
+    print(f"written {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

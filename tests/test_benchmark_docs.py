@@ -1,0 +1,151 @@
+"""Every performance figure in docs/ is rendered from its data file under data/results/.
+
+``scripts/bench_docs.py`` renders each generated block (``<!-- results:NAME -->``)
+from the raw samples a benchmark script recorded in
+``data/results/<NAME>_benchmark.json``. These tests recompute every block from
+its file and compare it with the docs, check that each file says what produced
+it, and that no timing is typed by hand outside a block in the pages the
+benchmarks feed (the experts' figures, stage 05, are checked by
+``tests/test_experts_results.py`` and ``tests/test_lesson_05.py``).
+"""
+
+import copy
+import re
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_docs  # noqa: E402
+from bench_results import RESULTS, load_results  # noqa: E402
+
+NAMES = sorted(p.name.removesuffix("_benchmark.json") for p in RESULTS.glob("*_benchmark.json"))
+OWN = [n for n in NAMES if n != "experts"]  # the experts' file has its own module and tests
+
+# the pages (or the one section of a page) whose figures come from these data files
+PAGES = {
+    "docs/benchmarks.md": None,
+    "docs/postgres.md": None,
+    "docs/test-suite.md": None,
+    "docs/doctor/README.md": "## Speed",
+}
+EXPERTS_SECTION = "## Prefix-cached experts (stage 05)"
+# a timing, rate, ratio or share: "18.2 ms", "3 s", "55 msg/s", "1.7x", "98%"
+FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:ms|s|msg/s|x|%)(?![\w/-])")
+# settings, not measurements
+SETTINGS = ("default 10 s reader timeout",)
+
+
+def blocks_in_docs() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in bench_docs.doc_files():
+        for match in bench_docs.BLOCK.finditer(path.read_text()):
+            found.setdefault(match["name"], []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def section(text: str, heading: str) -> str:
+    """The part of ``text`` from ``heading`` to the next heading of the same level."""
+    start = text.index(heading + "\n")
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_every_block_in_the_docs_is_what_its_data_file_renders():
+    assert blocks_in_docs(), "no results block in docs/"
+    assert bench_docs.stale_blocks() == []
+
+
+def test_every_data_file_is_shown_and_every_block_has_a_data_file():
+    shown = {name.split("/")[0] for name in blocks_in_docs()}
+    assert shown == set(OWN)
+    assert set(bench_docs.RENDERERS) == set(blocks_in_docs())
+
+
+@pytest.mark.parametrize("name", OWN)
+def test_each_data_file_says_what_produced_it(name):
+    p = load_results(name)["provenance"]
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", p["date"])
+    assert isinstance(p["cores"], int) and p["cores"] >= 1 and p["cpu"]
+    for load in (p["load_average_before"], p["load_average_after"]):
+        assert len(load) == 3 and all(isinstance(x, float | int) and x >= 0 for x in load)
+    assert re.fullmatch(r"3\.\d+\.\d+", p["python"]) and p["libraries"]["langgraph"]
+    assert re.fullmatch(r"[0-9a-f]{40}", p["git_commit"])
+    assert p["git_dirty"] is False, "the committed figures come from committed code"
+    python, script, *_ = p["command"].split()
+    assert python == "python" and (ROOT / script).is_file()
+    assert name.startswith(Path(script).stem.removeprefix("bench_"))
+
+
+def perturbed(data):
+    """``data`` with every measured number scaled by 1, 2 or 3 in turn (provenance kept)."""
+    data = copy.deepcopy(data)
+    count = iter(range(10**9))
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {k: v if k == "provenance" else walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, float):
+            return value * (1 + next(count) % 3)
+        return value
+
+    return walk(data)
+
+
+@pytest.mark.parametrize("block", sorted(bench_docs.RENDERERS))
+def test_a_changed_sample_changes_the_block(block):
+    data = load_results(block.split("/")[0])
+    assert bench_docs.render(block, perturbed(data)) != bench_docs.render(block, data)
+
+
+def test_a_block_edited_by_hand_is_reported_stale(tmp_path, monkeypatch):
+    page = tmp_path / "postgres.md"
+    shutil.copy(ROOT / "docs/postgres.md", page)
+    text = page.read_text()
+    median = re.search(r"\| postgres \| (\d+\.\d) \|", text)
+    assert median, "docs/postgres.md shows no Postgres median"
+    page.write_text(text.replace(median[0], "| postgres | 1.0 |"))
+    monkeypatch.setattr(bench_docs, "DOCS", tmp_path)
+    monkeypatch.setattr(bench_docs, "ROOT", tmp_path)
+    assert bench_docs.stale_blocks() == ["postgres.md: checkpointers"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_figure_is_typed_by_hand_outside_a_block(page):
+    text = (ROOT / page).read_text()
+    if PAGES[page]:
+        text = section(text, PAGES[page])
+    if EXPERTS_SECTION in text:
+        text = text.replace(section(text, EXPERTS_SECTION), "")
+    text = " ".join(bench_docs.BLOCK.sub("", text).split())
+    for setting in SETTINGS:
+        text = text.replace(setting, "")
+    assert FIGURE.findall(text) == []
+
+
+def test_steps_per_message_is_one_figure_computed_from_the_rounds():
+    rounds = load_results("memory")["rounds"]
+    median = statistics.median(r["steps_per_message"] for r in rounds)
+    shown = set(re.findall(r"(\d+\.\d+) steps", (ROOT / "docs/benchmarks.md").read_text()))
+    assert shown == {f"{median:.2f}"}
+
+
+def test_the_figures_are_medians_and_paired_ratios_of_the_samples():
+    assert bench_docs.ratio_stats([2.0, 4.0, 9.0, 8.0], [1.0, 2.0, 3.0, 4.0]) == (2.0, 2.0, 2.75)
+    base = load_results("turn_cache")
+    row = {"fields": 5, "latency_s": 0.0, "plain_ms": [100.0, 200.0, 300.0, 400.0]}
+    row["cached_ms"] = [100.0, 200.0, 330.0, 440.0]
+    shown = bench_docs.render("turn_cache", {**base, "rows": [row]})
+    assert "| 5 | none | 250.0 | 265.0 | 1.05x | 1.00-1.10 | 4 |" in shown
+
+
+def test_an_unknown_block_name_is_a_clear_error():
+    with pytest.raises(KeyError, match="no renderer for results block 'memroy'"):
+        bench_docs.render("memroy")
