@@ -169,6 +169,19 @@ def test_edit_file_is_guarded_too():
     assert tool_replies(state)[-1].content == GUARD_ERROR
 
 
+def test_delete_is_guarded_too():
+    """deepagents' guard covers its three mutating file tools: a write then a delete of one
+    path in one reply, and the delete is refused (the file keeps the write)."""
+    calls = [
+        tool_call("write_file", file_path=REQUIREMENTS_PATH, content="{}"),
+        tool_call("delete", file_path=REQUIREMENTS_PATH),
+    ]
+    state = create_deep_agent(one_reply_model(*calls)).invoke(user_turn())
+    assert [m.status for m in tool_replies(state)] == ["success", "error"]
+    assert tool_replies(state)[-1].content == GUARD_ERROR
+    assert in_file(state) == {}
+
+
 def test_the_guard_is_per_reply_and_per_path():
     one_per_reply = [
         reply(tool_call("write_file", file_path=REQUIREMENTS_PATH, content=json.dumps({f: 1})))

@@ -200,8 +200,8 @@ shuffles
 
 # %% [markdown]
 # ## 3. Look inside: deepagents guards its own file tools
-# deepagents 0.7.32's own `write_file` and `edit_file` refuse a second change
-# to one path in one reply (upstream PR #6446). The five fields, each written
+# deepagents 0.7.32's own `write_file`, `edit_file` and `delete` refuse a second
+# change to one path in one reply (upstream PR #6446). The five fields, each written
 # as a whole file with `write_file`:
 
 # %%
@@ -388,7 +388,7 @@ knob_widget = widgets.interact(
 # - They ran in **one** super-step on five threads, each on the file from
 #   before the step; the writes applied in call order, so the **last call of
 #   the reply** survives, here the first to finish.
-# - deepagents guards its own `write_file`/`edit_file`, not custom tools.
+# - deepagents guards its own `write_file`/`edit_file`/`delete`, not custom tools.
 # - One file per field keeps all five; so does one call per reply, at a
 #   model call per field. [Notebook 02](02_state_reducer.ipynb) merges fields
 #   in a state key with a reducer.

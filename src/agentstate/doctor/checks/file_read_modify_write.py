@@ -2,8 +2,8 @@
 
 Parallel calls each read the file from before their batch and write the whole
 file back: one write survives (the last call of the reply). deepagents
-0.7.32's own ``write_file``/``edit_file`` refuse a second mutation of one path
-in one reply, so only the user's own tools are checked.
+0.7.32's own ``write_file``/``edit_file``/``delete`` refuse a second mutation of
+one path in one reply, so only the user's own tools are checked.
 """
 
 from __future__ import annotations
