@@ -132,7 +132,9 @@ def test_a_finding_lands_on_the_line_of_the_tool_it_is_about(project):
     sarif = doctor(
         "agents:build_broken", "--format", "sarif", "--docs-url", "https://x.test/d/", cwd=project
     )
-    assert (sarif.returncode, sarif.stderr) == (1, "")
+    assert sarif.returncode == 1
+    # stderr holds at most the doctor's notes (a check skipped without an extra), never an error
+    assert all(line.startswith("agentstate doctor: note: ") for line in sarif.stderr.splitlines())
     log = json.loads(sarif.stdout)
     (run,) = log["runs"]
     (result,) = run["results"]

@@ -75,6 +75,7 @@ def test_the_readme_sends_readers_to_the_doctor():
     assert "(docs/doctor/README.md)" in readme[more:]
 
 
+@pytest.mark.extras("experts")
 def test_the_prefix_page_quotes_what_watch_and_the_benchmark_say():
     """Its comment quotes Watch's evidence and its lesson the recorded cold/warm ratios."""
     from agentstate.experts.results import load_results
