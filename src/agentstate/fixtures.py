@@ -1,4 +1,4 @@
-"""Lesson fixtures: the scenarios, scripted lesson models and readouts of notebooks 01-04.
+"""Lesson fixtures: the scenarios, scripted lesson models and readouts of notebooks 01-06.
 
 Notebooks and tests share these so a lesson's numbers come from one place,
 not from code pasted into cells. Library modules never import this module:
@@ -287,6 +287,39 @@ def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict
         row["after restart"] = fields_seen_by_reader(state)
         row["file after restart"] = len(file_fields(state))
     return row
+
+
+# --- notebooks 04-06: the doctor's findings on two agents, side by side ---
+
+SEVERITY_WORDS = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def doctor_rows(reports: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The doctor's reports on several agents side by side: one row per hazard (notebooks 04-06).
+
+    ``reports`` maps a column name ("broken build") to a doctor ``Report``. Each
+    row names a hazard code any report found, with its one-line title, in the
+    series' order; each column says where that agent has it, in a phrase
+    ("error on requirements, inside subagent requirements-collector"), or
+    "not found". An ``info`` finding (something the doctor could not decide
+    from the graph alone) reads as a "note".
+    """
+    from agentstate.doctor import CODES
+
+    rows = []
+    for code in (c for c in CODES if any(r.of(c) for r in reports.values())):
+        row = {"hazard": f"{code}: {CODES[code].title}"}
+        for name, report in reports.items():
+            row[name] = "; ".join(_where(f) for f in report.of(code)) or "not found"
+        rows.append(row)
+    return rows
+
+
+def _where(finding: Any) -> str:
+    """One finding in a phrase: its severity, its subject, and the subagent it sits in."""
+    agent, _, subject = finding.subject.rpartition(":")
+    inside = f", inside subagent {agent}" if agent else ""
+    return f"{SEVERITY_WORDS[finding.severity]} on {subject}{inside}"
 
 
 # --- notebooks 01-02 ---
