@@ -128,17 +128,20 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # ## 2. Look inside: down and up the `task` boundary
 #
 # ```mermaid
-# flowchart LR
-#     subgraph parent["parent agent: declares requirements"]
-#         T["model calls task"]
-#         R["get_collected_requirements"]
-#     end
-#     subgraph sub["requirements-collector: default schema"]
-#         M["model"] --> S["store_requirement x5"]
-#     end
-#     T -->|"down: parent state, messages replaced by the task description"| M
-#     S -.->|"requirements: not in this schema, dropped"| X["nowhere"]
-#     sub -->|"up: changed keys it declares, minus messages, plus one ToolMessage"| R
+# flowchart TB
+#     T["parent: model calls task"]
+#     M["collector: model"]
+#     S["collector: store_requirement x5"]
+#     R["parent: get_collected_requirements reads {}"]
+#     X["dropped"]
+#     T -->|"down: parent state, messages = the task description"| M
+#     M --> S
+#     S -->|"up: changed keys it declares (none) + one ToolMessage"| R
+#     S -.->|"requirements: not in the collector's schema"| X
+#     classDef parent fill:#eaf2f8,stroke:#2471a3
+#     classDef collector fill:#fef9e7,stroke:#b7950b
+#     class T,R parent
+#     class M,S collector
 # ```
 #
 # **Down.** In deepagents' default

@@ -7,6 +7,7 @@ checkpointers and never store the manual. Taught in notebook 05.
 """
 
 from agentstate.experts.benchmark import evict
+from agentstate.experts.charts import plot_ttft, ttft_points
 from agentstate.experts.checkpoints import file_contains, memory_checkpointer, sqlite_checkpointer
 from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.experts.llm import chat_model
@@ -52,6 +53,7 @@ __all__ = [
     "memory_checkpointer",
     "merge_or_reset",
     "parse_router_reply",
+    "plot_ttft",
     "provenance_checks",
     "route_by_llm",
     "route_by_rules",
@@ -59,5 +61,6 @@ __all__ = [
     "summary_rows",
     "sweep_rows",
     "system_prefix",
+    "ttft_points",
     "user_turn",
 ]
