@@ -18,7 +18,7 @@ from agentstate.doctor import diagnose
 from agentstate.fixtures import (
     POSTGRES_FIELDS,
     collector_model,
-    doctor_rows,
+    compare_findings,
     fields_seen_by_reader,
     parent_model,
     user_turn,
@@ -162,7 +162,7 @@ def test_the_lessons_fix_and_the_package_give_the_parent_the_same_fields(lesson)
 def test_the_doctor_names_the_lessons_broken_agent_and_passes_the_fixed_one(lesson):
     assert diagnose(broken_agent(lesson)).codes() == ["subagent-drops-key"]
     assert diagnose(fixed_agent(lesson)).errors == []
-    rows = {r["hazard"].split(":")[0]: r for r in doctor_rows(lesson["reports"])}
+    rows = {r["hazard"].split(":")[0]: r for r in compare_findings(lesson["reports"]).rows}
     assert "inside subagent requirements-collector" in rows["subagent-drops-key"]["broken build"]
     assert rows["subagent-drops-key"]["fixed build"] == "not found"
 
@@ -216,3 +216,22 @@ def test_the_knob_gives_a_different_answer_at_each_position(lesson):
 def test_the_knob_rejects_an_unknown_position(lesson):
     with pytest.raises(KeyError):
         lesson["declared_by"]("nobody")
+
+
+def test_compare_findings_names_the_subagent_and_reads_info_as_a_note():
+    from agentstate.doctor.findings import Report, finding, info
+
+    inside = finding("subagent-drops-key", "requirements-collector:requirements", "dropped")
+    reports = {
+        "broken": Report("b", [inside]),
+        "fixed": Report("f", [info("same-batch-read", "requirements", "unsure")]),
+    }
+    rows = {r["hazard"].split(":")[0]: r for r in compare_findings(reports).rows}
+    assert list(rows) == ["same-batch-read", "subagent-drops-key"]  # the series' order
+    assert rows["subagent-drops-key"]["broken"] == (
+        "error on requirements, inside subagent requirements-collector"
+    )
+    assert rows["subagent-drops-key"]["fixed"] == "not found"
+    assert rows["same-batch-read"]["fixed"] == "note on requirements"
+    named = compare_findings(reports, subagents=["general-purpose"]).rows
+    assert named[1]["broken"] == "error on requirements-collector:requirements"

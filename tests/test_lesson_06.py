@@ -28,7 +28,7 @@ from agentstate.memory import build_capture_graph, without_guard
 from agentstate.memory.capture.conversations import CONTROLS, load, parse
 from agentstate.memory.capture.observer import CaptureRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, policy_model
-from agentstate.memory.capture.prompt import ids_from
+from agentstate.memory.capture.prompt import ids_from, system_prompt
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.lesson import PROPOSAL_KINDS, expected_entries, proposal, stored_entries
 from agentstate.memory.service.process import ServerProcess
@@ -67,8 +67,12 @@ def lesson_cells(*markers: str, **names) -> types.ModuleType:
 
 
 def teaching_guard():
-    """``build_guarded_capture`` as the notebook defines it: its cells, executed."""
-    return lesson_cells("class GuardState", "def build_guarded_capture").build_guarded_capture
+    """``build_guarded_capture`` as the notebook defines it: its cells, executed (with the
+    capture prompt an earlier cell imports)."""
+    cells = lesson_cells(
+        "class GuardState", "def build_guarded_capture", system_prompt=system_prompt
+    )
+    return cells.build_guarded_capture
 
 
 BUILDERS = {
@@ -249,9 +253,7 @@ async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
     from agentstate.doctor import diagnose
     from agentstate.memory import replay_model
 
-    page = lesson_cells(
-        "def react_agent", "class GuardState", "def build_guarded_capture", server=server
-    )
+    page = lesson_cells("def react_agent", "class GuardState", "def build_guarded_capture")
     async with MemoryClient(server.url) as client:
         tools = await client.tools()
         loop = page.react_agent(replay_model(), tools, "doctor.trip")

@@ -4,12 +4,13 @@
 # The RDS agent grows a helper: a `requirements-collector` subagent gathers
 # the fields, the main agent reads them back and writes the manifest. The
 # collector reports "Stored 5 field(s).", and the main agent finds none.
-# The write-up on this stage (the third RDS write-up of notebook 01) blamed
-# the boundary, "DeepAgents subagents run in isolated execution contexts",
-# and added a per-turn cache that the tools of both agents share. This
-# notebook builds the two agents, finds the real cause in the collector's
-# state schema, fixes it with one schema for both, and compares that fix
-# with the cache on this turn, the next turn and after a restart.
+# The RDS agent's changelog of November 19, 2025 (one of the write-ups of
+# notebook 01) blamed the boundary, "DeepAgents subagents run in isolated
+# execution contexts", and added a per-turn cache that the tools of both
+# agents share. This notebook builds the two agents, finds the real cause
+# in the collector's state schema, fixes it with one schema for both, and
+# compares that fix with the cache on this turn, the next turn and after a
+# restart.
 
 # %% [markdown]
 # ## Recap
@@ -219,8 +220,11 @@ package = build_shared_schema_agent(
     ScriptedChatModel(script=[DELEGATE, READ, DONE]), collector_model()
 )
 package_state = package.invoke({"messages": [("user", "Give me a Postgres 15.5 manifest")]})
-assert package_state["requirements"] == state["requirements"]
-Table([{"plain fix": len(state["requirements"]), "package": len(package_state["requirements"])}])
+same = package_state["requirements"] == state["requirements"]
+assert same
+Table(
+    [{"fields the parent holds": len(package_state["requirements"]), "same as the plain fix": same}]
+)
 
 # %% [markdown]
 # ## 5. Prove it: who sees what, schema fix versus cache fix
@@ -319,14 +323,14 @@ who
 
 # %%
 from agentstate.doctor import diagnose
-from agentstate.fixtures import doctor_rows
+from agentstate.fixtures import compare_findings
 
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 assert (
     reports["broken build"].codes() == ["subagent-drops-key"]
     and reports["fixed build"].errors == []
 )
-Table(doctor_rows(reports))
+compare_findings(reports)
 
 # %% [markdown]
 # ## A knob: who declares `requirements`

@@ -6,11 +6,11 @@
 # every expert answers from the same 108 KB operations manual. An engine
 # with a [prefix cache](../docs/glossary.md#prefix-cache) skips reading the
 # manual again, but only for the leading tokens that are identical to an
-# earlier prompt. The write-up of the experts system (notebook 01) made it
-# a hard rule: "I never put expert persona, timestamps, request IDs, or
-# chat history before the manual." This notebook tests that rule: it builds
-# the desk, breaks the rule with a clock line, measures the bytes the
-# experts' prompts share, and proves the fixed order on a real engine
+# earlier prompt. cache-lm's notes (one of the write-ups of notebook 01)
+# made it a hard rule: "I never put expert persona, timestamps, request
+# IDs, or chat history before the manual." This notebook tests that rule:
+# it builds the desk, breaks the rule with a clock line, measures the bytes
+# the experts' prompts share, and proves the fixed order on a real engine
 # (llama.cpp).
 
 # %% [markdown]
@@ -242,8 +242,9 @@ live
 # What that is worth in [time to first token](../docs/glossary.md#time-to-first-token),
 # recorded by `scripts/bench_experts.py` on this repository's engine (3
 # rounds, medians, the first 1 to 16 chapters of the manual): each
-# [cold call](../docs/glossary.md#cold-and-warm-calls) prefills the whole
-# prefix, each warm one only the persona and the question.
+# [cold call](../docs/glossary.md#cold-and-warm-calls)
+# [prefills](../docs/glossary.md#prefill) the whole prefix, each warm one
+# only the persona and the question.
 
 # %%
 from agentstate.experts import load_results, plot_ttft
@@ -263,7 +264,7 @@ plot_ttft(load_results())
 
 # %%
 from agentstate.doctor import Watch
-from agentstate.fixtures import doctor_rows
+from agentstate.fixtures import compare_findings
 
 
 def watched(prompt):
@@ -278,7 +279,7 @@ assert (
     reports["clock first"].codes() == ["prefix-not-invariant"]
     and not reports["manual first"].codes()
 )
-Table(doctor_rows(reports))
+compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual

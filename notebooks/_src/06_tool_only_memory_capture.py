@@ -3,7 +3,7 @@
 #
 # An agent sits beside a chat between a user and an assistant and keeps its
 # memory: one entry per message on a memory server, with its role and
-# text. The write-up on memory capture (notebook 01) built it as a prebuilt
+# text. The memory-capture post-mortem of notebook 01 built it as a prebuilt
 # ReAct agent with the rules in its prompt, and reported that "even with
 # strong guidance, the ReAct loop still produced assistant chat and
 # duplicate `add_entry`". This notebook builds that agent, replays the
@@ -145,7 +145,7 @@ from typing import Annotated, TypedDict
 from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.memory import system_prompt, turn_line
+from agentstate.memory import turn_line
 
 
 class GuardState(TypedDict, total=False):
@@ -243,7 +243,7 @@ Table([{"entries": len(rows), "not ok": sum(r["verdict"] != "ok" for r in rows)}
 # malformed arguments, bad summaries, another memory, flushes), on random
 # chats (unicode, empty messages, controls) whose observer resends some
 # messages. Twelve seeded runs here; `tests/test_lesson_06.py` runs the
-# same property under Hypothesis.
+# same property on chats drawn by Hypothesis, a property-testing library.
 
 # %%
 from agentstate.memory import PROPOSAL_KINDS, RandomProposals, random_events
@@ -305,11 +305,11 @@ Table(
 
 # %%
 from agentstate.doctor import diagnose
-from agentstate.fixtures import doctor_rows
+from agentstate.fixtures import compare_findings
 
 reports = {"ReAct loop": diagnose(loop), "guard": diagnose(guarded)}
 assert reports["ReAct loop"].codes() == ["memory-in-react-loop"] and reports["guard"].codes() == []
-Table(doctor_rows(reports))
+compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: one replayed fault at a time

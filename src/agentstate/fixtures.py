@@ -294,30 +294,36 @@ def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict
 SEVERITY_WORDS = {"error": "error", "warning": "warning", "info": "note"}
 
 
-def doctor_rows(reports: Mapping[str, Any]) -> list[dict[str, str]]:
+def compare_findings(reports: Mapping[str, Any], subagents: Sequence[str] = ()) -> Any:
     """The doctor's reports on several agents side by side: one row per hazard (notebooks 04-06).
 
     ``reports`` maps a column name ("broken build") to a doctor ``Report``. Each
     row names a hazard code any report found, with its one-line title, in the
     series' order; each column says where that agent has it, in a phrase
     ("error on requirements, inside subagent requirements-collector"), or
-    "not found". An ``info`` finding (something the doctor could not decide
-    from the graph alone) reads as a "note".
+    "not found". The doctor writes a finding inside a subagent as
+    ``<subagent>:<subject>``; ``subagents``, when given, limits which prefixes
+    are read that way. An ``info`` finding (something the doctor could not
+    decide from the graph alone) reads as a "note". Returns a ``Table``.
     """
+    from agentstate.display import Table
     from agentstate.doctor import CODES
 
     rows = []
     for code in (c for c in CODES if any(r.of(c) for r in reports.values())):
         row = {"hazard": f"{code}: {CODES[code].title}"}
         for name, report in reports.items():
-            row[name] = "; ".join(_where(f) for f in report.of(code)) or "not found"
+            places = [_where(f, subagents) for f in report.of(code)]
+            row[name] = "; ".join(places) or "not found"
         rows.append(row)
-    return rows
+    return Table(rows)
 
 
-def _where(finding: Any) -> str:
+def _where(finding: Any, subagents: Sequence[str]) -> str:
     """One finding in a phrase: its severity, its subject, and the subagent it sits in."""
-    agent, _, subject = finding.subject.rpartition(":")
+    agent, sep, subject = finding.subject.partition(":")
+    if not sep or (subagents and agent not in subagents):
+        agent, subject = "", finding.subject
     inside = f", inside subagent {agent}" if agent else ""
     return f"{SEVERITY_WORDS[finding.severity]} on {subject}{inside}"
 
