@@ -235,3 +235,23 @@ def test_compare_findings_names_the_subagent_and_reads_info_as_a_note():
     assert rows["same-batch-read"]["fixed"] == "note on requirements"
     named = compare_findings(reports, subagents=["general-purpose"]).rows
     assert named[1]["broken"] == "error on requirements-collector:requirements"
+
+
+def test_the_glossary_links_of_lessons_04_to_06_land_on_an_anchor():
+    """Every ``../docs/glossary.md#anchor`` link in notebooks 04-06 names an anchor that a
+    glossary page under docs/ defines (``<a id="anchor">``), so a reader's click lands."""
+    import re
+
+    docs = LESSON.parents[2] / "docs"
+    anchors = {
+        m
+        for page in docs.glob("glossary*.md")
+        for m in re.findall(r'id="([\w-]+)"', page.read_text())
+    }
+    linked = {
+        (source.name, anchor)
+        for source in sorted(LESSON.parent.glob("0[4-6]_*.py"))
+        for anchor in re.findall(r"\.\./docs/glossary\.md#([\w-]+)", source.read_text())
+    }
+    assert len(linked) >= 15
+    assert sorted(link for link in linked if link[1] not in anchors) == []

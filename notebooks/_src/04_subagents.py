@@ -2,15 +2,14 @@
 # # 04 · Subagents: what crosses the `task` boundary, and why
 #
 # The RDS agent grows a helper: a `requirements-collector` subagent gathers
-# the fields, the main agent reads them back and writes the manifest. The
-# collector reports "Stored 5 field(s).", and the main agent finds none.
+# the fields, the main agent reads them back. The collector reports
+# "Stored 5 field(s).", and the main agent finds none.
 # The RDS agent's changelog of November 19, 2025 (one of the write-ups of
 # notebook 01) blamed the boundary, "DeepAgents subagents run in isolated
 # execution contexts", and added a per-turn cache that the tools of both
 # agents share. This notebook builds the two agents, finds the real cause
 # in the collector's state schema, fixes it with one schema for both, and
-# compares that fix with the cache on this turn, the next turn and after a
-# restart.
+# compares that fix with the cache across turns and a restart.
 
 # %% [markdown]
 # ## Recap
@@ -228,11 +227,10 @@ Table(
 
 # %% [markdown]
 # ## 5. Prove it: who sees what, schema fix versus cache fix
-# The write-up's fix kept the split schema and added a cache of this turn's
+# The write-up's fix kept the split schema, added a cache of this turn's
 # fields that the tools of both agents share, dropped after each turn, and
-# mirrored state plus cache to `/requirements.json` for the user. Here it
-# is, written small: the same two tools over the cache, and a middleware
-# that writes the file after each turn.
+# mirrored state plus cache to `/requirements.json`. Here it is, small: the
+# two tools over the cache, and a middleware that writes the file.
 
 # %%
 from deepagents.backends.utils import create_file_data
@@ -265,8 +263,7 @@ class MirrorFile(AgentMiddleware):
 # Three builds on one script: turn 1 delegates and reads, turn 2 reads
 # again, then a new agent over the same SQLite file (a restart) reads once
 # more. Each column counts the fields the parent's reader listed; the last
-# one counts the fields in `/requirements.json` after the restart. Every
-# build mirrors the file, so the columns compare.
+# one, the fields in `/requirements.json` after the restart.
 
 # %%
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -390,9 +387,9 @@ knob_widget = widgets.interact(
 # - In the default mode the subagent receives the task description as its
 #   only human message; fork mode hands it the parent's conversation.
 # - One schema for both (`create_deep_agent(state_schema=...)`, forwarded to
-#   declarative subagents) returns `requirements` with the message; the
-#   fields persist across turns and a restart. The write-up's cache shows
-#   them in the same turn only, while its file keeps showing them.
+#   declarative subagents) returns `requirements`; the fields persist across
+#   turns and a restart. The write-up's cache shows them in the same turn
+#   only, while its file keeps showing them.
 # - Going further: [lists doubled by `operator.add`, fork mode, and the
 #   user's message shown twice](going_further/04_lists_and_fork_mode.ipynb).
 #

@@ -8,10 +8,9 @@
 # manual again, but only for the leading tokens that are identical to an
 # earlier prompt. cache-lm's notes (one of the write-ups of notebook 01)
 # made it a hard rule: "I never put expert persona, timestamps, request
-# IDs, or chat history before the manual." This notebook tests that rule:
-# it builds the desk, breaks the rule with a clock line, measures the bytes
-# the experts' prompts share, and proves the fixed order on a real engine
-# (llama.cpp).
+# IDs, or chat history before the manual." This notebook tests the rule:
+# it builds the desk, breaks the rule with a clock line, measures what the
+# prompts share, and proves the fixed order on llama.cpp.
 
 # %% [markdown]
 # ## Recap
@@ -194,14 +193,13 @@ same
 # %% [markdown]
 # ## 4. Prove it on a real engine
 # The next cell runs the desk of section 1 on llama.cpp's server with
-# SmolLM2-135M (`make engine` installs them), through LangChain's own
-# `ChatOpenAI`, once with each order, the experts one after the other. An
-# unrelated prompt first empties the engine's cache. The engine logs how
-# many prompt tokens each request reused: a count, not a timing, so the
-# cell asserts on what the engine did. The manual is cut to its first
-# chapter to keep it short: about 15 s on an idle 2-core machine, a few
-# minutes when the machine is busy (the bar counts the six expert calls).
-# Without the engine the cell says so.
+# SmolLM2-135M (`make engine` installs them) through LangChain's
+# `ChatOpenAI`, once per order, one expert after the other; an unrelated
+# prompt first empties the cache. The engine logs how many prompt tokens
+# each request reused: a count, not a timing. The manual is cut to its
+# first chapter: about 15 s on an idle 2-core machine, minutes on a busy
+# one (the bar counts the six expert calls). Without the engine the cell
+# says so.
 
 # %% tags=["nbval-ignore-output"]
 from langchain_openai import ChatOpenAI
@@ -253,9 +251,8 @@ plot_ttft(load_results())
 
 # %% [markdown]
 # A cold call's wait grows with the prefix (41 s at 5,949 tokens here);
-# a warm call's hardly moves and stays near the floor, a call without the
-# manual. The going-further notebook has the numbers, where they came from
-# and what they do not show.
+# a warm call's stays near the floor, a call without the manual. The
+# going-further notebook has the numbers and where they came from.
 #
 # ## 5. What the doctor says
 # `agentstate.doctor.Watch` is a callback handler: passed to a run, it

@@ -69,18 +69,19 @@ async def observe(agent, client, events, memory_id):
     ids = {"thread_id": memory_id, "vault_id": VAULT, "memory_id": memory_id}
     for event in events:
         message = event.to_message()  # a user/assistant message, or a control message
+        # the ReAct loop reads `messages`, the guard of section 3 reads `turn`
         await agent.ainvoke({"messages": [message], "turn": message}, {"configurable": ids})
     await client.call("await_consistency", memory_id=memory_id)  # its writes are queued
     return stored_entries(server.db, memory_id)
 
 
 # %% [markdown]
-# The model cannot be the one the write-up used, so a scripted model
-# **replays its report** (a [replay](../docs/glossary.md#replay)): whatever
-# its prompt says, it answers the user in its own words after some user
-# messages (and stores that text later), proposes some `add_entry` calls
-# twice and tags some assistant turns as `user`, at fixed positions. This
-# shows what the loop does with such calls, not that a model makes them.
+# The write-up's model is not available, so a scripted model **replays
+# its report** (a [replay](../docs/glossary.md#replay)): whatever its
+# prompt says, it answers the user in its own words (and stores that
+# text), proposes some `add_entry` calls twice and tags some assistant
+# turns as `user`, at fixed positions. This shows what the loop does with
+# such calls, not that a model makes them.
 
 # %%
 from agentstate.memory import load, replay_model
@@ -108,11 +109,10 @@ Table(r for r in damage.rows if r["verdict"] != "ok")
 
 # %% [markdown]
 # The agent's own "Happy to help!" is stored as if the assistant had said
-# it, some messages twice, some assistant turns as the user's. In the ReAct
-# loop every tool call the model proposes runs as proposed; the rules live
-# only in the prompt. The same loop with a replay of a model that follows
-# the rules (`replay_model("none")`) gives a clean store, so the loop is
-# exactly as correct as its model:
+# it, some messages twice, some assistant turns as the user's. The ReAct
+# loop runs every tool call as proposed; the rules live only in the
+# prompt. With a replay of a model that follows them (`replay_model("none")`)
+# the store is clean: the loop is exactly as correct as its model.
 
 # %%
 good_store = await observe(
@@ -203,11 +203,10 @@ def build_guarded_capture(model, tools, checkpointer):
 
 
 # %% [markdown]
-# The two graphs as LangGraph draws them, in Mermaid text that JupyterLab
-# renders (`graph.get_graph().draw_mermaid()`). In the ReAct loop the
-# model's reply decides the next step: `tools` runs whatever it proposed,
-# then back to `model`, until it stops. In the guard the path is fixed,
-# and the model's reply is only an input to `decide`.
+# The two graphs as LangGraph draws them (`graph.get_graph().draw_mermaid()`,
+# Mermaid text that JupyterLab renders). In the ReAct loop the model's
+# reply picks the next step: `tools` runs whatever it proposed, then back
+# to `model`. In the guard the path is fixed; the reply is only an input.
 
 # %%
 from IPython.display import Markdown
@@ -295,8 +294,7 @@ Table(
 
 # %% [markdown]
 # Both store the same entries; the auditor's only complaints about the
-# teaching guard are the bootstraps and flushes it leaves out. The
-# going-further notebook shows every rule.
+# teaching guard are the bootstraps and flushes it leaves out.
 #
 # ## 7. What the doctor says
 # `agentstate.doctor.diagnose` reads a compiled graph without running it: a
