@@ -96,17 +96,18 @@ def built_notebook(path: Path) -> Path:
     return ROOT / "notebooks" / path.relative_to(SOURCES).with_suffix(".ipynb")
 
 
-def images_in(notebook: Path) -> int:
-    """Images in a built notebook's committed outputs (0 if it is not built)."""
+def figures_in(notebook: Path) -> int:
+    """Pictures of a built notebook: images in its outputs, and Mermaid diagrams in its
+    markdown cells and in markdown outputs (a cell may display a graph's ``draw_mermaid()``).
+    0 if it is not built."""
     if not notebook.exists():
         return 0
     cells = json.loads(notebook.read_text())["cells"]
-    return sum(
-        1
-        for c in cells
-        for out in c.get("outputs", [])
-        if any(kind in out.get("data", {}) for kind in _IMAGES)
-    )
+    outputs = [out.get("data", {}) for c in cells for out in c.get("outputs", [])]
+    images = sum(1 for data in outputs if any(kind in data for kind in _IMAGES))
+    texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    texts += ["".join(data.get("text/markdown", "")) for data in outputs]
+    return images + sum(text.count("```mermaid") for text in texts)
 
 
 def stats_of(path: Path, kind: str = "lesson") -> LessonStats:
@@ -123,7 +124,7 @@ def stats_of(path: Path, kind: str = "lesson") -> LessonStats:
         code_lines=sum(1 for c in code for line in c.source.splitlines() if line.strip()),
         asserts=sum(len(_ASSERT.findall(c.source)) for c in code),
         agentstate_names=len(set().union(*(imported_names(c.source) for c in code))),
-        figures=sum(text.count("```mermaid") for text in markdown) + images_in(built),
+        figures=figures_in(built),
     )
 
 

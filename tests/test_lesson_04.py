@@ -14,6 +14,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langgraph.graph import StateGraph
 
 from agentstate.core import SharedStateMiddleware, share_state, undeclared_keys
+from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
 from agentstate.fixtures import (
     POSTGRES_FIELDS,
@@ -21,6 +22,7 @@ from agentstate.fixtures import (
     fields_seen_by_reader,
     parent_model,
     user_turn,
+    who_sees_what,
 )
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
@@ -28,6 +30,7 @@ from agentstate.rds import (
     RequirementsSyncMiddleware,
     StateStorage,
     assemble_rds_agent,
+    build_cache_fix_agent,
     build_shared_schema_agent,
     build_split_schema_agent,
     collector_spec,
@@ -36,20 +39,22 @@ from agentstate.tracing import CommandRecorder
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "_src" / "04_subagents.py"
 GOING_FURTHER = LESSON.parent / "going_further" / "04_lists_and_fork_mode.py"
-TEACHING = ("class RequirementsState", "def store_requirement", "def my_agent")
+DECLARATIONS = ["the parent only", "the collector only", "both, one schema", "both, no reducer"]
 
 
 @pytest.fixture(scope="module")
 def lesson() -> dict:
-    """The cells of notebook 04 that write the plain agent, executed as the reader runs them."""
-    cells = [c.source for c in jupytext.read(LESSON).cells if c.cell_type == "code"]
-    chosen = [s for s in cells if any(marker in s for marker in TEACHING)]
-    assert len(chosen) == len(TEACHING), "a teaching cell of notebook 04 was renamed or merged"
-    namespace = {"POSTGRES_FIELDS": POSTGRES_FIELDS, "collector_model": collector_model}
+    """Notebook 04's namespace after its code cells ran as the reader runs them (not the widget).
+
+    Each cell is padded to its line in the file, so ``inspect.getsource`` (the doctor) finds
+    the tools the page defines.
+    """
     text = LESSON.read_text()
-    for source in chosen:
-        # Padded to the cell's line in the file, so inspect.getsource (the doctor) finds it.
-        padded = "\n" * text[: text.index(source)].count("\n") + source
+    namespace: dict = {}
+    for cell in jupytext.read(LESSON).cells:
+        if cell.cell_type != "code" or "import ipywidgets" in cell.source:
+            continue
+        padded = "\n" * text[: text.index(cell.source)].count("\n") + cell.source
         exec(compile(padded, str(LESSON), "exec", dont_inherit=True), namespace)
     return namespace
 
@@ -124,17 +129,29 @@ def test_share_state_declares_the_key_on_a_spec_without_the_parents_schema():
 # --- the lesson's plain agent against the package ---
 
 
+def broken_agent(lesson, script=None, **options):
+    """The page's split-schema build: only the parent declares ``requirements``."""
+    middleware = [lesson["DeclareOnParent"](), *options.pop("middleware", [])]
+    script = script or [lesson["DELEGATE"], lesson["READ"], lesson["DONE"]]
+    return lesson["my_agent"](script, middleware=middleware, **options)
+
+
+def fixed_agent(lesson, script=None, **options):
+    script = script or [lesson["DELEGATE"], lesson["READ"], lesson["DONE"]]
+    return lesson["my_agent"](script, state_schema=lesson["RequirementsState"], **options)
+
+
 def test_the_lessons_broken_agent_drops_the_key_like_the_split_schema_build(lesson):
     recorder = CommandRecorder(["task"])
-    state = lesson["my_agent"](
-        collector_model(), recorder, middleware=[lesson["DeclareOnParent"]()]
-    ).invoke(user_turn())
+    state = broken_agent(lesson, middleware=[recorder]).invoke(user_turn())
     assert fields_seen_by_reader(state) == 0 and state.get("requirements", {}) == {}
     assert recorder.updates == [{"tool": "task", "update keys": ["messages"]}]
+    package = build_split_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
+    assert package.invoke(user_turn()).get("requirements", {}) == {}
 
 
 def test_the_lessons_fix_and_the_package_give_the_parent_the_same_fields(lesson):
-    plain = lesson["my_agent"](state_schema=lesson["RequirementsState"]).invoke(user_turn())
+    plain = fixed_agent(lesson).invoke(user_turn())
     package = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model()).invoke(
         user_turn()
     )
@@ -143,19 +160,81 @@ def test_the_lessons_fix_and_the_package_give_the_parent_the_same_fields(lesson)
 
 
 def test_the_doctor_names_the_lessons_broken_agent_and_passes_the_fixed_one(lesson):
-    broken = lesson["my_agent"](middleware=[lesson["DeclareOnParent"]()])
-    fixed = lesson["my_agent"](state_schema=lesson["RequirementsState"])
-    assert diagnose(broken).codes() == ["subagent-drops-key"]
-    assert diagnose(fixed).errors == []
+    assert diagnose(broken_agent(lesson)).codes() == ["subagent-drops-key"]
+    assert diagnose(fixed_agent(lesson)).errors == []
+    table = compare_findings(lesson["reports"], subagents=["requirements-collector"])
+    rows = {r["hazard"]: r for r in table.rows}
+    broken = rows["subagent-drops-key"]["broken build"]
+    assert broken == "error in its requirements-collector subagent"
+    assert rows["subagent-drops-key"]["fixed build"] == "none"
 
 
 def test_the_lessons_fix_holds_under_ainvoke_like_the_package(lesson):
     import asyncio
 
     async def both():
-        plain = lesson["my_agent"](state_schema=lesson["RequirementsState"])
+        plain = fixed_agent(lesson)
         package = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
         return await plain.ainvoke(user_turn()), await package.ainvoke(user_turn())
 
     plain, package = asyncio.run(both())
     assert plain["requirements"] == package["requirements"] == POSTGRES_FIELDS
+
+
+def test_the_lessons_fix_streams_the_same_fields(lesson):
+    """``stream`` (what a UI calls) ends on the same state as ``invoke``."""
+    *_, last = fixed_agent(lesson).stream(user_turn(), stream_mode="values")
+    assert last["requirements"] == POSTGRES_FIELDS
+
+
+def test_who_sees_what_on_the_page_matches_the_packages_builders(lesson, tmp_path):
+    """The page's three teaching builds and the package's three builders give one table."""
+    page = [
+        lesson["who_sees_what"](o, str(tmp_path / f"page{i}.db"))
+        for i, o in enumerate(lesson["builds"].values())
+    ]
+    builders = [build_split_schema_agent, build_cache_fix_agent, build_shared_schema_agent]
+    package = [
+        who_sees_what(b, POSTGRES_FIELDS, str(tmp_path / f"package{i}.db"))
+        for i, b in enumerate(builders)
+    ]
+    assert page == package
+    assert [r["next turn"] for r in page] == [0, 0, 5]
+    assert [r["same turn"] for r in page] == [0, 5, 5]
+
+
+def test_the_knob_gives_a_different_answer_at_each_position(lesson):
+    """What the lesson's knob shows for each declaration (the fixed-settings check of the knob)."""
+    rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
+    assert rows["the parent only"]["task returned keys"] == ["messages"]
+    assert rows["the parent only"]["the parent's reader got"] == "0 fields"
+    assert rows["the collector only"]["task returned keys"] == ["messages", "requirements"]
+    assert rows["the collector only"]["the parent's reader got"] == "0 fields"  # dropped up top
+    assert rows["both, one schema"]["the parent's reader got"] == "5 fields"
+    assert rows["both, no reducer"]["error"].startswith("InvalidUpdateError")
+    assert len({tuple(map(str, r.values()))[1:] for r in rows.values()}) == len(DECLARATIONS)
+
+
+def test_the_knob_rejects_an_unknown_position(lesson):
+    with pytest.raises(KeyError):
+        lesson["declared_by"]("nobody")
+
+
+def test_the_glossary_links_of_lessons_04_to_06_land_on_an_anchor():
+    """Every ``../docs/glossary.md#anchor`` link in notebooks 04-06 names an anchor that a
+    glossary page under docs/ defines (``<a id="anchor">``), so a reader's click lands."""
+    import re
+
+    docs = LESSON.parents[2] / "docs"
+    anchors = {
+        m
+        for page in docs.glob("glossary*.md")
+        for m in re.findall(r'id="([\w-]+)"', page.read_text())
+    }
+    linked = {
+        (source.name, anchor)
+        for source in sorted(LESSON.parent.glob("0[4-6]_*.py"))
+        for anchor in re.findall(r"\.\./docs/glossary\.md#([\w-]+)", source.read_text())
+    }
+    assert len(linked) >= 15
+    assert sorted(link for link in linked if link[1] not in anchors) == []

@@ -1,10 +1,11 @@
 """Notebook 05's claims in pytest: the teaching prompt order, the knob, the library pins.
 
 The lesson's code cells are executed from its jupytext source (all but the
-live engine cell and the widget), so a change on the page is tested here:
-the teaching ``expert_prompt`` must give the package's bytes for every
-expert, and the knob's ``placement`` must show the shared prefix break only
-when the variable line comes before the manual. The LangGraph behaviours the
+live engine cell, the chart and the widget), so a change on the page is
+tested here: the teaching ``expert_prompt`` must give the package's bytes for
+every expert, the page's desk must share the manual only with the fixed
+order, and the knob's ``request_id_after`` must share one more chapter at each
+of its positions. The LangGraph behaviours the
 old lesson asserted cell by cell (super-steps per execution mode, update
 chunks, ``InvalidUpdateError`` without a reducer) are pinned here, and the
 README's cold/warm figures are checked against ``data/results``.
@@ -29,7 +30,9 @@ from agentstate.experts import (
     build_messages,
     load_manual,
     load_results,
+    plot_ttft,
     system_prefix,
+    ttft_points,
     user_turn,
 )
 from agentstate.experts.prompts import utc_clock
@@ -46,11 +49,11 @@ def lesson() -> dict:
     """The lesson's namespace after its offline code cells ran (not the engine cell, not the
     recorded figures, not the widget)."""
     namespace: dict = {}
-    skipped = ("EngineServer", "load_results", "ipywidgets")
+    skipped = ("EngineServer", "plot_ttft", "ipywidgets")
     for cell in jupytext.read(LESSON).cells:
         if cell.cell_type != "code" or any(word in cell.source for word in skipped):
             continue
-        exec(compile(cell.source, str(LESSON), "exec"), namespace)
+        exec(compile(cell.source, str(LESSON), "exec", dont_inherit=True), namespace)
     return namespace
 
 
@@ -63,18 +66,81 @@ def test_teaching_prompt_is_the_package_prompt_byte_for_byte(lesson, expert):
         assert prompt_text(taught) == prompt_text(package)
 
 
-def test_knob_breaks_the_shared_prefix_only_before_the_manual(lesson):
-    placement = lesson["placement"]
-    for experts in (2, 3):
-        rows = {
-            w: placement(w, experts).rows[0]
-            for w in ("before the manual", "after the manual", "nowhere")
-        }
-        assert not rows["before the manual"]["covers the manual"]
-        assert rows["before the manual"]["bytes shared"] < 40
-        assert (
-            rows["after the manual"]["covers the manual"] and rows["nowhere"]["covers the manual"]
-        )
+def test_the_knob_shares_one_more_chapter_at_each_position(lesson):
+    """The knob's whole range teaches: every position shares more, and stops at the id line."""
+    knob, chapters = lesson["request_id_after"], lesson["chapters"]
+    rows = [knob(c).rows[0] for c in range(len(chapters) + 1)]
+    shared = [r["bytes shared"] for r in rows]
+    assert shared == sorted(set(shared))  # strictly more at each position
+    before = len(f"system: {lesson['GLOBAL_INSTRUCTIONS']}Request id: 000".encode())
+    assert shared[0] == before and rows[0]["of the prompt"] == "0.3%"
+    assert shared[-1] == before + MANUAL.size and rows[-1]["of the prompt"] == "99.7%"
+    assert all("Request id: 000|0" in r["they part at"] for r in rows)
+
+
+def test_the_desk_on_the_page_shares_the_manual_only_with_the_fixed_order(lesson):
+    """The page's desk, run sync and async: the scripted experts see what the prompt built."""
+    import asyncio
+
+    from agentstate.fixtures import shared_prefix
+    from agentstate.models import ScriptedChatModel
+
+    def shared(prompt, run):
+        model = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+        state = run(lesson["build_desk"](model, prompt))
+        assert sorted(state["notes"]) == sorted(EXPERTS)
+        return shared_prefix(model.seen)["bytes shared"]
+
+    def sync(desk):
+        return desk.invoke({"question": ALL3})
+
+    def in_a_loop(desk):
+        return asyncio.run(desk.ainvoke({"question": ALL3}))
+
+    for run in (sync, in_a_loop):
+        assert shared(lesson["clock_first"], run) < 100
+        assert shared(lesson["expert_prompt"], run) > MANUAL.size
+
+
+def test_the_doctor_tells_the_two_desks_apart(lesson):
+    reports = lesson["reports"]
+    assert reports["clock first"].codes() == ["prefix-not-invariant"]
+    assert reports["manual first"].codes() == []
+
+
+def test_the_lessons_time_figures_come_from_the_recorded_sweep():
+    """ "6 to 41 times" and "41 s at 5,949 tokens" in the lesson are the sweep's numbers."""
+    text = LESSON.read_text()
+    points = ttft_points(load_results())
+    ratios = [p["cold / warm"] for p in points]
+    assert f"{round(min(ratios))} to {round(max(ratios))} times" in text.replace("\n# ", " ")
+    biggest = points[-1]
+    assert f"({round(biggest['cold s'])} s at {biggest['prefix tokens']:,} tokens here)" in text
+
+
+def test_the_ttft_chart_draws_the_recorded_points_the_same_every_time():
+    import io
+
+    results = load_results()
+    figures = [plot_ttft(results), plot_ttft(results)]
+    (ax,) = figures[0].axes
+    points = ttft_points(results)
+    assert [list(line.get_ydata()) for line in ax.lines] == [
+        [p[k] for p in points] for k in ("cold s", "warm s", "floor s")
+    ]
+    assert [t.get_text() for t in ax.texts] == [f"{p['cold / warm']:g}x" for p in points]
+    pngs = []
+    for figure in figures:
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        pngs.append(buffer.getvalue())
+    assert pngs[0] == pngs[1]
+
+
+def test_the_chart_refuses_results_without_a_sweep():
+    results = {**load_results(), "sweep": {"points": []}}
+    with pytest.raises(ValueError, match="no sweep points"):
+        plot_ttft(results)
 
 
 def test_a_real_clock_line_first_parts_the_prompts_before_the_manual():

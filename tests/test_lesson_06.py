@@ -28,7 +28,7 @@ from agentstate.memory import build_capture_graph, without_guard
 from agentstate.memory.capture.conversations import CONTROLS, load, parse
 from agentstate.memory.capture.observer import CaptureRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, policy_model
-from agentstate.memory.capture.prompt import ids_from
+from agentstate.memory.capture.prompt import ids_from, system_prompt
 from agentstate.memory.client import MemoryClient
 from agentstate.memory.lesson import PROPOSAL_KINDS, expected_entries, proposal, stored_entries
 from agentstate.memory.service.process import ServerProcess
@@ -52,16 +52,27 @@ def server(tmp_path_factory):
     assert proc.proc is None
 
 
-def teaching_guard():
-    """``build_guarded_capture`` as the notebook defines it: its cells, executed."""
+def lesson_cells(*markers: str, **names) -> types.ModuleType:
+    """The notebook's code cells that hold ``markers``, executed in a real module (LangGraph
+    reads its type hints) whose globals start with ``names``."""
     cells = [c.source for c in jupytext.read(LESSON).cells if c.cell_type == "code"]
-    wanted = [s for s in cells if "class GuardState" in s or "def build_guarded_capture" in s]
-    assert len(wanted) == 2, "the lesson's guard cells moved: update this test"
-    module = types.ModuleType("lesson06_teaching")  # a real module: LangGraph reads its hints
+    wanted = [s for s in cells if any(marker in s for marker in markers)]
+    assert len(wanted) == len(markers), "the lesson's cells moved: update this test"
+    module = types.ModuleType(f"lesson06_{next(_memories)}")
     sys.modules[module.__name__] = module
+    module.__dict__.update(names)
     for source in wanted:
-        exec(compile(source, str(LESSON), "exec"), module.__dict__)
-    return module.build_guarded_capture
+        exec(compile(source, str(LESSON), "exec", dont_inherit=True), module.__dict__)
+    return module
+
+
+def teaching_guard():
+    """``build_guarded_capture`` as the notebook defines it: its cells, executed (with the
+    capture prompt an earlier cell imports)."""
+    cells = lesson_cells(
+        "class GuardState", "def build_guarded_capture", system_prompt=system_prompt
+    )
+    return cells.build_guarded_capture
 
 
 BUILDERS = {
@@ -208,3 +219,51 @@ async def test_teaching_guard_leaves_a_refused_message_unstored(server):
             await graph.ainvoke({"turn": message}, config)
         state = await graph.aget_state(config)
     assert state.values.get("stored", []) == []
+
+
+def test_the_knob_shows_each_fault_in_the_loop_and_none_behind_the_guard(server):
+    from agentstate.display import Table
+    from agentstate.memory import replay_model, store_rows
+
+    """The knob's fixed settings: every fault position shows something of its own in the
+    ReAct loop, and the guard with the same model stores the 14 messages exactly."""
+    page = lesson_cells(
+        "def react_agent",
+        "class GuardState",
+        "def build_guarded_capture",
+        "def replay_fault",
+        server=server,
+        travel=load("solo_travel"),
+        MemoryClient=MemoryClient,
+        replay_model=replay_model,
+        store_rows=store_rows,
+        Table=Table,
+    )
+    faults = ["none", "answers the user", "writes twice", "swaps roles", "all, as reported"]
+    rows = {f: {r["agent"]: r for r in page.replay_fault(f).rows} for f in faults}
+    loop = {f: (r["ReAct loop"]["entries"], r["ReAct loop"]["not ok"]) for f, r in rows.items()}
+    assert loop["none"] == (14, 0)
+    assert loop["writes twice"][0] > 14 and loop["swaps roles"] == (14, loop["swaps roles"][1])
+    assert all(loop[f][1] > 0 for f in faults[1:])
+    assert len(set(loop.values())) == len(faults)  # each position shows something new
+    assert all((r["guard"]["entries"], r["guard"]["not ok"]) == (14, 0) for r in rows.values())
+
+
+async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
+    from agentstate.doctor import diagnose
+    from agentstate.memory import replay_model
+
+    page = lesson_cells("def react_agent", "class GuardState", "def build_guarded_capture")
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        loop = page.react_agent(replay_model(), tools, "doctor.trip")
+        guard = page.build_guarded_capture(replay_model(), tools, InMemorySaver())
+    assert diagnose(loop).codes() == ["memory-in-react-loop"]
+    assert diagnose(guard).codes() == []
+
+
+def test_replay_model_refuses_an_unknown_fault():
+    from agentstate.memory import replay_model
+
+    with pytest.raises(ValueError, match="unknown fault 'sulks'; choose one of: none"):
+        replay_model("sulks")

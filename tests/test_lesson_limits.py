@@ -86,19 +86,8 @@ def test_the_limits_check_catches_a_long_lesson(tmp_path):
 
 
 def pictures(path: Path) -> int:
-    """Saved figures (PNG or SVG outputs) and Mermaid diagrams (in markdown) of a built notebook."""
-    nb = json.loads(path.read_text())
-    figures = sum(
-        any(kind in out.get("data", {}) for kind in ("image/png", "image/svg+xml"))
-        for cell in nb["cells"]
-        for out in cell.get("outputs", [])
-    )
-    mermaid = sum(
-        "".join(c["source"]).count("```mermaid")
-        for c in nb["cells"]
-        if c["cell_type"] == "markdown"
-    )
-    return figures + mermaid
+    """Saved figures and Mermaid diagrams (in markdown cells or outputs) of a built notebook."""
+    return lesson_stats.figures_in(path)
 
 
 def visible_asserts(path: Path) -> int:

@@ -1,104 +1,154 @@
 # %% [markdown]
 # # 05 · The invariant prefix: one changed byte before the manual makes every call cold
 #
-# A bank's operations desk routes each question to up to three experts (a
-# technical specialist, a compliance auditor, a support concierge), and every
-# expert answers from the same 108 KB operations manual. An engine with a
-# prefix cache skips reading the manual again, but only for the leading
-# tokens that are identical to an earlier prompt. The original write-up made
-# it a hard rule: no persona, timestamp, request id or history before the
-# manual. This notebook shows why with bytes, proves it on a real engine
-# (llama.cpp), and writes the prompt order that keeps every expert call after
-# the first warm.
+# A bank's operations desk sends each question to three experts (a
+# technical specialist, a compliance auditor, a support concierge), and
+# every expert answers from the same 108 KB operations manual. An engine
+# with a [prefix cache](../docs/glossary.md#prefix-cache) skips reading the
+# manual again, but only for the leading tokens that are identical to an
+# earlier prompt. cache-lm's notes (one of the write-ups of notebook 01)
+# made it a hard rule: "I never put expert persona, timestamps, request
+# IDs, or chat history before the manual." This notebook tests the rule:
+# it builds the desk, breaks the rule with a clock line, measures what the
+# prompts share, and proves the fixed order on llama.cpp.
 
 # %% [markdown]
 # ## Recap
 # Stage 04 decided which state keys cross a subagent boundary. Here nothing
-# is lost from state: the question is which bytes the model reads first, and
-# whether they are the same for every call.
+# is lost from state: the question is which bytes the model reads first,
+# and whether they are the same for every call.
 #
 # ## Goals
 # - Reproduce: a clock line before the manual gives every expert call a new prefix.
-# - Look inside: how many leading bytes the experts' prompts share.
-# - Write the prompt order whole (instructions + manual, then persona, then the
-#   query), check it against the package's, and prove it on llama.cpp.
-# - Turn a knob: move the variable line and watch the shared prefix.
+# - Look inside: the layout of an expert's prompt, and which parts vary.
+# - Write the prompt order whole, check it against the package's, and
+#   prove it on llama.cpp; read the recorded time to first token.
+# - Turn a knob: move the variable line through the manual.
 
 # %% [markdown]
 # ## 1. Reproduce: a clock line before the manual
-# A common first prompt starts with the current time. Build system message 1
-# that way for the three experts of one question, reading the real clock
-# each time:
-
-# %% tags=["nbval-ignore-output"]
-from agentstate.display import Table
-from agentstate.experts import EXPERTS, load_manual, system_prefix
-from agentstate.experts.prompts import utc_clock
-from agentstate.fixtures import shared_by_all
-
-manual = load_manual()
-busted = [system_prefix(manual, "timestamp_first", clock=utc_clock) for _ in EXPERTS]
-shared = shared_by_all([p.text.encode() for p in busted])
-first_lines = [p.text.splitlines()[0] for p in busted]
-assert shared < len(first_lines[0]) < manual.size  # they part ways before the manual
-Table(
-    {"expert": e, "first line": line, "bytes shared by all 3": shared}
-    for e, line in zip(EXPERTS, first_lines, strict=True)
-)
-
-# %% [markdown]
-# The clock's readings differ in their last digits, so the three prompts part
-# ways a few dozen bytes in, before the manual even starts. A prefix cache can
-# reuse only the shared leading tokens: every call prefills the whole manual
-# again. (The readings change every run, so this cell's output does too.)
-#
-# ## 2. Look inside: what an engine could reuse
-# An expert call is system message 1, system message 2 (the persona), then
-# the question. For each placement of the variable part, the leading bytes
-# all three experts' full prompts share, and whether that covers the manual:
+# The desk, built here: a `StateGraph` whose
+# [`Send` fan-out](../docs/glossary.md#send-fan-out) starts one run of the
+# `expert` node per expert, all in one super-step; their notes meet in a
+# dict-merge reducer. `prompt` builds each expert's messages.
 
 # %%
-from agentstate.experts import build_messages
-from agentstate.fixtures import prompt_text
+import operator
+from typing import Annotated, TypedDict
 
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from agentstate.experts import EXPERTS, load_manual
+
+manual = load_manual()
 QUESTION = "The overnight batch outage: what must we report to the regulator?"
 
 
-def shared_prompt(label: str, policy: str) -> dict:
-    prompts = [build_messages(system_prefix(manual, policy), e, QUESTION) for e in EXPERTS]
-    common = shared_by_all([prompt_text(p) for p in prompts])  # moves with the clock's digits
-    shown = common if common > 100 else "under 100"
-    return {
-        "system message 1": label,
-        "bytes shared": shown,
-        "covers the manual": common > manual.size,
-    }
+class DeskState(TypedDict, total=False):
+    question: str
+    notes: Annotated[dict, operator.or_]  # each expert adds its own key
 
-
-placements = Table(
-    [shared_prompt("clock first", "timestamp_first"), shared_prompt("manual first", "invariant")]
-)
-assert placements.column("covers the manual") == [False, True]
-placements
-
-# %% [markdown]
-# With nothing variable first, the three prompts share every byte of the
-# manual and part ways only after it, where the persona comes. That is the
-# whole fix: an invariant prefix.
-#
-# ## 3. The fix: the prompt order, written whole
-# System message 1 is fixed instructions plus the manual's bytes, and nothing
-# else: no clock, no id, no name. The persona comes second, the thread's
-# history and the question last. Each expert differs from the others only
-# after the manual.
 
 # %%
-from langchain_core.messages import HumanMessage, SystemMessage
+def build_desk(model, prompt, manual_text=manual.text):
+    def fan_out(state):
+        return [Send("expert", {"question": state["question"], "expert": e}) for e in EXPERTS]
 
+    def expert(task):
+        persona = EXPERTS[task["expert"]].system_text()
+        reply = model.invoke(prompt(manual_text, persona, task["question"]))
+        return {"notes": {task["expert"]: reply.text}}
+
+    graph = StateGraph(DeskState)
+    graph.add_node("expert", expert)
+    graph.add_conditional_edges(START, fan_out, ["expert"])
+    graph.add_edge("expert", END)
+    return graph.compile()
+
+
+# %% [markdown]
+# A common first prompt starts with the current time. The experts' model is
+# scripted (it answers "a note") and keeps every prompt it was sent:
+
+# %% tags=["nbval-ignore-output"]
+from datetime import UTC, datetime
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+from agentstate.display import Table
 from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS, MANUAL_END
+from agentstate.fixtures import shared_prefix
+from agentstate.models import ScriptedChatModel
 
 
-def expert_prompt(manual_text: str, persona: str, question: str, history=()) -> list:
+def clock_first(manual_text, persona, question, history=()):
+    clock = f"Current time: {datetime.now(UTC).isoformat(timespec='microseconds')}\n"
+    first = SystemMessage(clock + GLOBAL_INSTRUCTIONS + manual_text + MANUAL_END)
+    return [first, SystemMessage(persona), *history, HumanMessage(question)]
+
+
+recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+build_desk(recorder, clock_first).invoke({"question": QUESTION})
+busted = shared_prefix(recorder.seen)
+assert busted["bytes shared"] < 100 < manual.size
+Table([busted])
+
+# %% [markdown]
+# The three calls read the clock microseconds apart, so their prompts part
+# ways in its last digits, a few dozen bytes in, before the manual starts.
+# A prefix cache reuses only the shared leading tokens: every call reads
+# the whole manual again. (The readings change every run, so this output
+# does too.)
+#
+# ## 2. Look inside: the layout of an expert's prompt
+#
+# ```mermaid
+# flowchart LR
+#     subgraph broken["clock first: the calls part at the first line"]
+#         direction LR
+#         b1["Current time: ...418185"]:::varies --> b2["instructions + manual, 109 KB"]:::lost
+#         b2 --> b3["persona"]:::varies --> b4["question"]:::same
+#     end
+#     subgraph fixed["manual first: the calls part after the manual"]
+#         direction LR
+#         f1["instructions + manual, 109 KB"]:::same --> f2["persona"]:::varies
+#         f2 --> f3["history, question"]:::same
+#     end
+#     classDef same fill:#d5f5e3,stroke:#1e8449
+#     classDef varies fill:#fadbd8,stroke:#c0392b
+#     classDef lost fill:#eaecee,stroke:#7f8c8d,stroke-dasharray: 4 2
+# ```
+#
+# Green parts are the same bytes in every call, red ones differ per call,
+# and grey is the same manual read again because something before it
+# differed. Each message of the three calls, measured:
+
+# %%
+calls = recorder.seen
+Table(
+    {
+        "message": [
+            "system 1: clock, instructions, manual",
+            "system 2: persona",
+            "human: question",
+        ][i],
+        "bytes": sorted({len(c[i].content.encode()) for c in calls}),
+        "same in all 3 calls": len({c[i].content for c in calls}) == 1,
+    }
+    for i in range(3)
+)
+
+# %% [markdown]
+# ## 3. The fix: the prompt order, written whole
+# System message 1 holds the fixed instructions and the manual's bytes and
+# nothing else: no clock, no id, no name. The persona comes second, the
+# thread's history and the question last, so the experts' prompts differ
+# only after the manual.
+
+
+# %%
+def expert_prompt(manual_text, persona, question, history=()):
     """Invariant first, then what varies: persona, history, question."""
     return [
         SystemMessage(GLOBAL_INSTRUCTIONS + manual_text + MANUAL_END),  # the same for every call
@@ -108,176 +158,171 @@ def expert_prompt(manual_text: str, persona: str, question: str, history=()) -> 
     ]
 
 
+recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+build_desk(recorder, expert_prompt).invoke({"question": QUESTION})
+fixed = shared_prefix(recorder.seen)
+Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
+
 # %% [markdown]
-# The package's `build_messages(system_prefix(manual), expert, query)` is the
-# same order; the graph adds a router, a `Send` fan-out of the experts and a
-# synthesis, and records each call's prefix hash. Both give the same bytes
-# for every expert:
+# Now the three prompts share 109,157 bytes: the role tag `system: ` (8
+# bytes), all 109,128 bytes of system message 1, then `⏎system: You are the `
+# (21 bytes); they part at the first letter of each expert's title. (With
+# the clock first, system message 1 was 47 bytes longer: the clock line.)
+#
+# The package's `build_messages(system_prefix(manual), expert, query)` is
+# the same order; its graph (`agentstate.experts.build_experts_graph`) adds
+# a router, a synthesis and a hash of each call's prefix. Both give the
+# same messages for every expert:
 
 # %%
-rows = []
-for e in EXPERTS:
-    taught = prompt_text(expert_prompt(manual.text, EXPERTS[e].system_text(), QUESTION))
-    package = prompt_text(build_messages(system_prefix(manual), e, QUESTION))
-    rows.append(
-        {"expert": e, "prompt bytes": len(taught), "same bytes as the package": taught == package}
-    )
-same = Table(rows)
-assert all(same.column("same bytes as the package"))
+from agentstate.experts import build_messages, system_prefix
+
+same = Table(
+    {
+        "expert": e,
+        "same messages as the package": [
+            m.content for m in expert_prompt(manual.text, EXPERTS[e].system_text(), QUESTION)
+        ]
+        == [m.content for m in build_messages(system_prefix(manual), e, QUESTION)],
+    }
+    for e in EXPERTS
+)
+assert all(same.column("same messages as the package"))
 same
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
-# The next cell needs the engine (`make engine`: llama.cpp's server and
-# SmolLM2-135M). It starts the server on 127.0.0.1 with its log on, clears
-# the cache, and sends two experts the same question twice: with a clock line
-# first, then with `expert_prompt`. The engine logs how many prompt tokens
-# each request reused from its cache: a count, not a timing, so the model
-# could have done otherwise and the cell asserts on what it did. The manual is
-# cut to its first chapter to keep the cell quick; the recorded benchmark used
-# the same cut, and its prefix token count is read from
-# `data/results/experts_benchmark.json`. Without the engine the cell says so.
+# The next cell runs the desk of section 1 on llama.cpp's server with
+# SmolLM2-135M (`make engine` installs them) through LangChain's
+# `ChatOpenAI`, once per order, one expert after the other; an unrelated
+# prompt first empties the cache. The engine logs how many prompt tokens
+# each request reused: a count, not a timing. The manual is cut to its
+# first chapter: about 15 s on an idle 2-core machine, minutes on a busy
+# one (the bar counts the six expert calls). Without the engine the cell
+# says so.
 
 # %% tags=["nbval-ignore-output"]
-from agentstate.engine import EngineServer, engine_installed
-from agentstate.experts import chat_model, evict, load_results
-from agentstate.models import ModelSettings
+from langchain_openai import ChatOpenAI
+from tqdm.auto import tqdm
 
-chapter1, recorded = manual.leading(1), load_results()["sizes"][0]
-assert recorded["prefix_sha256"] == system_prefix(chapter1).sha256  # the bytes measured
-live = "engine not installed: run `make engine` to see this live"
+from agentstate.engine import EngineServer, engine_installed
+
+chapter1, live = manual.leading(1), "engine not installed: run `make engine` to see this live"
 if engine_installed():
-    with EngineServer(verbose=True) as server:
-        model, live = chat_model(ModelSettings(base_url=server.base_url), max_tokens=8), []
-        for clock_first in (True, False):
-            evict(model)
-            seen = len(server.prefix_hits())
-            for expert in ("technical_specialist", "compliance_auditor"):
-                first, *rest = expert_prompt(chapter1.text, EXPERTS[expert].system_text(), QUESTION)
-                clock = f"Current time: {utc_clock()}\n" if clock_first else ""
-                model.invoke([SystemMessage(clock + first.content), *rest])
+    with EngineServer(verbose=True) as server, tqdm(total=6, desc="expert calls") as bar:
+        # llama.cpp reads max_tokens from the request body
+        model = ChatOpenAI(
+            base_url=server.base_url, api_key="local", model="local", extra_body={"max_tokens": 8}
+        )
+        live = []
+        for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
+            model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
+            seen, desk = len(server.prefix_hits()), build_desk(model, prompt, chapter1.text)
+            for _ in desk.stream({"question": QUESTION}, {"max_concurrency": 1}):
+                bar.update()
             reused = max(server.prefix_hits()[seen:], default=0)
-            live.append({"clock first": clock_first, "most tokens reused": reused})
+            live.append({"prompt": name, "most tokens a call reused": reused})
     live = Table(live)
-    assert live.column("most tokens reused")[0] < 50 < recorded["prefix_tokens"]
-    assert live.column("most tokens reused")[1] > recorded["prefix_tokens"]
+    assert (
+        live.column("most tokens a call reused")[0]
+        < 50
+        < 600
+        < live.rows[1]["most tokens a call reused"]
+    )
 live
 
 # %% [markdown]
-# With the clock first, the second expert reused at most the few tokens
-# before the clock's digits; with the invariant prefix it reused more tokens
-# than the whole first-chapter prefix holds (the recorded count), so only its
+# With the clock first, a call reused at most the tokens before the
+# clock's digits; with the manual first, the second and third expert
+# reused the whole first-chapter prefix (about 620 tokens), so only the
 # persona and the question were read anew.
 #
-# What that is worth in time, recorded by `scripts/bench_experts.py` on this
-# repository's engine (3 rounds, medians of each expert's time to first token;
-# `cold` with a clock line first, `warm` the second and third experts with the
-# invariant prefix). The run is named by its date and model:
+# What that is worth in [time to first token](../docs/glossary.md#time-to-first-token),
+# recorded by `scripts/bench_experts.py` on this repository's engine (3
+# rounds, medians, the first 1 to 16 chapters of the manual): each
+# [cold call](../docs/glossary.md#cold-and-warm-calls)
+# [prefills](../docs/glossary.md#prefill) the whole prefix, each warm one
+# only the persona and the question.
 
 # %%
-results = load_results()
-run = f"{results['provenance']['date']}, {results['provenance']['model_file']}"
-recorded_ttft = Table(
-    {
-        "run": run,
-        "prefix tokens": s["prefix_tokens"],
-        "cold s": round(s["cold_ms"] / 1000, 2),
-        "warm s": round(s["warm_ms"] / 1000, 2),
-        "cold / warm": round(s["cold_ms"] / s["warm_ms"], 1),
-    }
-    for s in results["sizes"]
-)
-assert all(r["warm s"] < r["cold s"] for r in recorded_ttft.rows)
-recorded_ttft
+from agentstate.experts import load_results, plot_ttft
+
+plot_ttft(load_results())
 
 # %% [markdown]
-# The engine's context holds 8,192 tokens and the whole manual is larger, so
-# the run sent its first 1, 2 and 4 chapters; the going-further notebook has
-# the sweep to 16 chapters, the other execution modes and where each figure
-# came from.
+# A cold call's wait grows with the prefix (41 s at 5,949 tokens here);
+# a warm call's stays near the floor, a call without the manual. The
+# going-further notebook has the numbers and where they came from.
 #
 # ## 5. What the doctor says
-# `agentstate.doctor.Watch` is a callback handler: pass it to one run and it
-# reports model calls whose prompts diverge before a large shared part. Here
-# the package's graph runs both orders with a scripted expert model (the
-# report quotes the clock's readings, so its text changes every run):
+# `agentstate.doctor.Watch` is a callback handler: passed to a run, it
+# reports model calls whose prompts part before a large shared part. Both
+# desks, with the scripted model:
 
-# %% tags=["nbval-ignore-output"]
-from langchain_core.messages import AIMessage
-
+# %%
+from agentstate.display import compare_findings
 from agentstate.doctor import Watch
-from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
-from agentstate.models import ScriptedChatModel
 
 
-def watched(prefix_policy: str):
-    experts = ScriptedChatModel(script=[AIMessage("a note")] * 4)
-    config = ExpertsConfig(
-        manual=manual, mode="llm", expert_model=experts, prefix_policy=prefix_policy
-    )
-    graph = build_experts_graph(config)
-    watch = Watch(graph)
-    graph.invoke(user_turn(QUESTION), {"callbacks": [watch]})
+def watched(prompt):
+    desk = build_desk(ScriptedChatModel(script=[AIMessage("a note")] * 3), prompt)
+    watch = Watch(desk)
+    desk.invoke({"question": QUESTION}, {"callbacks": [watch]})
     return watch.report()
 
 
-broken, fixed = watched("timestamp_first"), watched("invariant")
-assert broken.codes() == ["prefix-not-invariant"] and fixed.codes() == []
-broken
+reports = {"clock first": watched(clock_first), "manual first": watched(expert_prompt)}
+assert (
+    reports["clock first"].codes() == ["prefix-not-invariant"]
+    and not reports["manual first"].codes()
+)
+compare_findings(reports)
 
 # %% [markdown]
-# ## Try it: where the variable line goes
-# Run the cells above first. Put a per-call line (a clock reading, a request
-# id) before the manual, after it, or nowhere, and choose how many experts
-# answer: the table shows the bytes all their prompts share and whether that
-# covers the manual.
-
+# ## Try it: a variable line anywhere in the manual
+# Run the cells above first. A per-call line (a request id, like a clock
+# reading) goes after the first `chapter` chapters of the manual (0:
+# before it). The table shows the bytes the three experts' prompts share
+# (what a cache could reuse), their share of the prompt, and where they part.
 
 # %%
-def placement(variable_line="before the manual", experts=3):
+chapters = manual.chapter_titles()
+
+
+def request_id_after(chapter=0):
+    cut = len(GLOBAL_INSTRUCTIONS) + (len(manual.leading(chapter).text) if chapter else 0)
     prompts = []
-    for n, expert in enumerate(list(EXPERTS)[:experts]):
-        line = f"Request id: {n:04d}\n"  # differs per call, like a clock reading
+    for n, expert in enumerate(EXPERTS):
         first, *rest = expert_prompt(manual.text, EXPERTS[expert].system_text(), QUESTION)
-        if variable_line == "before the manual":
-            first = SystemMessage(line + first.content)
-        elif variable_line == "after the manual":
-            rest[0] = SystemMessage(line + rest[0].content)
-        prompts.append(prompt_text([first, *rest]))
-    common = shared_by_all(prompts)
-    row = {"variable line": variable_line, "experts": experts, "bytes shared": common}
-    return Table([{**row, "covers the manual": common > manual.size}])
+        line = f"Request id: {n:04d}\n"  # differs per call
+        prompts.append([SystemMessage(first.content[:cut] + line + first.content[cut:]), *rest])
+    after = chapters[chapter - 1] if chapter else "(nothing: before the manual)"
+    return Table([{"id line after": after, **shared_prefix(prompts)}])
 
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-wide = {"description_width": "initial"}
-where = ["before the manual", "after the manual", "nowhere"]
 knob_widget = widgets.interact(
-    placement,
-    variable_line=widgets.Dropdown(options=where, description="variable line", style=wide),
-    experts=widgets.IntSlider(value=3, min=2, max=3, description="experts", style=wide),
+    request_id_after,
+    chapter=widgets.IntSlider(value=0, min=0, max=len(chapters), description="chapter"),
 )
-
-# %%
-checked = Table(
-    placement(where, 3).rows[0] for where in ("before the manual", "after the manual", "nowhere")
-)
-assert checked.column("covers the manual") == [False, True, True]
-assert checked.column("bytes shared")[0] < 40
-checked
 
 # %% [markdown]
+# Each chapter the line moves down adds that chapter to what every call
+# shares, and nothing after the line is ever reused: the cache stops at the
+# first byte that differs. `tests/test_lesson_05.py` checks every position.
+#
 # ## Summary
-# - A prefix cache reuses only identical leading tokens. A clock line before
-#   the manual makes the experts' prompts part ways in the first few dozen
-#   bytes, and every call reads the whole manual again.
-# - The fix is an order: instructions + manual (invariant), then the persona,
-#   then history and the question. The teaching `expert_prompt` and the
-#   package's `build_messages` give the same bytes.
-# - On llama.cpp the second expert reuses the whole first-chapter prefix only
-#   with the invariant order; the recorded run shows what that saves.
+# - A prefix cache reuses only identical leading tokens. A clock line
+#   before the manual makes the experts' prompts part in its last digits,
+#   and every call reads the whole manual again.
+# - The fix is an order: instructions + manual (invariant), then the
+#   persona, then history and the question. The teaching `expert_prompt`
+#   and the package's `build_messages` give the same messages.
+# - On llama.cpp the second and third expert reuse the whole prefix only
+#   with the invariant order; the recorded cold calls wait 6 to 41 times
+#   longer for their first token than the warm ones.
 # - Going further: [the router, the fan-out, the recorded benchmark and its
 #   provenance](going_further/05_benchmark_and_provenance.ipynb).
 #
@@ -285,8 +330,8 @@ checked
 # 1. Put the persona before the manual (swap the first two messages of
 #    `expert_prompt`). How many bytes do the three experts' prompts share?
 # 2. Continue a thread: pass the first turn's question and answer as
-#    `history`. Does system message 1 change, and do two turns of one expert
-#    still share the manual?
-# 3. From the recorded table, how many seconds does the invariant prefix save
-#    on a 3-expert question at each prefix size (cold for all three, against
-#    cold for the first and warm for the other two)?
+#    `history`. Does system message 1 change, and do two turns of one
+#    expert still share the manual?
+# 3. From the recorded points (`load_results()["sweep"]["points"]`), how
+#    many seconds does the invariant prefix save on a 3-expert question at
+#    each prefix size (three cold calls, against one cold and two warm)?

@@ -1,4 +1,4 @@
-"""Lesson fixtures: the scenarios, scripted lesson models and readouts of notebooks 01-04.
+"""Lesson fixtures: the scenarios, scripted lesson models and readouts of notebooks 01-06.
 
 Notebooks and tests share these so a lesson's numbers come from one place,
 not from code pasted into cells. Library modules never import this module:
@@ -570,6 +570,26 @@ def shared_by_all(prompts: list[bytes]) -> int:
     from agentstate.experts import common_prefix_length
 
     return min(common_prefix_length(prompts[0], p) for p in prompts[1:])
+
+
+def shared_prefix(prompts: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
+    """The leading bytes several calls' prompts share, and where they part (notebook 05).
+
+    ``"bytes shared"`` is what a prefix cache could reuse across the calls,
+    ``"of the prompt"`` that as a share of the first call's prompt, and
+    ``"they part at"`` shows the last 24 shared characters, a bar, then each
+    prompt's next 10 characters separated by `` / `` (newlines as ``⏎``), so
+    a reader sees which byte ends the reuse.
+    """
+    data = [prompt_text(p) for p in prompts]
+    n = shared_by_all(data)
+    before = data[0][max(0, n - 24) : n].decode("utf-8", "replace")
+    after = " / ".join(d[n : n + 10].decode("utf-8", "replace") for d in data)
+    return {
+        "bytes shared": n,
+        "of the prompt": f"{n / len(data[0]):.1%}",
+        "they part at": f"…{before}|{after}".replace("\n", "⏎"),
+    }
 
 
 def super_steps(graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> list[list[str]]:

@@ -30,16 +30,26 @@ Table({"reducer": name, "parent's notes after the task": items} for name, items 
 # %% [markdown]
 # The safe pattern is a reducer that is idempotent for what comes back:
 # `append_unique` adds only unseen items, and the field merge of
-# `requirements` is idempotent by construction. Applying a returned value a
-# second time changes nothing with either:
+# `requirements` keeps one value per field. A subagent returns the parent's
+# fields together with its own; applied once or twice, the merge keeps each
+# field once, where `operator.add` would repeat the list:
 
 # %%
-from agentstate.core import append_unique, merge_fields
-from agentstate.fixtures import POSTGRES_FIELDS
+import operator
 
-assert append_unique(append_unique(["pre"], ["new"]), ["pre", "new"]) == ["pre", "new"]
-assert merge_fields(POSTGRES_FIELDS, POSTGRES_FIELDS) == POSTGRES_FIELDS
-Table([{"append_unique twice": append_unique(["pre", "new"], ["pre", "new"])}])
+from agentstate.core import append_unique, merge_fields
+
+parent_had, returned = {"engine": "postgres"}, {"engine": "postgres", "port": 5432}
+once = merge_fields(parent_had, returned)
+assert merge_fields(once, returned) == once == returned
+assert append_unique(["pre"], ["pre", "new"]) == ["pre", "new"]
+Table(
+    [
+        {"reducer": "merge_fields, applied twice", "result": sorted(merge_fields(once, returned))},
+        {"reducer": "append_unique", "result": append_unique(["pre"], ["pre", "new"])},
+        {"reducer": "operator.add", "result": operator.add(["pre"], ["pre", "new"])},
+    ]
+)
 
 # %% [markdown]
 # ## Fork mode: the subagent receives the parent's conversation
@@ -54,7 +64,7 @@ import warnings
 
 from langchain_core.messages import HumanMessage
 
-from agentstate.fixtures import parent_model, user_turn
+from agentstate.fixtures import POSTGRES_FIELDS, parent_model, user_turn
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
     COLLECTOR,

@@ -99,13 +99,13 @@ def build_guard(model, tools, trust_text=False, check_stored=True, bootstrap=Fal
     return builder.compile(checkpointer=InMemorySaver())
 
 
-async def capture(graph, events, memory_id, vault_id="agentstate"):
+async def observe(agent, client, events, memory_id, vault_id="agentstate"):
+    """The lesson's observer: each event as one invoke, then what the store holds."""
     await client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
-    config = {
-        "configurable": {"thread_id": memory_id, "vault_id": vault_id, "memory_id": memory_id}
-    }
+    ids = {"thread_id": memory_id, "vault_id": vault_id, "memory_id": memory_id}
     for event in events:
-        await graph.ainvoke({"turn": event.to_message()}, config)
+        message = event.to_message()
+        await agent.ainvoke({"messages": [message], "turn": message}, {"configurable": ids})
     await client.call("await_consistency", memory_id=memory_id)
     return stored_entries(server.db, memory_id)
 
@@ -114,8 +114,9 @@ async def random_runs(label, seeds=range(12), **switches):
     proposer, rows = RandomProposals(seed=6), []
     for seed in seeds:
         chat, sent = random_events(seed, n_messages=8)
-        got = await capture(
+        got = await observe(
             build_guard(PolicyChatModel(policy=proposer), tools, **switches),
+            client,
             sent,
             f"{label}.{seed}",
         )
@@ -150,14 +151,13 @@ trusting
 # needed.
 
 # %%
-from agentstate.memory import AS_REPORTED, CapturePolicy, load, policy_model
+from agentstate.memory import load, replay_model
 
 unchecked = Table(await random_runs("unchecked", check_stored=False))
 assert [r["exact"] for r in unchecked.rows] == [r["resends"] == 0 for r in unchecked.rows]
 travel = load("solo_travel")
-replayed = policy_model(CapturePolicy(AS_REPORTED), "replayed")
-report = await capture(
-    build_guard(replayed, tools, check_stored=False), travel.events, "unchecked.trip"
+report = await observe(
+    build_guard(replay_model(), tools, check_stored=False), client, travel.events, "unchecked.trip"
 )
 assert report == expected_entries(travel, "trip")
 unchecked
@@ -170,7 +170,9 @@ unchecked
 # %%
 from agentstate.memory import audit, counts
 
-await capture(build_guard(replayed, tools, bootstrap=True), travel.events, "boot.trip")
+await observe(
+    build_guard(replay_model(), tools, bootstrap=True), client, travel.events, "boot.trip"
+)
 found = counts(audit(server.db, travel, {"trip": "boot.trip"}))
 assert not {"missing_bootstrap", "repeated_bootstrap", "bootstrap_incomplete"} & set(found)
 assert set(found) == {"missing_flush"}

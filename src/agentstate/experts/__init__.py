@@ -10,6 +10,7 @@ from agentstate._extras import needs
 
 with needs("experts", "agentstate.experts"):
     from agentstate.experts.benchmark import evict
+    from agentstate.experts.charts import plot_ttft, ttft_points
     from agentstate.experts.checkpoints import (
         file_contains,
         memory_checkpointer,
@@ -59,6 +60,7 @@ __all__ = [
     "memory_checkpointer",
     "merge_or_reset",
     "parse_router_reply",
+    "plot_ttft",
     "provenance_checks",
     "route_by_llm",
     "route_by_rules",
@@ -66,5 +68,6 @@ __all__ = [
     "summary_rows",
     "sweep_rows",
     "system_prefix",
+    "ttft_points",
     "user_turn",
 ]

@@ -73,22 +73,18 @@ _HOMES = {
     "compare": "lesson",  # three agents on one conversation, audited
     "add_entry": "capture.calls",  # builds the one add_entry call of a message (guard and auditor)
     "curated": "capture.graph",  # what the capture model is shown: prompt and conversation only
-    "knob_counts": "lesson",  # the knob: one conversation on its own server, audited
-    "knob_servers": "lesson",  # the servers the knob started (all stopped)
-    "proposes_nothing": "lesson",  # a model that proposes no tool call at all
     "rules_table": "lesson",  # the capture rules applied to one conversation
     "without_guard": "lesson",  # the capture graph with its guard removed (a proof)
     "PROPOSAL_KINDS": "lesson",  # the kinds of tool call a random model proposes
     "RandomProposals": "lesson",  # a model proposing random tool calls (the guard's property test)
     "expected_entries": "lesson",  # the entries the capture rules call for
     "random_events": "lesson",  # a random conversation for the property test
+    "replay_model": "lesson",  # the scripted model replaying the reported faults
     "store_rows": "lesson",  # a memory's stored entries as table rows
     "stored_entries": "lesson",  # the entries a memory holds
     "system_prompt": "capture.prompt",  # the capture prompt every agent is given
     "turn_line": "capture.prompt",  # one conversation message as the model sees it
-    "compare_sync": "lesson",  # the same from a widget callback
     "counts": "capture.baselines.auditor",  # violations per kind
-    "message_rows": "lesson",  # a state's messages as table rows
     "read_memory": "capture.baselines.auditor",  # entries, call log and queue of one memory
     "side_by_side": "capture.baselines.auditor",  # violations per kind, one column per agent
 }

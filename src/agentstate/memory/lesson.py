@@ -1,21 +1,18 @@
-"""Helpers that keep notebook 06's cells short: state tables, side-by-side runs, the knob,
-a model that proposes nothing, the guard removed for the proof that breaks it, and the
-random proposals and chats of the proof that the guard holds whatever the model proposes
-(notebook 06 and tests/test_lesson_06.py)."""
+"""Helpers that keep notebook 06's cells short: the replayed report's model and its faults,
+the store as table rows, side-by-side runs, the guard removed for the proof that breaks it,
+and the random proposals and chats of the proof that the guard holds whatever the model
+proposes (notebook 06 and tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import itertools
 import random
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.memory.capture import calls
@@ -25,12 +22,11 @@ from agentstate.memory.capture.baselines.auditor import (
     expected_flushes,
     read_memory,
 )
-from agentstate.memory.capture.conversations import Conversation, Event, load, parse
+from agentstate.memory.capture.conversations import Conversation, Event, parse
 from agentstate.memory.capture.observer import CaptureRun, ReactRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
 from agentstate.memory.capture.prompt import ids_from
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.service.process import ServerProcess
 
 FAULTS = {
     "none": Faults(),
@@ -43,29 +39,6 @@ FAULTS = {
     "all, as reported": AS_REPORTED,
 }
 _runs = itertools.count(1)
-
-
-def message_rows(messages: list[BaseMessage]) -> list[dict[str, Any]]:
-    """One row per state message: type, role/msg_idx, a short text, the tool calls."""
-    rows = []
-    for m in messages:
-        row: dict[str, Any] = {"type": type(m).__name__, "role": "", "msg_idx": "", "text": ""}
-        row["calls"] = ""
-        if isinstance(m, ChatMessage):
-            row.update(role=m.role, msg_idx=m.additional_kwargs.get("msg_idx"))
-        if isinstance(m, ChatMessage | SystemMessage) or (isinstance(m, AIMessage) and m.content):
-            row["text"] = str(m.content)[:32]
-        if isinstance(m, AIMessage):
-            row["calls"] = [_call(c) for c in m.tool_calls]
-        if isinstance(m, ToolMessage):
-            row["calls"] = f"-> {m.name}"
-        rows.append(row)
-    return rows
-
-
-def _call(call: Mapping[str, Any]) -> str:
-    tags = call["args"].get("tags") if call["name"] == "add_entry" else None
-    return f"add_entry({tags.get('role')} #{tags.get('msg_idx')})" if tags else call["name"]
 
 
 async def compare(
@@ -109,25 +82,16 @@ async def compare(
     return {name: audit(db, conversation, run.memories(conversation)) for name, run in runs.items()}
 
 
-def compare_sync(url: str, db, conversation: str, fault: str) -> dict[str, int]:
-    """``compare`` from synchronous code (a widget callback): violations per agent."""
+def replay_model(fault: str = "all, as reported") -> Any:
+    """The scripted model that replays the write-up's report: ``FAULTS[fault]`` at fixed positions.
 
-    async def go() -> dict[str, int]:
-        async with MemoryClient(url) as client:
-            found = await compare(client, db, load(conversation), FAULTS[fault])
-        return {name: len(vs) for name, vs in found.items()}
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the kernel's loop is busy
-        return pool.submit(asyncio.run, go()).result()
-
-
-def proposes_nothing(messages: list[BaseMessage]) -> AIMessage:
-    """A policy for a model that proposes no tool call at all: an empty reply, every turn.
-
-    With it, every call the tool-only graph sends comes from the guard, so a
-    clean store shows that correctness is the guard's, not the model's.
+    One tool call per reply, as the ReAct loop makes them; ``"none"`` replays a
+    model that follows the capture rules. It shows what an agent does with such
+    calls, not that a real model makes them (notebook 06).
     """
-    return AIMessage(content="")
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; choose one of: {', '.join(FAULTS)}")
+    return policy_model(CapturePolicy(FAULTS[fault], one_call_per_step=True), f"replay: {fault}")
 
 
 @contextlib.contextmanager
@@ -149,25 +113,6 @@ def without_guard() -> Iterator[None]:
         yield
     finally:
         capture.guard = original
-
-
-knob_servers: list[ServerProcess] = []  # every server the knob started (all stopped on return)
-
-
-def knob_counts(conversation: str, faults: list[str]) -> list[dict[str, Any]]:
-    """Violations per agent for each fault, on a memory server started for this call only.
-
-    The knob does not depend on the notebook's own server: it starts one on a
-    fresh SQLite file, runs ``compare_sync`` once per fault and stops it before
-    returning (``knob_servers`` keeps each one, so a cell can check they are stopped).
-    """
-    folder = Path(tempfile.mkdtemp(prefix="stage06-knob-"))
-    server = ServerProcess(folder / "memory.sqlite")
-    knob_servers.append(server)
-    with server.start():
-        return [
-            {"fault": f, **compare_sync(server.url, server.db, conversation, f)} for f in faults
-        ]
 
 
 def rules_table(conversation: Conversation) -> list[dict[str, Any]]:
@@ -310,7 +255,7 @@ def expected_entries(conversation: Conversation, thread: str) -> list[Entry]:
 
 
 def store_rows(db: str | Path, memory_id: str, conversation: Conversation, thread: str) -> list:
-    """One row per stored entry: its tags, the start of its text, and what is wrong with it."""
+    """One row per stored entry: its tags, its whole text, and what is wrong with it."""
     said = {m.msg_idx: m for m in conversation.messages(thread)}
     seen: set[tuple] = set()
     rows = []
@@ -325,5 +270,5 @@ def store_rows(db: str | Path, memory_id: str, conversation: Conversation, threa
         else:
             verdict = "ok"
         seen.add((idx, role, text))
-        rows.append({"msg_idx": idx, "role": role, "text": text[:28], "verdict": verdict})
+        rows.append({"msg_idx": idx, "role": role, "text": text, "verdict": verdict})
     return rows
