@@ -1,5 +1,9 @@
 """Which optional part needs which extra, and the one-line error when it is missing.
 
+Used by every part of the package outside the core (notebooks 01-06 import
+them all; ``make install`` installs every extra, so a reader of the lessons
+never meets the error).
+
 The core (``agentstate.core``, ``agentstate.doctor``, the scripted model of
 ``agentstate.models``) needs only LangGraph and LangChain; every other part
 comes with an extra of the distribution (``docs/package.md`` has the table).

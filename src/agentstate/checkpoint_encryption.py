@@ -70,6 +70,7 @@ class PlainSerializer(JsonPlusSerializer):
     """LangGraph's default serializer, refusing clearly to read an encrypted checkpoint."""
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """The checkpoint's value, or :class:`CheckpointKeyError` if it was encrypted."""
         if "+" in data[0]:  # EncryptedSerializer marks its types: msgpack+aes
             raise CheckpointKeyError(
                 f"this checkpoint is encrypted ({data[0]}): open the checkpointer with "
