@@ -272,5 +272,5 @@ def enforce_budget(
             break
         if state.key != keep and remove_state(state):
             total -= state.size
-            removed.append(f"{state.key} (over the {budget / 1e6:.0f} MB budget)")
+            removed.append(f"{state.key} (over the {budget / 1e6:g} MB budget)")
     return removed
