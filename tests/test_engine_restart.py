@@ -143,8 +143,10 @@ def test_two_engines_priming_at_once_leave_one_whole_state(primed, tmp_path):
     assert all(x.startswith(("saved the", "not saved: another engine holds")) for x in lines)
     (state,) = saved_states(folder)
     assert file_problem(state) is None and not list(folder.glob("*.tmp"))
-    with engine(folder, tmp_path, "third") as third:
-        assert engine_state(third.base_url)["restored"] is True
+    with engine(folder, tmp_path, "third", restore="none") as third:  # cold start, then prime:
+        assert engine_state(third.base_url)["restored"] is False
+        done = prime(third.base_url, PREFIX, "preamble")
+        assert done["source"] == "restored" and done["saved"]["written"] is False  # no prefill
         assert answer(third) == primed["warm"]
 
 

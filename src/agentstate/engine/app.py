@@ -93,15 +93,16 @@ class PrefixEngine:
         source, detail = "cache", f"the KV cache held all {len(tokens)} tokens"
         if held < len(tokens):
             usable, _ = store.candidates(sha)
-            loaded = next((o for o in (store.load(s, tokens) for s in usable[:1]) if o.ok), None)
-            if loaded is not None:
+            loaded = store.load(usable[0], tokens) if usable else None
+            if loaded is not None and loaded.ok:
                 source, detail = "restored", loaded.line
             else:
                 held = held_tokens(llama, tokens)  # a refused load left the cache empty
                 keep_only(llama, held)
                 llama.eval(tokens[held:])
                 source = "prefill"
-                detail = f"prefilled {len(tokens) - held} of {len(tokens)} tokens"
+                why = f" ({loaded.line})" if loaded is not None else ""
+                detail = f"prefilled {len(tokens) - held} of {len(tokens)} tokens{why}"
         seconds = time.perf_counter() - start
         log(f"primed the prefix {sha[:12]} ({len(tokens)} tokens) in {seconds:.2f} s: {detail}")
         self.prefix = {"sha256": sha, "tokens": tokens, "label": label}
