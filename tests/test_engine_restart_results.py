@@ -54,9 +54,11 @@ def test_a_changed_round_or_manual_fails_the_check():
     stale["restart"]["points"][0]["raw"][0]["restored_ms"] += 5000.0
     stale["restart"]["points"][-1]["prefix_sha256"] = "0" * 64
     failed = [name for name, ok in restart_checks(stale).items() if not ok]
-    first, last = (p["sections"] for p in (stale["restart"]["points"][0], stale["restart"]["points"][-1]))
-    assert failed == [f"{first} chapters: medians recomputed from {RESULTS['restart']['rounds']} rounds",
-                      f"{last} chapters: part and prefix hashes match"]  # fmt: skip
+    points, rounds = stale["restart"]["points"], RESULTS["restart"]["rounds"]
+    assert failed == [
+        f"{points[0]['sections']} chapters: medians recomputed from {rounds} rounds",
+        f"{points[-1]['sections']} chapters: part and prefix hashes match",
+    ]
 
 
 def test_a_point_takes_medians_and_the_share_of_the_warm_saving_kept():

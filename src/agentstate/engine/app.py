@@ -18,7 +18,7 @@ llama-cpp-python's own FastAPI app and adds:
   state is missing (removed, or another engine held the lock).
 
 Log lines start with ``agentstate.engine:``. Used by
-:class:`~agentstate.engine.server.EngineServer`; taught in going further 05.
+:class:`~agentstate.engine.server.EngineServer`; taught in notebook 05 (its going-further page).
 """
 
 import argparse

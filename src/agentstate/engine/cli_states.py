@@ -5,7 +5,7 @@ chapters) and save its state, so a restart, a deploy or a second replica
 starts warm; ``states`` lists what is saved, its size and what it is valid
 for (model file, versions, context and KV settings); ``remove`` deletes
 states by key, the stale ones, or all. Registered by
-:mod:`agentstate.engine.cli`; taught in going further 05.
+:mod:`agentstate.engine.cli`; taught in notebook 05 (its going-further page).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two HTTP calls to the routes :mod:`agentstate.engine.app` adds to
 llama-cpp-python's server: ``GET /agentstate/state`` (did it restore a
 state at start? which prefix does it hold?) and ``POST /agentstate/prefix``
 (prime a manual's prefix and save its state). Used by ``agentstate engine
-prime|status``, the benchmark's restart case and going further 05.
+prime|status``, the benchmark's restart case and notebook 05 (its going-further page).
 """
 
 from __future__ import annotations

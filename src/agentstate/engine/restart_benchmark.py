@@ -12,7 +12,7 @@ runs without evicting anything: its first expert's TTFT is **restored**.
 saving that survives the restart (target: at least 90%). Every round also
 checks that the restored engine's replies equal the cold engine's (greedy).
 Run by ``scripts/bench_experts.py``; the recorded figures
-(``data/results/engine_restart.json``) are shown in going further 05 and
+(``data/results/engine_restart.json``) are shown in notebook 05 (its going-further page) and
 docs/benchmarks.md.
 """
 

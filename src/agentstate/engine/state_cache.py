@@ -19,8 +19,8 @@ padded cache accepts more tokens than a smaller ``n_ctx`` can serve. So
 the manifest is checked first (model sha256, versions, KV types, flash
 attention, rope and LoRA settings, context, the prefix's tokens, the file's
 own sha256), and any refusal leaves the cache empty: a cold prefill, never
-a wrong answer. Used by :mod:`agentstate.engine.app`; taught in going
-further 05.
+a wrong answer. Used by :mod:`agentstate.engine.app`; taught in notebook
+05 (its going-further page).
 """
 
 from __future__ import annotations
@@ -301,6 +301,7 @@ class PrefixStore:
     # --- save ---
 
     def key(self, prefix: str) -> str:
+        """The file name stem of this engine's state for ``prefix``."""
         return state_key(self.valid_for, prefix)
 
     def saved(self, prefix: str, tokens: list[int]) -> SavedState | None:

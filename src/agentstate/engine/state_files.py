@@ -16,8 +16,8 @@ instead of interleaving bytes. Readers take the lock shared. After a save,
 changed, or another llama.cpp made them), orphans, and then the least
 recently used until the folder fits its budget. Nothing here imports
 llama.cpp: ``agentstate engine states`` lists and removes without it; the
-engine itself uses :mod:`agentstate.engine.state_cache`. Taught in going
-further 05.
+engine itself uses :mod:`agentstate.engine.state_cache`. Taught in notebook
+05 (its going-further page).
 """
 
 from __future__ import annotations
@@ -111,6 +111,7 @@ class SavedState:
 
 
 def lock_path(folder: Path, key: str) -> Path:
+    """``KEY.lock``: the file writers lock (it stays; it is empty)."""
     return folder / f"{key}.lock"
 
 
