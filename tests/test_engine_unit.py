@@ -15,10 +15,11 @@ def test_command_uses_the_measured_flags_on_loopback(tmp_path, monkeypatch):
     monkeypatch.delenv("AGENTSTATE_ENGINE_THREADS", raising=False)
     fake = tmp_path / "model.gguf"
     fake.write_bytes(b"GGUF")
-    server = EngineServer(model_path=fake, port=8123)
+    server = EngineServer(model_path=fake, port=8123, state_dir=tmp_path / "states")
     cmd = server.command()
     flag = {cmd[i]: cmd[i + 1] for i in range(3, len(cmd) - 1, 2)}
-    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    assert cmd[1:3] == ["-m", "agentstate.engine"]  # llama_cpp.server plus the saved prefix
+    assert flag["--state_dir"] == str(tmp_path / "states") and flag["--restore"] == "auto"
     assert flag["--host"] == "127.0.0.1" and flag["--port"] == "8123"
     assert flag["--n_threads"] == flag["--n_threads_batch"] == "2"
     assert flag["--interrupt_requests"] == "false" and flag["--model"] == str(fake)

@@ -1,11 +1,13 @@
-"""``agentstate engine start|stop|status|serve``: the local llama.cpp server for stage 05.
+"""``agentstate engine start|stop|status|serve|quantize``: the local llama.cpp server (stage 05).
 
 ``start`` launches a detached server on 127.0.0.1 (free port) and prints the
 ``AGENTSTATE_LLM_BASE_URL`` to export; ``stop`` ends exactly that process;
 ``serve`` runs in the foreground until Ctrl-C; ``quantize`` makes the faster
-Q4_0 model the server uses (``make engine`` runs it). Without the engine installed,
-each says how to install it (``make engine``, or the pip commands). Notebook 05
-uses the same server.
+Q4_0 model the server uses (``make engine`` runs it); ``status`` also says
+whether the running engine restored a saved prefix state. ``prime``,
+``states`` and ``remove`` (:mod:`agentstate.engine.cli_states`) manage those
+states. Without the engine installed, each says how to install it (``make
+engine``, or the pip commands). Notebook 05 uses the same server.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from agentstate.engine import cli_states
 from agentstate.engine.model import HOW_TO_INSTALL, engine_installed, engine_version, locate_model
+from agentstate.engine.prefix_client import RESTORE_HELP, engine_state
 from agentstate.engine.quantize import build_fast_model, default_model, fast_model_path
 from agentstate.engine.server import (
     EngineServer,
@@ -40,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             default=None,
             help="n_threads and n_threads_batch (default: $AGENTSTATE_ENGINE_THREADS or 2)",
         )
+        p.add_argument("--restore", type=_restore, default="auto", help=RESTORE_HELP)
     start.set_defaults(func=_start)
     serve.set_defaults(func=_serve)
     sub.add_parser("stop", help="stop the server that `start` launched").set_defaults(func=_stop)
@@ -49,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = sub.add_parser("status", help="installed? running? where?")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_status)
+    cli_states.register(sub)
 
 
 def _threads(text: str) -> int:
@@ -58,9 +64,17 @@ def _threads(text: str) -> int:
     return int(text)
 
 
+def _restore(text: str) -> str:
+    """argparse type: auto, none, or a prefix sha256 (64 hex digits)."""
+    hexdigits = set("0123456789abcdef")
+    if text in ("auto", "none") or (len(text) == 64 and set(text) <= hexdigits):
+        return text
+    raise argparse.ArgumentTypeError(f"--restore takes auto, none or a prefix sha256, not {text!r}")
+
+
 def _start(args: argparse.Namespace) -> int:
     try:
-        record = start_detached(port=args.port, threads=args.threads)
+        record = start_detached(port=args.port, threads=args.threads, restore=args.restore)
     except LoopbackServerError as err:
         print(f"error: {err}")
         return 2
@@ -73,7 +87,7 @@ def _start(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        server = EngineServer(port=args.port, threads=args.threads).start()
+        server = EngineServer(port=args.port, threads=args.threads, restore=args.restore).start()
     except LoopbackServerError as err:
         print(f"error: {err}")
         return 2
@@ -127,6 +141,7 @@ def _status(args: argparse.Namespace) -> int:
         print(f"error: {err}")
         return 2
     running = bool(record and answers(record["base_url"]))
+    prefix_state = _prefix_state(record["base_url"]) if record and running else None
     info = {
         "installed": installed,
         "engine": f"llama-cpp-python {engine_version()}" if installed else None,
@@ -134,6 +149,8 @@ def _status(args: argparse.Namespace) -> int:
         "shipped_model": str(locate_model()) if installed else None,
         "running": running,
         "base_url": record["base_url"] if record and running else None,
+        "restored": None if prefix_state is None else prefix_state.get("restored"),
+        "prefix_state": prefix_state,
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -144,4 +161,18 @@ def _status(args: argparse.Namespace) -> int:
         print(
             f"running at {info['base_url']}" if running else "not running: agentstate engine start"
         )
+        if prefix_state is not None:
+            print(f"at start: {prefix_state.get('start') or 'unknown'}")
+            held = prefix_state.get("prefix")
+            if held:
+                print(f"primed prefix: {held['label'] or '-'} ({held['tokens']} tokens, "
+                      f"sha256 {held['sha256'][:12]}...)")  # fmt: skip
     return 0
+
+
+def _prefix_state(base_url: str) -> dict | None:
+    """The running engine's ``/agentstate/state`` (None if it has no such route)."""
+    try:
+        return engine_state(base_url)
+    except LoopbackServerError:
+        return None

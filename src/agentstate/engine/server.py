@@ -11,6 +11,10 @@ threads spin-wait for each other, so on cores shared with other busy
 processes (``make test`` sets 1) fewer threads finish sooner and burn half
 the CPU. Used by notebook 05, ``agentstate engine``, the engine tests and the
 benchmark (which always runs the measured 2).
+
+The process is :mod:`agentstate.engine.app`: llama-cpp-python's server plus
+a primed prefix saved to and restored from ``state_dir`` (default
+:func:`~agentstate.engine.state_files.states_dir`) across restarts.
 """
 
 from __future__ import annotations
@@ -23,15 +27,20 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentstate.engine.model import HOW_TO_INSTALL, engine_installed
+from agentstate.engine.prefix_client import LOG_PREFIX
 from agentstate.engine.quantize import default_model
+from agentstate.engine.state_files import budget_bytes, states_dir
 from agentstate.loopback import HOST, LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
 
 _PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
+SERVER_MODULES = ("agentstate.engine", "llama_cpp.server")  # ours (app.py), and the one it wraps
 THREADS_ENV = "AGENTSTATE_ENGINE_THREADS"
 MEASURED_THREADS = 2  # the flags measured on an idle 2-core machine
+STOP_TIMEOUT = 60.0  # a clean stop may write the primed prefix's state (137 MB at 16 chapters)
 
 
 def default_threads() -> int:
@@ -71,8 +80,18 @@ class EngineServer(LoopbackProcess):
         model_path: Path | None = None,
         log_path: Path | None = None,
         verbose: bool = False,
+        state_dir: Path | None = None,
+        restore: str = "auto",
+        extra_args: Sequence[str] = (),
     ):
         self.model_path = Path(model_path) if model_path else default_model()
+        self.state_dir = Path(state_dir) if state_dir else states_dir()
+        self.restore = restore
+        self.extra_args = list(extra_args)  # more llama_cpp.server flags, e.g. ["--type_k", "0"]
+        try:
+            self.budget_mb = budget_bytes() // 1_000_000
+        except ValueError as err:
+            raise LoopbackServerError(str(err)) from None
         super().__init__(port=port, log_path=log_path)
         # A failed start says how to install the engine only when it is missing; otherwise
         # the cause the server logged is the whole story (a bad --threads, a busy port, ...).
@@ -90,12 +109,18 @@ class EngineServer(LoopbackProcess):
     def command(self) -> list[str]:
         """The server's argv: the measured flags, loopback only."""
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", SERVER_MODULES[0],
             "--model", str(self.model_path), "--model_alias", self.alias,
             "--host", HOST, "--port", str(self.port), "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
             "--interrupt_requests", "false", "--verbose", str(self.verbose).lower(),
+            "--state_dir", str(self.state_dir), "--restore", self.restore,
+            "--state_budget_mb", str(self.budget_mb), *self.extra_args,
         ]  # fmt: skip
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """SIGTERM (the engine saves its primed prefix if that state is missing), then wait."""
+        return super().stop(timeout)
 
     def ready(self) -> bool:
         """The OpenAI ``/models`` route answers."""
@@ -110,6 +135,11 @@ class EngineServer(LoopbackProcess):
         the cache works whatever the machine's load.
         """
         return [int(m) for m in _PREFIX_HIT.findall(self.log_path.read_text(errors="replace"))]
+
+    def state_lines(self) -> list[str]:
+        """The engine's own log lines about saved states (restored, cold, saved, primed)."""
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return [line[len(LOG_PREFIX) :] for line in lines if line.startswith(LOG_PREFIX)]
 
 
 # --- a detached server shared across CLI invocations: a small JSON state file ---
@@ -179,11 +209,15 @@ def is_our_server(record: dict) -> bool:
     cmdline = command_line(record["pid"])
     if cmdline is None or not pid_alive(record["pid"]):
         return False
-    return "llama_cpp.server" in cmdline and f"--port {record['port']}" in cmdline
+    ours = any(module in cmdline for module in SERVER_MODULES)
+    return ours and f"--port {record['port']}" in cmdline
 
 
 def start_detached(
-    port: int | None = None, threads: int | None = None, path: Path | None = None
+    port: int | None = None,
+    threads: int | None = None,
+    path: Path | None = None,
+    restore: str = "auto",
 ) -> dict:
     """Start a server that outlives this process and record it; reuse a running one."""
     path = path or state_file()
@@ -196,7 +230,9 @@ def start_detached(
             "stop it first with `agentstate engine stop`"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    server = EngineServer(port=port, threads=threads, log_path=path.with_suffix(".log"))
+    server = EngineServer(
+        port=port, threads=threads, log_path=path.with_suffix(".log"), restore=restore
+    )
     server.start(detach=True)
     assert server.pid is not None
     record = {
@@ -206,12 +242,13 @@ def start_detached(
         "n_ctx": server.n_ctx,
         "model": str(server.model_path),
         "log": str(server.log_path),
+        "state_dir": str(server.state_dir),
     }
     path.write_text(json.dumps(record, indent=2))
     return {**record, "reused": False}
 
 
-def stop_detached(path: Path | None = None, timeout: float = 10.0) -> dict | None:
+def stop_detached(path: Path | None = None, timeout: float = STOP_TIMEOUT) -> dict | None:
     """Stop the recorded server, only if that pid still is it; wait until it is gone.
 
     Returns the record with ``stopped`` (False: the pid no longer runs our

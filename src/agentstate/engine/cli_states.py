@@ -1,0 +1,159 @@
+"""``agentstate engine prime|states|remove``: the saved prefix states, for an operator.
+
+``prime`` asks the running engine to hold a manual's prefix (first N
+chapters) and save its state, so a restart, a deploy or a second replica
+starts warm; ``states`` lists what is saved, its size and what it is valid
+for (model file, versions, context and KV settings); ``remove`` deletes
+states by key, the stale ones, or all. Registered by
+:mod:`agentstate.engine.cli`; taught in notebook 05 (its going-further page).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from agentstate.engine.prefix_client import PRIME_TIMEOUT, prime
+from agentstate.engine.server import read_state
+from agentstate.engine.state_files import SavedState, remove_state, saved_states, states_dir
+from agentstate.engine.state_files import stale_reason as _stale
+from agentstate.loopback import LoopbackServerError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``prime``, ``states`` and ``remove`` under ``agentstate engine``."""
+    p = sub.add_parser("prime", help="prime a manual's prefix on the running engine and save it")
+    p.add_argument("--sections", type=_positive, default=1, help="leading chapters (default 1)")
+    p.add_argument("--base-url", help="default: the engine `agentstate engine start` recorded")
+    p.add_argument("--no-save", action="store_true", help="prime only, write no state")
+    p.add_argument("--timeout", type=float, default=PRIME_TIMEOUT, help="seconds to wait")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_prime)
+    s = sub.add_parser("states", help="list saved prefix states: size, what they are valid for")
+    s.add_argument("--dir", type=Path, help=f"default: {states_dir()}")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_states)
+    r = sub.add_parser("remove", help="remove saved prefix states")
+    r.add_argument("keys", nargs="*", help="keys as `states` lists them (a unique start will do)")
+    which = r.add_mutually_exclusive_group()
+    which.add_argument("--stale", action="store_true", help="those no engine here can use")
+    which.add_argument("--all", action="store_true")
+    r.add_argument("--dir", type=Path, help=f"default: {states_dir()}")
+    r.set_defaults(func=_remove)
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive number of chapters: {text!r}")
+    return int(text)
+
+
+def _running_base_url() -> str:
+    record = read_state()
+    if record is None:
+        raise LoopbackServerError("no engine is running: start one with `agentstate engine start`")
+    return record["base_url"]
+
+
+def _prime(args: argparse.Namespace) -> int:
+    from agentstate.experts.manual import load_manual
+    from agentstate.experts.prompts import system_prefix
+
+    try:
+        manual = load_manual(sections=args.sections)
+    except ValueError as err:
+        print(f"error: {err}")
+        return 2
+    try:
+        base_url = args.base_url or _running_base_url()
+        done = prime(base_url, system_prefix(manual).text, manual.name, save=not args.no_save,
+                     timeout=args.timeout)  # fmt: skip
+    except LoopbackServerError as err:
+        print(f"error: {err}")
+        return 2
+    if args.json:
+        print(json.dumps(done, indent=2))
+        return 0
+    how = {"cache": "already in the engine's cache", "restored": "restored from its saved state",
+           "prefill": "prefilled"}[done["source"]]  # fmt: skip
+    print(f"{manual.name}: {done['tokens']} prefix tokens {how} in {done['seconds']:.2f} s")
+    saved = done["saved"]
+    if saved:
+        verb = "saved" if saved["written"] else "already saved"
+        print(f"{verb}: {saved['path']} ({saved['bytes'] / 1e6:.1f} MB, key {saved['key']})")
+    elif done["note"]:
+        print(done["note"])
+    return 0
+
+
+def _row(state: SavedState) -> dict[str, Any]:
+    m, valid = state.manifest, state.manifest["valid_for"]
+    return {
+        "key": state.key,
+        "label": m.get("label", ""),
+        "tokens": m["n_tokens"],
+        "MB": round(state.size / 1e6, 1),
+        "model": f"{m.get('model_file')} {str(valid.get('model_sha256'))[:12]}",
+        "n_ctx": m.get("n_ctx"),
+        "kv": f"k{valid.get('type_k')}/v{valid.get('type_v')}"
+        + (" flash" if valid.get("flash_attn") else ""),
+        "engine": f"llama-cpp-python {valid.get('llama_cpp_python')}, {valid.get('llama_cpp')}",
+        "used": state.last_used,
+        "stale": _stale(state, _installed_versions()) or "",
+    }
+
+
+def _installed_versions() -> dict[str, str] | None:
+    try:
+        from agentstate.engine.state_cache import engine_versions
+
+        return engine_versions()
+    except (ImportError, OSError):  # no engine installed: versions are not compared
+        return None
+
+
+def _states(args: argparse.Namespace) -> int:
+    folder = args.dir or states_dir()
+    rows = [_row(s) for s in saved_states(folder)]
+    if args.json:
+        print(json.dumps({"dir": str(folder), "states": rows}, indent=2))
+        return 0
+    if not rows:
+        print(f"no saved prefix states in {folder}")
+        return 0
+    total = sum(r["MB"] for r in rows)
+    print(f"{len(rows)} saved prefix state(s) in {folder}, {total:.1f} MB:")
+    for r in rows:
+        print(f"{r['key']}  {r['label'] or '-'}  {r['tokens']} tokens  {r['MB']} MB  "
+              f"valid for {r['model']}, n_ctx >= {r['tokens']} (saved at {r['n_ctx']}), "
+              f"KV {r['kv']}, {r['engine']}; used {r['used']}"
+              + (f"  STALE: {r['stale']}" if r["stale"] else ""))  # fmt: skip
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    folder = args.dir or states_dir()
+    states = saved_states(folder)
+    if args.all:
+        chosen = states
+    elif args.stale:
+        versions = _installed_versions()
+        chosen = [s for s in states if _stale(s, versions)]
+    elif args.keys:
+        chosen = []
+        for key in args.keys:
+            match = [s for s in states if s.key.startswith(key)]
+            if len(match) != 1:
+                what = "no saved state" if not match else f"{len(match)} saved states"
+                print(f"error: {what} in {folder} with a key starting {key!r}; nothing removed")
+                return 2
+            chosen += match
+    else:
+        print("error: name the keys to remove, or --stale, or --all")
+        return 2
+    busy = [s.key for s in chosen if not remove_state(s)]
+    kept = f"; {', '.join(busy)} busy (an engine is writing it), kept" if busy else ""
+    print(f"removed {len(chosen) - len(busy)} state(s) from {folder}{kept}")
+    return 1 if busy else 0
