@@ -13,6 +13,7 @@ run with the guard removed shows that the property can fail.
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import types
 from pathlib import Path
@@ -260,6 +261,32 @@ async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
         guard = page.build_guarded_capture(replay_model(), tools, InMemorySaver())
     assert diagnose(loop).codes() == ["memory-in-react-loop"]
     assert diagnose(guard).codes() == []
+
+
+def drawn_edges(subgraph: str) -> set[tuple[str, str]]:
+    """The edges of one ``subgraph`` of the lesson's Mermaid diagram (start/done by name)."""
+    block = LESSON.read_text().split(f"#   subgraph {subgraph}[", 1)[1].split("#   end", 1)[0]
+    edges = re.findall(r"^#\s+(\w+)\b\S*\s*-[-.]+>\s*(\w+)", block, re.M)
+    names = {"s1": "start", "s2": "start", "e1": "done", "e2": "done"}
+    return {(names.get(a, a), names.get(b, b)) for a, b in edges}
+
+
+def graph_edges(graph) -> set[tuple[str, str]]:
+    names = {"__start__": "start", "__end__": "done"}
+    return {(names.get(e.source, e.source), names.get(e.target, e.target)) for e in graph.edges}
+
+
+async def test_the_lessons_diagram_has_the_edges_of_both_graphs(server):
+    """The picture of section 3 is the two graphs the page builds, edge for edge."""
+    from langchain.agents import create_agent
+
+    tools = await MemoryClient(server.url).tools()
+    model = PolicyChatModel(policy=lambda messages: AIMessage(content=""))
+    loop = create_agent(model, tools, system_prompt="rules").get_graph()
+    guard = teaching_guard()(model, tools, InMemorySaver()).get_graph()
+    assert drawn_edges("loop") == graph_edges(loop)
+    assert drawn_edges("guard") == graph_edges(guard)
+    assert drawn_edges("guard") == {("start", "decide"), ("decide", "write"), ("write", "done")}
 
 
 def test_replay_model_refuses_an_unknown_fault():

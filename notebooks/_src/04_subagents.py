@@ -330,6 +330,10 @@ assert (
 compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
+# A *note* is what the doctor cannot decide from the graph alone: a reader
+# in the same reply as the `task` call that writes `requirements` would see
+# the state from before it ([notebook 03](03_same_turn_visibility.ipynb)).
+#
 # ## A knob: who declares `requirements`
 # Run the cells above first. Declare the key on the parent only (the
 # broken build), on the collector only (its own `middleware`), on both with
@@ -381,9 +385,8 @@ knob_widget = widgets.interact(
 #
 # ## Summary
 # - With only the parent declaring `requirements`, the collector's writes
-#   are dropped inside the subagent; `task` returns only `messages` and the
-#   parent sees no field. The cause is the subagent's schema, not "isolated
-#   execution contexts".
+#   are dropped inside the subagent and the parent sees no field: the cause
+#   is the subagent's schema.
 # - In the default mode the subagent receives the task description as its
 #   only human message; fork mode hands it the parent's conversation.
 # - One schema for both (`create_deep_agent(state_schema=...)`, forwarded to

@@ -203,22 +203,28 @@ def build_guarded_capture(model, tools, checkpointer):
 
 
 # %% [markdown]
-# The two graphs as LangGraph draws them (`graph.get_graph().draw_mermaid()`,
-# Mermaid text that JupyterLab renders). In the ReAct loop the model's
-# reply picks the next step: `tools` runs whatever it proposed, then back
-# to `model`. In the guard the path is fixed; the reply is only an input.
-
-# %%
-from IPython.display import Markdown
-
-
-def drawn(title, graph):
-    return f"**{title}**\n\n```mermaid\n{graph.get_graph().draw_mermaid()}\n```\n\n"
-
-
-loop = react_agent(replay_model(), tools, "react.trip")
-guarded = build_guarded_capture(replay_model(), tools, InMemorySaver())
-Markdown(drawn("The ReAct loop (create_agent)", loop) + drawn("The guard", guarded))
+# The two graphs side by side (their edges are what
+# `graph.get_graph().edges` lists; `tests/test_lesson_06.py` checks it). In
+# the ReAct loop the model's reply picks the next step (dotted: a choice):
+# `tools` runs whatever it proposed, then back to `model`. In the guard the
+# path is fixed; the reply is only an input to `decide`.
+#
+# ```mermaid
+# flowchart LR
+#   subgraph loop["The ReAct loop: create_agent"]
+#     direction TB
+#     s1([start]) --> model
+#     model -.-> tools
+#     tools -.-> model
+#     model -.-> e1([done])
+#   end
+#   subgraph guard["The guard"]
+#     direction TB
+#     s2([start]) --> decide
+#     decide --> write
+#     write --> e2([done])
+#   end
+# ```
 
 # %% [markdown]
 # ## 4. Run it on the same replayed report
@@ -226,6 +232,7 @@ Markdown(drawn("The ReAct loop (create_agent)", loop) + drawn("The guard", guard
 # chat, now behind the guard:
 
 # %%
+guarded = build_guarded_capture(replay_model(), tools, InMemorySaver())
 teaching_store = await observe(guarded, client, travel.events, "teaching.trip")
 rows = store_rows(server.db, "teaching.trip", travel, "trip")
 assert teaching_store == expected_entries(travel, "trip")
@@ -266,9 +273,8 @@ Table([{**counted, "kinds of proposal": len(proposer.kinds), "stores exact": exa
 # ## 6. The package's version
 # `agentstate.memory.build_capture_graph` is the same guard plus what a
 # service needs: the [bootstrap and flush calls](../docs/glossary.md#bootstrap-and-flush-calls)
-# (at [`SESSION_START`](../docs/glossary.md#session-start) read the
-# memory's context and last entries; every 6th message and at the end,
-# save a new context), an [idempotency key](../docs/glossary.md#idempotency-key)
+# (at [`SESSION_START`](../docs/glossary.md#session-start) and every few
+# messages), an [idempotency key](../docs/glossary.md#idempotency-key)
 # on each write so that a retried write lands once, refusals recorded, and
 # bounded state. `audit` reads the server's SQLite file and checks every
 # capture rule. On the replayed report:
@@ -305,6 +311,7 @@ Table(
 from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
 
+loop = react_agent(replay_model(), tools, "react.trip")
 reports = {"ReAct loop": diagnose(loop), "guard": diagnose(guarded)}
 assert reports["ReAct loop"].codes() == ["memory-in-react-loop"] and reports["guard"].codes() == []
 compare_findings(reports)
@@ -365,10 +372,8 @@ knob_widget = widgets.interact(
 #   the store as reported: agent text, duplicates, wrong roles. The loop
 #   runs every proposed call: its correctness is the model's.
 # - The fix is a guard in code: one `add_entry` per message, built from the
-#   message (role, `msg_idx`, text); the model supplies at most a summary; a
-#   per-thread `stored` list, kept by the checkpointer, stops resends.
-# - Proved over random proposals and random chats with resends: the store
-#   holds exactly one entry per message with its role and text.
+#   message (role, `msg_idx`, text); a `stored` list in state stops resends.
+# - Proved over random proposals and random chats with resends.
 # - The package's `build_capture_graph` adds bootstraps, flushes,
 #   idempotent retries and acknowledged writes, and stores the same entries.
 # - Going further: [the auditor's rules, three conversations and the kill

@@ -28,9 +28,14 @@ Shared modules: ``models`` (the scripted model and the real-model factory),
 ``tracing`` (a run's timeline and its picture, ``draw_run``; state by step;
 tool replies), ``display`` (tables, source display, doctor reports side by
 side), ``simulation`` (tool latency), ``persistence``
-(checkpointers on private files), ``serve`` (``langgraph dev`` with its saved
+(checkpointers on private files, encrypted at rest with ``encrypt=True``:
+``checkpoint_encryption``), ``private_files`` (files opened only when they are
+the package's own), ``serve`` (``langgraph dev`` with its saved
 threads private, for ``make serve``) and ``fixtures`` (the lessons' scenarios and
 scripted models, for notebooks and tests only: library modules never import it).
+The core (``core``, ``doctor``, the scripted model) needs only LangGraph and
+LangChain; every other part names the extra it needs when it is missing
+(``_extras``, docs/package.md).
 """
 
 __version__ = "0.1.0"

@@ -121,6 +121,9 @@ def show_source(obj: Any, *, start: str | None = None, stop: str | None = None) 
     return Source(obj, start=start, stop=stop)
 
 
+_SAID = {"info": "note"}  # an info finding is what the doctor could not decide: a note
+
+
 def _agent_first(place: str) -> tuple[bool, str]:
     return place != "the agent", place
 
@@ -135,7 +138,8 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
     the same hazard in the agent itself, and the cell says where it was found.
     A prefix is read as a subagent's name when it is in ``subagents`` or when
     the rest of the subject is a subject of the same code. Rows follow the
-    doctor's order of codes; a cell reads ``none`` where the agent is clear.
+    doctor's order of codes; a cell reads ``none`` where the agent is clear, and
+    ``note`` for an ``info`` finding (something the doctor could not decide).
     """
     from agentstate.doctor import CODES
 
@@ -157,7 +161,8 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
             by_severity = found[(code, subject)].get(column, {})
             row[column] = (
                 "; ".join(
-                    f"{severity} in {' and in '.join(sorted(places, key=_agent_first))}"
+                    f"{_SAID.get(severity, severity)} in "
+                    f"{' and in '.join(sorted(places, key=_agent_first))}"
                     for severity, places in by_severity.items()
                 )
                 or "none"
