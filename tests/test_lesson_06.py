@@ -263,12 +263,11 @@ async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
     assert diagnose(guard).codes() == []
 
 
-def drawn_edges(subgraph: str) -> set[tuple[str, str]]:
-    """The edges of one ``subgraph`` of the lesson's Mermaid diagram (start/done by name)."""
-    block = LESSON.read_text().split(f"#   subgraph {subgraph}[", 1)[1].split("#   end", 1)[0]
-    edges = re.findall(r"^#\s+(\w+)\b\S*\s*-[-.]+>\s*(\w+)", block, re.M)
-    names = {"s1": "start", "s2": "start", "e1": "done", "e2": "done"}
-    return {(names.get(a, a), names.get(b, b)) for a, b in edges}
+def drawn_edges(title: str) -> set[tuple[str, str]]:
+    """The edges of the lesson's Mermaid diagram under the bold ``title``."""
+    block = LESSON.read_text().split(f"# **{title}**", 1)[1].split("# ```mermaid\n", 1)[1]
+    block = block.split("# ```", 1)[0]
+    return set(re.findall(r"^#\s+(\w+)\b\S*\s*-[-.]+>\s*(\w+)", block, re.M))
 
 
 def graph_edges(graph) -> set[tuple[str, str]]:
@@ -284,9 +283,9 @@ async def test_the_lessons_diagram_has_the_edges_of_both_graphs(server):
     model = PolicyChatModel(policy=lambda messages: AIMessage(content=""))
     loop = create_agent(model, tools, system_prompt="rules").get_graph()
     guard = teaching_guard()(model, tools, InMemorySaver()).get_graph()
-    assert drawn_edges("loop") == graph_edges(loop)
-    assert drawn_edges("guard") == graph_edges(guard)
-    assert drawn_edges("guard") == {("start", "decide"), ("decide", "write"), ("write", "done")}
+    assert drawn_edges("The ReAct loop (`create_agent`)") == graph_edges(loop)
+    assert drawn_edges("The guard") == graph_edges(guard)
+    assert drawn_edges("The guard") == {("start", "decide"), ("decide", "write"), ("write", "done")}
 
 
 def test_replay_model_refuses_an_unknown_fault():

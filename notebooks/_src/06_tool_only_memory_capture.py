@@ -209,21 +209,23 @@ def build_guarded_capture(model, tools, checkpointer):
 # `tools` runs whatever it proposed, then back to `model`. In the guard the
 # path is fixed; the reply is only an input to `decide`.
 #
+# **The ReAct loop (`create_agent`)**
+#
 # ```mermaid
 # flowchart LR
-#   subgraph loop["The ReAct loop: create_agent"]
-#     direction TB
-#     s1([start]) --> model
-#     model -.-> tools
-#     tools -.-> model
-#     model -.-> e1([done])
-#   end
-#   subgraph guard["The guard"]
-#     direction TB
-#     s2([start]) --> decide
-#     decide --> write
-#     write --> e2([done])
-#   end
+#   start([start]) --> model
+#   model -.-> tools
+#   tools -.-> model
+#   model -.-> done([done])
+# ```
+#
+# **The guard**
+#
+# ```mermaid
+# flowchart LR
+#   start([start]) --> decide
+#   decide --> write
+#   write --> done([done])
 # ```
 
 # %% [markdown]
