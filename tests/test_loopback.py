@@ -1,13 +1,19 @@
 """agentstate.loopback: a served process stops at once on Ctrl-C or SIGTERM."""
 
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from agentstate.loopback import serve_until_interrupted
+from agentstate.loopback import (
+    LoopbackProcess,
+    LoopbackServerError,
+    listens_on,
+    serve_until_interrupted,
+)
 
 SERVE = """
 import subprocess, sys
@@ -38,3 +44,75 @@ def test_the_wait_ends_by_itself_when_the_server_stops_and_handlers_are_restored
     states = iter([True, True, False])
     assert serve_until_interrupted(lambda: next(states), poll=0.001) is False
     assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == before
+
+
+# --- a port another process takes between free_port() and the child's bind ---
+
+LISTEN = """
+import socket, sys, time
+sock = socket.socket()
+try:
+    sock.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError as exc:
+    print(f"error: {exc}", flush=True)  # as the memory server's preflight does
+    sys.exit(2)
+sock.listen()
+print("listening", flush=True)
+time.sleep(600)
+"""
+
+
+class Listener(LoopbackProcess):
+    """The smallest loopback server: binds its port and waits (slow to start, like a real one)."""
+
+    name = "listener"
+
+    def command(self):
+        return [sys.executable, "-c", "import time; time.sleep(0.5)\n" + LISTEN, str(self.port)]
+
+
+@pytest.fixture
+def squatter():
+    """Another process's socket, listening on a port before our child can bind it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def test_a_port_another_process_answers_on_is_not_taken_for_the_childs(squatter):
+    """Readiness is the child's own socket: with the chosen port lost to another listener, the
+    child starts on a new free port instead of the start returning on the other's answer."""
+    listener = Listener(log_path=None)
+    listener.port = squatter  # what free_port() said was free a moment ago
+    with listener:
+        assert listener.port != squatter
+        assert listens_on(listener.pid, listener.port)
+        assert not listens_on(listener.pid, squatter)
+
+
+def test_a_port_the_caller_chose_is_refused_when_taken(squatter):
+    with pytest.raises(LoopbackServerError, match=f"port {squatter} .* already in use"):
+        Listener(port=squatter).start()
+
+
+def test_a_child_that_loses_the_race_after_the_check_is_restarted_on_a_new_port():
+    """The race itself: the port is free at the check, taken before the child binds it."""
+    sock = socket.socket()
+    taken: list[int] = []
+
+    class Late(Listener):
+        def command(self):
+            if not taken:  # first start: take the port right after the check, before the bind
+                sock.bind(("127.0.0.1", self.port))
+                sock.listen()
+                taken.append(self.port)
+            return super().command()
+
+    try:
+        with Late() as late:
+            assert taken and late.port != taken[0]
+            assert listens_on(late.pid, late.port)
+    finally:
+        sock.close()

@@ -33,6 +33,10 @@ class LoopbackServerError(RuntimeError):
     """A loopback server is missing, did not start, or its port is taken; says what to do."""
 
 
+class _PortTaken(Exception):
+    """Our child exited while another process answered on its port."""
+
+
 def free_port() -> int:
     """A port that was free on 127.0.0.1 a moment ago (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -45,6 +49,36 @@ def port_open(port: int, timeout: float = 0.2) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         return sock.connect_ex((HOST, port)) == 0
+
+
+def _listening_inode(port: int) -> str | None:
+    """The socket inode listening on 127.0.0.1:``port`` (from ``/proc/net/tcp``), if any."""
+    local = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == local and fields[3] == "0A":  # 0A: LISTEN
+                return fields[9]
+    return None
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """True when process ``pid`` holds the socket listening on 127.0.0.1:``port``.
+
+    Another process may answer on a port a moment after :func:`free_port` found
+    it free (two test workers, two notebooks): readiness must be the child's own
+    socket, not whoever answers. Read from ``/proc``; where it cannot be read
+    (not Linux), True, and readiness falls back to "the port answers".
+    """
+    try:
+        inode = _listening_inode(port)
+        if inode is None:
+            return False
+        held = f"socket:[{inode}]"
+        fds = Path(f"/proc/{pid}/fd")
+        return any(os.readlink(fd) == held for fd in fds.iterdir())
+    except OSError:
+        return True
 
 
 def valid_port(port: int) -> int:
@@ -139,12 +173,12 @@ def serve_until_interrupted(running: Callable[[], bool], poll: float = 0.5) -> b
 class LoopbackProcess:
     """A server child process on 127.0.0.1:``port``; a context manager that stops it.
 
-            Subclasses give :meth:`command`, a ``name`` for messages and a ``hint``
-            saying how to install or start the piece (``slug`` names its default log
-        file in the temporary directory, ``log_mode`` says whether a restart appends to
-    it); :meth:`ready` defaults to "the
-            port accepts connections". ``start`` refuses a port that is already taken
-            (otherwise another server would answer the readiness check while ours dies).
+    Subclasses give :meth:`command`, a ``name`` for messages and a ``hint``
+    saying how to install or start the piece (``slug`` names its default log
+    file in the temporary directory, ``log_mode`` says whether a restart appends
+    to it); :meth:`ready` defaults to "the port accepts connections", and
+    ``start`` also requires the child's own socket on the port (another server
+    answering there while ours dies is not a start).
     """
 
     name = "server"
@@ -153,6 +187,7 @@ class LoopbackProcess:
     log_mode = "ab"
 
     def __init__(self, *, port: int | None = None, log_path: str | Path | None = None):
+        self.chosen_port = port is not None  # the caller's port: never swapped for another
         self.port = valid_port(port) if port is not None else free_port()
         default_log = Path(tempfile.gettempdir(), f"agentstate-{self.slug}-{self.port}.log")
         self.log_path = Path(log_path) if log_path else default_log
@@ -188,9 +223,27 @@ class LoopbackProcess:
         )
 
     def start(self, timeout: float = 90.0, *, detach: bool = False) -> Self:
-        """Launch the process and wait until it is ready; ``detach`` outlives this process."""
+        """Launch the process and wait until it is ready; ``detach`` outlives this process.
+
+        Ready means the child answers on its own socket: a port another process
+        took after :func:`free_port` chose it is not ours. When the port was
+        chosen here (no ``port=`` given) and someone else took it, a new free
+        port is tried, up to three times; a port the caller chose is refused.
+        """
+        for attempt in range(3):
+            try:
+                return self._start_once(timeout, detach=detach)
+            except _PortTaken:
+                if self.chosen_port or attempt == 2:
+                    raise self.error(f"lost port {self.port} to another process") from None
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float, *, detach: bool) -> Self:
         if self.running:
             return self
+        if not self.chosen_port and port_open(self.port):
+            raise _PortTaken
         check_port(self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, self.log_mode) as log:
@@ -203,8 +256,10 @@ class LoopbackProcess:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
+                if port_open(self.port):  # someone else answers there: the port was taken
+                    raise _PortTaken
                 raise self.error(f"exited with code {code} on port {self.port}")
-            if self.ready():
+            if self.ready() and listens_on(self.process.pid, self.port):
                 if self.process.poll() is None:
                     return self
                 continue  # it answered, then died: report the exit above
