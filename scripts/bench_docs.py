@@ -7,11 +7,13 @@ A figure in ``docs/`` sits in a generated block::
     <!-- /results:memory -->
 
 The block's name up to its first ``/`` names the data file (written by
-``scripts/bench_<name>.py``). Every figure is computed here from the raw
-samples the file records (medians, per-round ratios, quartiles), so a figure
-changes only when its benchmark is re-run. ``tests/test_benchmark_docs.py``
-runs the check; the experts' figures (stage 05) have their own module,
-``agentstate.experts.results``.
+``scripts/bench_<name>.py``; ``engine_restart`` names
+``data/results/engine_restart.json``, the restart case ``scripts/bench_experts.py``
+writes apart). Every figure is computed here from the raw samples the file
+records (medians, per-round ratios, quartiles), or, for the experts (stage 05),
+by the tables of ``agentstate.experts.results`` and
+``agentstate.engine.restart_benchmark``, so a figure changes only when its
+benchmark is re-run. ``tests/test_benchmark_docs.py`` runs the check.
 
     .venv/bin/python scripts/bench_docs.py            # --check: list stale blocks, exit 1 if any
     .venv/bin/python scripts/bench_docs.py --write    # re-render every block in place
@@ -20,6 +22,7 @@ runs the check; the experts' figures (stage 05) have their own module,
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -27,7 +30,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from bench_results import ROOT, load_results
+from bench_results import RESULTS, ROOT, results_path
+
+from agentstate.engine.restart_benchmark import restart_rows
+from agentstate.experts.results import (
+    case_rows,
+    markdown_table,
+    mermaid_bars,
+    summary_rows,
+    sweep_rows,
+)
 
 DOCS = ROOT / "docs"
 BLOCK = re.compile(
@@ -37,8 +49,22 @@ BLOCK = re.compile(
 )
 # what the memory server was asked to reach (issue 16), in messages per second
 TARGETS = {"direct": 150, "capture": 100}
+# the share of the ideal saving the prefix-cached experts aim for (stage 05)
+EXPERTS_TARGET = 0.98
+# data files not named <name>_benchmark.json
+DATA_FILES = {"engine_restart": RESULTS / "engine_restart.json"}
 
 Data = dict[str, Any]
+
+
+def data_file(stem: str) -> Path:
+    """The data file a block's name (up to its first ``/``) names."""
+    return DATA_FILES.get(stem) or results_path(stem)
+
+
+def load_data(stem: str) -> Data:
+    data: Data = json.loads(data_file(stem).read_text())
+    return data
 
 
 def table(header: list[str], rows: Iterable[Iterable[Any]], align: str = "") -> str:
@@ -300,7 +326,177 @@ def render_doctor_watch(data: Data) -> str:
     ])  # fmt: skip
 
 
+# --- stage 05: the prefix-cached experts and the restart case (scripts/bench_experts.py) ----
+
+
+def span(values: Iterable[float], fmt: str, unit: str = "") -> str:
+    """``low-high`` of ``values`` in ``fmt`` (one value when both ends print the same)."""
+    numbers = list(values)
+    low, high = format(min(numbers), fmt), format(max(numbers), fmt)
+    return f"{low}{unit}" if low == high else f"{low}-{high}{unit}"
+
+
+def chapters(ks: list[int]) -> str:
+    """``1, 2 and 4 chapters``."""
+    words = ", ".join(map(str, ks[:-1])) + f" and {ks[-1]}" if len(ks) > 1 else str(ks[0])
+    return f"{words} chapter{'s' if ks != [1] else ''}"
+
+
+def calls_ms(sizes: list[Data]) -> float:
+    """The wall time of every recorded round of every case at ``sizes`` (a graph run each)."""
+    return sum(r["total_ms"] for size in sizes for rounds in size["raw"].values() for r in rounds)
+
+
+def engine_line(p: Data, rounds: int, how: str) -> str:
+    """Where the engine's figures come from, in one sentence."""
+    made = p.get("model_made_from")
+    threads = re.search(r"--n_threads (\d+)", p["server_flags"])
+    return (
+        f"Recorded {p['date']} by `{p['command']}`: llama.cpp ({p['engine']} "
+        f"{p['engine_version']}) serving {p['model_file']}"
+        + (f" (made by `make engine` from the shipped {made['file']})" if made else "")
+        + f", {threads[1] if threads else 'default'} CPU threads, on {p['cores']} cores "
+        f"({p['cpu']}), load average {p['load_average_at_start'][0]:.2f} at the start; "
+        f"medians of {rounds} rounds, {how}."
+    )
+
+
+def render_experts(data: Data) -> str:
+    how = "each case started from an evicted cache"
+    return "\n".join([
+        engine_line(data["provenance"], data["rounds"], how),
+        "",
+        markdown_table(summary_rows(data)),
+    ])  # fmt: skip
+
+
+def render_experts_cases(data: Data) -> str:
+    return "\n".join([markdown_table(case_rows(data)), "", "```mermaid", mermaid_bars(data), "```"])
+
+
+def render_experts_sweep(data: Data) -> str:
+    sweep = data["sweep"]
+    points, sizes = sweep["points"], data["sizes"]
+    first, last = points[0], points[-1]
+    colds = [p["cold_ms"] for p in points]
+    grows = "grows" if colds == sorted(colds) else "goes"
+    # where the floor's median is above warm's, the share reads above 100%: the first
+    # no-manual call of a round reads the instructions cold
+    above = [p for p in points if p["floor_ms"] > p["warm_ms"]]
+    below = [p for p in points if p["floor_ms"] <= p["warm_ms"]]
+    met = [s["sections"] for s in sizes if s["saving_share"] >= EXPERTS_TARGET]
+    met_sweep = [p["sections"] for p in below if p["saving_share"] >= EXPERTS_TARGET]
+    missed = [p for p in below if p["saving_share"] < EXPERTS_TARGET]
+    one_hash = all(
+        len(r["prefix_hashes"]) == 1 for s in (*sizes, *points) for r in s["raw"]["sequential"]
+    )
+    largest = points[-2:]
+    minutes = calls_ms(sizes + points) / 60_000
+    skipped = f" (skipped: {chapters(sweep['skipped'])})" if sweep["skipped"] else ""
+    text = (
+        f"The last table is the sweep over prefix size (notebook 05 draws it): every size whose "
+        f"largest call fits the {sweep['n_ctx']:,}-token context{skipped}, "
+        f"{first['sections']} to {last['sections']} chapters ({first['prefix_tokens']:,} to "
+        f"{last['prefix_tokens']:,} prefix tokens). Cold {grows} from "
+        f"{first['cold_ms'] / 1000:.1f} s to {last['cold_ms'] / 1000:.1f} s; warm from "
+        f"{first['warm_ms'] / 1000:.2f} s to "
+        f"{last['warm_ms'] / 1000:.2f} s, because the persona and the query are read after a "
+        f"longer prefix. The share of the ideal saving is "
+        f"{span((s['saving_share'] * 100 for s in sizes), '.1f', '%')} in the first table and "
+        f"{span((p['saving_share'] * 100 for p in below), '.1f', '%')} in the sweep"
+    )
+    if above:
+        text += (
+            f" at {chapters([p['sections'] for p in below])} (it reads "
+            f"{span((p['saving_share'] * 100 for p in above), '.1f', '%')} at "
+            f"{chapters([p['sections'] for p in above])}, where the floor's median is above "
+            "warm's: the first no-manual call of a round reads the instructions cold)"
+        )
+    text += (
+        f", so the target of {EXPERTS_TARGET:.0%} is met at "
+        f"{chapters(met) if met else 'no size'} in the first table and at "
+        f"{chapters(met_sweep) if met_sweep else 'no size'} in the sweep"
+    )
+    if missed:
+        text += (
+            f", and missed by "
+            f"{span(((EXPERTS_TARGET - p['saving_share']) * 100 for p in missed), '.1f')} "
+            f"points at {chapters([p['sections'] for p in missed])} in the sweep"
+        )
+    hashes = (
+        "every sequential call of a size sent one prefix hash (recorded in the JSON), and "
+        "notebook 05's live cell asserts the engine's prefix-hit counts"
+        if one_hash
+        else "some sequential calls of one size sent more than one prefix hash (recorded in the "
+        "JSON): the prefix was not invariant in that run"
+    )
+    if missed and one_hash:
+        text += (
+            ": what is lost is the warm call's own tokens read after a longer prefix, not a "
+            f"cache miss: {hashes}."
+        )
+    else:
+        text += f". {hashes[0].upper()}{hashes[1:]}."
+    text += (
+        f" The recorded run's calls took {minutes:.0f} minutes in all, "
+        f"{calls_ms(largest) / 60_000 / minutes:.0%} of it at the sweep's "
+        f"{chapters([p['sections'] for p in largest])}."
+    )
+    return "\n".join([markdown_table(sweep_rows(data)), "", text])
+
+
+def render_engine_restart(data: Data) -> str:
+    restart = data["restart"]
+    points, target = restart["points"], restart["target_share"]
+    how = "sizes interleaved within each round"
+    raw = [r for p in points for r in p["raw"]]
+    missed = [p["sections"] for p in points if p["share_kept"] < target]
+    above = [p["sections"] for p in points if p["share_kept"] > 1]
+    verdict = "is met at every size" if not missed else f"is missed at {chapters(missed)}"
+    noise = (
+        f" (above 100% at {chapters(above)}, where the restored median is below the warm one: "
+        "within the noise)"
+        if above
+        else ""
+    )
+    first, last = points[0], points[-1]
+    slower = [(p["restored_ms"] - p["warm_ms"]) / 1000 for p in points]
+    same = all(p["same_replies_every_round"] for p in points)
+    restored = all(p["restored_every_round"] for p in points)
+    return "\n".join([
+        engine_line(data["provenance"], restart["rounds"], how),
+        "",
+        markdown_table(restart_rows(data)),
+        "",
+        f"The target, {target:.0%} of the warm saving kept, {verdict}: "
+        f"{span((p['share_kept'] * 100 for p in points), '.1f', '%')} of the warm saving survives "
+        f"the restart{noise}. Restoring the state took "
+        f"{span((r['restore_s'] * 1000 for r in raw), '.0f', ' ms')} and saving it "
+        f"{span((r['save_s'] * 1000 for r in raw), '.0f', ' ms')} (over every round), for files "
+        f"of {first['state_bytes'] / 1e6:.0f} MB ({chapters([first['sections']])}) to "
+        f"{last['state_bytes'] / 1e6:.0f} MB ({chapters([last['sections']])}). The restored "
+        f"call's TTFT minus a warm one's is {min(slower):+.2f} s to {max(slower):+.2f} s by "
+        "size: the first request of a new process, which still reads the persona and the "
+        "question after the prefix. "
+        + (
+            "Each restarted engine restored the state before its first request in every round"
+            if restored
+            else "Some restarted engines did not restore the state"
+        )
+        + (
+            ", and its replies equalled the cold engine's in every round"
+            if same
+            else ", and its replies differed from the cold engine's in some rounds"
+        )
+        + " (`restored` and `same_replies` in the rounds).",
+    ])  # fmt: skip
+
+
 RENDERERS: dict[str, Callable[[Data], str]] = {
+    "experts": render_experts,
+    "experts/cases": render_experts_cases,
+    "experts/sweep": render_experts_sweep,
+    "engine_restart": render_engine_restart,
     "memory": render_memory,
     "memory/profile": render_memory_profile,
     "turn_cache": render_turn_cache,
@@ -315,7 +511,7 @@ def render(name: str, data: Data | None = None) -> str:
     """Block ``name`` rendered from ``data`` (default: its data file under data/results)."""
     if name not in RENDERERS:
         raise KeyError(f"no renderer for results block {name!r}: one of {sorted(RENDERERS)}")
-    return RENDERERS[name](load_results(name.split("/")[0]) if data is None else data)
+    return RENDERERS[name](load_data(name.split("/")[0]) if data is None else data)
 
 
 def refresh(text: str, data: dict[str, Data] | None = None) -> str:

@@ -2,11 +2,13 @@
 
 ``scripts/bench_docs.py`` renders each generated block (``<!-- results:NAME -->``)
 from the raw samples a benchmark script recorded in
-``data/results/<NAME>_benchmark.json``. These tests recompute every block from
+``data/results/<NAME>_benchmark.json`` (``engine_restart``:
+``data/results/engine_restart.json``). These tests recompute every block from
 its file and compare it with the docs, check that each file says what produced
 it, and that no timing is typed by hand outside a block in the pages the
-benchmarks feed (the experts' figures, stage 05, are checked by
-``tests/test_experts_results.py`` and ``tests/test_lesson_05.py``).
+benchmarks feed. The engine's files (stage 05) record a provenance of their own,
+checked against the repository by ``tests/test_experts_results.py`` and
+``tests/test_engine_restart_results.py``.
 """
 
 import copy
@@ -24,8 +26,18 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import bench_docs  # noqa: E402
 from bench_results import RESULTS, load_results  # noqa: E402
 
-NAMES = sorted(p.name.removesuffix("_benchmark.json") for p in RESULTS.glob("*_benchmark.json"))
-OWN = [n for n in NAMES if n != "experts"]  # the experts' file has its own module and tests
+from agentstate.engine.restart_benchmark import load_restart_results, restart_rows  # noqa: E402
+from agentstate.experts.results import (  # noqa: E402
+    case_rows,
+    markdown_table,
+    mermaid_bars,
+    summary_rows,
+    sweep_rows,
+)
+
+NAMES = sorted(p.stem.removesuffix("_benchmark") for p in RESULTS.glob("*.json"))
+# the files scripts/bench_results.py writes (the engine's record their own provenance)
+OWN = [n for n in NAMES if n not in ("experts", "engine_restart")]
 
 # the pages (or the one section of a page) whose figures come from these data files
 PAGES = {
@@ -34,7 +46,6 @@ PAGES = {
     "docs/test-suite.md": None,
     "docs/doctor/README.md": "## Speed",
 }
-EXPERTS_SECTION = "## Prefix-cached experts (stage 05)"
 # a timing, rate, ratio or share: "18.2 ms", "3 s", "55 msg/s", "1.7x", "98%"
 FIGURE = re.compile(r"\d[\d,]*(?:\.\d+)?\s?(?:ms|s|msg/s|x|%)(?![\w/-])")
 # settings, not measurements
@@ -63,7 +74,8 @@ def test_every_block_in_the_docs_is_what_its_data_file_renders():
 
 def test_every_data_file_is_shown_and_every_block_has_a_data_file():
     shown = {name.split("/")[0] for name in blocks_in_docs()}
-    assert shown == set(OWN)
+    assert shown == set(NAMES)
+    assert all(bench_docs.data_file(name).is_file() for name in shown)
     assert set(bench_docs.RENDERERS) == set(blocks_in_docs())
 
 
@@ -101,7 +113,7 @@ def perturbed(data):
 
 @pytest.mark.parametrize("block", sorted(bench_docs.RENDERERS))
 def test_a_changed_sample_changes_the_block(block):
-    data = load_results(block.split("/")[0])
+    data = bench_docs.load_data(block.split("/")[0])
     assert bench_docs.render(block, perturbed(data)) != bench_docs.render(block, data)
 
 
@@ -122,8 +134,6 @@ def test_no_figure_is_typed_by_hand_outside_a_block(page):
     text = (ROOT / page).read_text()
     if PAGES[page]:
         text = section(text, PAGES[page])
-    if EXPERTS_SECTION in text:
-        text = text.replace(section(text, EXPERTS_SECTION), "")
     text = " ".join(bench_docs.BLOCK.sub("", text).split())
     for setting in SETTINGS:
         text = text.replace(setting, "")
@@ -149,3 +159,60 @@ def test_the_figures_are_medians_and_paired_ratios_of_the_samples():
 def test_an_unknown_block_name_is_a_clear_error():
     with pytest.raises(KeyError, match="no renderer for results block 'memroy'"):
         bench_docs.render("memroy")
+
+
+# --- stage 05: the experts' blocks ----------------------------------------------------------
+
+
+def block_text(name):
+    """The body of block ``name`` in docs/benchmarks.md."""
+    text = (ROOT / "docs/benchmarks.md").read_text()
+    (body,) = [m["body"] for m in bench_docs.BLOCK.finditer(text) if m["name"] == name]
+    return " ".join(body.split())
+
+
+def test_the_experts_blocks_hold_the_tables_of_the_engine_code():
+    experts, restart = bench_docs.load_data("experts"), load_restart_results()
+    assert markdown_table(summary_rows(experts)) in bench_docs.render("experts")
+    assert markdown_table(case_rows(experts)) in bench_docs.render("experts/cases")
+    assert mermaid_bars(experts) in bench_docs.render("experts/cases")
+    assert markdown_table(sweep_rows(experts)) in bench_docs.render("experts/sweep")
+    assert markdown_table(restart_rows(restart)) in bench_docs.render("engine_restart")
+    assert "<!-- end -->" not in (ROOT / "docs/benchmarks.md").read_text()  # one marker style
+
+
+def test_the_sweep_sentence_is_recomputed_from_the_data():
+    points = bench_docs.load_data("experts")["sweep"]["points"]
+    first, last = points[0], points[-1]
+    read = [p["saving_share"] for p in points if p["floor_ms"] <= p["warm_ms"]]
+    missed = [bench_docs.EXPERTS_TARGET - s for s in read if s < bench_docs.EXPERTS_TARGET]
+    text = block_text("experts/sweep")
+    assert f"from {first['cold_ms'] / 1000:.1f} s to {last['cold_ms'] / 1000:.1f} s;" in text
+    assert f"warm from {first['warm_ms'] / 1000:.2f} s to {last['warm_ms'] / 1000:.2f} s" in text
+    assert f"{min(read) * 100:.1f}-{max(read) * 100:.1f}% in the sweep" in text
+    assert f"missed by {min(missed) * 100:.1f}-{max(missed) * 100:.1f} points" in text
+
+
+def test_the_restart_sentence_is_recomputed_from_the_raw_rounds():
+    points = load_restart_results()["restart"]["points"]
+    rounds = [r for p in points for r in p["raw"]]
+    restore = [r["restore_s"] * 1000 for r in rounds]
+    save = [r["save_s"] * 1000 for r in rounds]
+    gap = [(p["restored_ms"] - p["warm_ms"]) / 1000 for p in points]
+    text = block_text("engine_restart")
+    assert f"took {min(restore):.0f}-{max(restore):.0f} ms and saving it" in text
+    assert f"saving it {min(save):.0f}-{max(save):.0f} ms" in text
+    assert f"is {min(gap):+.2f} s to {max(gap):+.2f} s by size" in text
+    kept = [p["share_kept"] for p in points]
+    assert f"{min(kept) * 100:.1f}-{max(kept) * 100:.1f}% of the warm saving" in text
+
+
+def test_a_missed_target_or_a_lost_prefix_changes_the_words():
+    sweep = copy.deepcopy(bench_docs.load_data("experts"))
+    sweep["sweep"]["points"][-1]["raw"]["sequential"][0]["prefix_hashes"].append("0" * 64)
+    assert "not invariant in that run" in bench_docs.render("experts/sweep", sweep)
+    restart = copy.deepcopy(load_restart_results())
+    point = restart["restart"]["points"][0]
+    point["share_kept"], point["same_replies_every_round"] = 0.5, False
+    shown = bench_docs.render("engine_restart", restart)
+    assert "is missed at 1 chapter:" in shown and "differed from the cold engine's" in shown
