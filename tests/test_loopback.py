@@ -1,5 +1,7 @@
 """agentstate.loopback: a served process stops at once on Ctrl-C or SIGTERM."""
 
+import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -11,6 +13,7 @@ import pytest
 from agentstate.loopback import (
     LoopbackProcess,
     LoopbackServerError,
+    _family,
     listens_on,
     serve_until_interrupted,
 )
@@ -116,3 +119,25 @@ def test_a_child_that_loses_the_race_after_the_check_is_restarted_on_a_new_port(
             assert listens_on(late.pid, late.port)
     finally:
         sock.close()
+
+
+class Wrapped(Listener):
+    """A server started through a shell that stays its parent (a launcher, a wrapper script)."""
+
+    name = "wrapped listener"
+
+    def command(self):
+        inner = shlex.join(super().command())
+        return ["sh", "-c", f"{inner}; exit $?"]  # not the shell's last command: it forks
+
+
+def test_a_server_a_wrapper_started_counts_as_the_childs_own():
+    wrapped = Wrapped().start(timeout=15)
+    family = _family(wrapped.pid)
+    try:
+        assert len(family) == 2  # the shell and the server it started
+        assert listens_on(wrapped.pid, wrapped.port)
+    finally:
+        wrapped.stop()  # the shell; the server it started is ours to end too
+        for pid in family - {wrapped.process.pid}:
+            os.kill(pid, signal.SIGKILL)

@@ -62,23 +62,49 @@ def _listening_inode(port: int) -> str | None:
     return None
 
 
+def _family(pid: int) -> set[int]:
+    """``pid`` and every process descended from it (from each process's ``/proc/<n>/stat``)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # it exited meanwhile
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    family, grew = {pid}, True
+    while grew:
+        born = {child for child, parent in parents.items() if parent in family} - family
+        family |= born
+        grew = bool(born)
+    return family
+
+
+def _holds(pid: int, held: str) -> bool:
+    try:
+        return any(os.readlink(fd) == held for fd in Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # it exited, or its descriptors are not ours to read
+        return False
+
+
 def listens_on(pid: int, port: int) -> bool:
-    """True when process ``pid`` holds the socket listening on 127.0.0.1:``port``.
+    """True when process ``pid`` (or a process it started) holds the socket listening on
+    127.0.0.1:``port``.
 
     Another process may answer on a port a moment after :func:`free_port` found
     it free (two test workers, two notebooks): readiness must be the child's own
-    socket, not whoever answers. Read from ``/proc``; where it cannot be read
+    socket, not whoever answers; a child that is a wrapper (a shell, a launcher)
+    counts its descendants' sockets. Read from ``/proc``; where it cannot be read
     (not Linux), True, and readiness falls back to "the port answers".
     """
     try:
         inode = _listening_inode(port)
-        if inode is None:
-            return False
-        held = f"socket:[{inode}]"
-        fds = Path(f"/proc/{pid}/fd")
-        return any(os.readlink(fd) == held for fd in fds.iterdir())
     except OSError:
         return True
+    if inode is None:
+        return False
+    held = f"socket:[{inode}]"
+    return _holds(pid, held) or any(_holds(p, held) for p in _family(pid) - {pid})
 
 
 def valid_port(port: int) -> int:
