@@ -15,7 +15,9 @@ from agentstate.loopback import (
     LoopbackServerError,
     _family,
     listens_on,
+    port_open,
     serve_until_interrupted,
+    wait_gone,
 )
 
 SERVE = """
@@ -131,13 +133,24 @@ class Wrapped(Listener):
         return ["sh", "-c", f"{inner}; exit $?"]  # not the shell's last command: it forks
 
 
-def test_a_server_a_wrapper_started_counts_as_the_childs_own():
+def _end(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_server_a_wrapper_started_counts_as_the_childs_own_and_ends_with_it(how):
     wrapped = Wrapped().start(timeout=15)
     family = _family(wrapped.pid)
     try:
         assert len(family) == 2  # the shell and the server it started
         assert listens_on(wrapped.pid, wrapped.port)
+        getattr(wrapped, how)()
+        server = (family - {wrapped.pid}).pop()
+        assert wait_gone(server, 5), "the wrapper's server outlived the stop"
+        assert not port_open(wrapped.port)
     finally:
-        wrapped.stop()  # the shell; the server it started is ours to end too
-        for pid in family - {wrapped.process.pid}:
-            os.kill(pid, signal.SIGKILL)
+        _end(family - {wrapped.pid})  # never leave a listener behind, even on failure

@@ -62,16 +62,21 @@ def _listening_inode(port: int) -> str | None:
     return None
 
 
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command name (state, ppid, ...); None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()
+
+
 def _family(pid: int) -> set[int]:
     """``pid`` and every process descended from it (from each process's ``/proc/<n>/stat``)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:  # it exited meanwhile
-                continue
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = int(fields[1])
     family, grew = {pid}, True
     while grew:
         born = {child for child, parent in parents.items() if parent in family} - family
@@ -136,11 +141,8 @@ def check_port(port: int) -> int:
 
 
 def _zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+    fields = _stat(pid)
+    return fields is not None and fields[0] == "Z"
 
 
 def pid_alive(pid: int) -> bool:
@@ -174,6 +176,15 @@ def wait_gone(pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def _signal(pids: set[int], sig: int) -> None:
+    """Send ``sig`` to each of ``pids`` that still exists."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):  # gone, or no longer one of ours
+            pass
 
 
 def serve_until_interrupted(running: Callable[[], bool], poll: float = 0.5) -> bool:
@@ -294,22 +305,38 @@ class LoopbackProcess:
                 raise self.error(f"did not answer on port {self.port} within {timeout:.0f} s")
             time.sleep(0.05)
 
+    def _descendants(self) -> set[int]:
+        """What the child started (a wrapper's server): read before the child ends and they
+        are handed to init, so that stopping the child leaves none of them listening."""
+        if self.process is None or self.process.poll() is not None:
+            return set()
+        return _family(self.process.pid) - {self.process.pid}
+
     def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait, SIGKILL if it lingers; always reaped. Returns the exit code."""
+        """SIGTERM the child and what it started, wait, SIGKILL what lingers; always reaped.
+
+        Returns the child's exit code.
+        """
         if self.process is None:
             return None
         if self.process.poll() is None:
+            descendants = self._descendants()
+            deadline = time.monotonic() + timeout
             self.process.terminate()
+            _signal(descendants, signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+            lingering = {p for p in descendants if not wait_gone(p, deadline - time.monotonic())}
+            _signal(lingering, signal.SIGKILL)
         return self.process.returncode
 
     def kill(self) -> None:
-        """SIGKILL, no shutdown: what a crash looks like (reaped)."""
+        """SIGKILL the child and what it started, no shutdown: what a crash looks like (reaped)."""
         if self.process is not None and self.process.poll() is None:
+            _signal(self._descendants(), signal.SIGKILL)
             self.process.kill()
             self.process.wait()
 
