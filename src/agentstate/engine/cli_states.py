@@ -17,7 +17,7 @@ from typing import Any
 
 from agentstate.engine.prefix_client import PRIME_TIMEOUT, prime
 from agentstate.engine.server import read_state
-from agentstate.engine.state_files import SavedState, remove_state, saved_states, states_dir
+from agentstate.engine.state_files import KEY, SavedState, remove_state, scan, states_dir
 from agentstate.engine.state_files import stale_reason as _stale
 from agentstate.loopback import LoopbackServerError
 
@@ -116,10 +116,13 @@ def _installed_versions() -> dict[str, str] | None:
 
 def _states(args: argparse.Namespace) -> int:
     folder = args.dir or states_dir()
-    rows = [_row(s) for s in saved_states(folder)]
+    found = scan(folder)
+    rows = [_row(s) for s in found.states]
     if args.json:
-        print(json.dumps({"dir": str(folder), "states": rows}, indent=2))
+        print(json.dumps({"dir": str(folder), "states": rows, "skipped": found.skipped}, indent=2))
         return 0
+    for line in found.skipped:
+        print(f"skipped {line}")
     if not rows:
         print(f"no saved prefix states in {folder}")
         return 0
@@ -135,7 +138,7 @@ def _states(args: argparse.Namespace) -> int:
 
 def _remove(args: argparse.Namespace) -> int:
     folder = args.dir or states_dir()
-    states = saved_states(folder)
+    states = scan(folder).states
     if args.all:
         chosen = states
     elif args.stale:
@@ -144,6 +147,10 @@ def _remove(args: argparse.Namespace) -> int:
     elif args.keys:
         chosen = []
         for key in args.keys:
+            if not key or not KEY.fullmatch(key.ljust(16, "0")):  # '' starts every key
+                print(f"error: {key!r} is not the start of a key (1 to 16 hex digits, as "
+                      f"`agentstate engine states` lists them); nothing removed")  # fmt: skip
+                return 2
             match = [s for s in states if s.key.startswith(key)]
             if len(match) != 1:
                 what = "no saved state" if not match else f"{len(match)} saved states"

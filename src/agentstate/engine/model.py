@@ -9,14 +9,16 @@ Used by notebook 05, the engine tests and ``scripts/bench_experts.py``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import stat
 import sys
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 
 from agentstate.loopback import LoopbackServerError
@@ -85,19 +87,48 @@ def engine_version() -> str | None:
         return None
 
 
-@lru_cache(maxsize=8)
-def _sha256(path: str, mtime_ns: int, size: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+_DIGESTS: OrderedDict[tuple[int, ...], str] = OrderedDict()  # identity -> sha256
+_CACHE_SIZE = 8
+
+
+def _identity(found: os.stat_result) -> tuple[int, ...]:
+    """What moves when a file's bytes may have changed.
+
+    ``ctime`` moves on every write and every ``utime`` and no call sets it
+    back (an ``mtime`` can be put back); the device and inode tell a file
+    renamed over the old one.
+    """
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
+
+
+def file_sha256(path: Path, *, cached: bool = True) -> str:
+    """sha256 of a regular file; ``cached``: once per (device, inode, size, mtime, ctime).
+
+    A 98 MB GGUF takes ~0.3 s, so the model file's digest is cached (issue 33:
+    a cache keyed on path, size and mtime returned the old digest of a file
+    changed in place with its mtime put back). Saved states are hashed with
+    ``cached=False`` before each restore. The file is opened without waiting
+    (``O_NONBLOCK``) and must be a regular file: a FIFO or a folder raises
+    ``OSError`` at once instead of hanging.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file; not read", str(path))
+        identity = _identity(found)
+        if cached and identity in _DIGESTS:
+            _DIGESTS.move_to_end(identity)
+            return _DIGESTS[identity]
+        digest = hashlib.sha256()
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, computed once per (path, mtime, size): a 98 MB GGUF takes ~0.3 s."""
-    stat = Path(path).stat()
-    return _sha256(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+        if _identity(os.fstat(fd)) != identity:
+            raise OSError(errno.EAGAIN, "changed while it was hashed", str(path))
+    _DIGESTS[identity] = digest.hexdigest()
+    while len(_DIGESTS) > _CACHE_SIZE:
+        _DIGESTS.popitem(last=False)
+    return _DIGESTS[identity]
 
 
 def model_sha256(path: Path | None = None) -> str:

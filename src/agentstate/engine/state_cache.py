@@ -42,11 +42,12 @@ from agentstate.engine.state_files import (
     file_problem,
     locked,
     now,
+    regular,
     saved_states,
     state_key,
-    temporary,
     tokens_sha256,
-    write_json,
+    touch,
+    write_state,
 )
 
 SEQ = 0  # llama-cpp-python's single sequence
@@ -206,8 +207,12 @@ class PrefixStore:
 
     # --- checks ---
 
-    def mismatch(self, state: SavedState) -> str | None:
-        """Why this engine must not load ``state`` (manifest and file), or None."""
+    def mismatch(self, state: SavedState, *, check_sha: bool = True) -> str | None:
+        """Why this engine must not load ``state`` (manifest and file), or None.
+
+        ``check_sha``: hash the state file again (done under the lock, just
+        before llama.cpp reads it); else only its kind and size are checked.
+        """
         manifest = state.manifest
         if manifest.get("format") != FORMAT:
             return f"the state {state.key} has another format ({manifest.get('format')})"
@@ -225,7 +230,7 @@ class PrefixStore:
             return f"the state {state.key} holds {len(tokens)} tokens, more than n_ctx {self.n_ctx}"
         if tokens_sha256(tokens) != manifest.get("tokens_sha256"):
             return f"the manifest of {state.key} is damaged (its token ids do not hash to its own)"
-        return file_problem(state)
+        return file_problem(state, check_sha=check_sha)
 
     def candidates(self, prefix: str | None = None) -> tuple[list[SavedState], list[str]]:
         """States this engine may load (most recent first), and why the others may not."""
@@ -234,7 +239,7 @@ class PrefixStore:
         for state in saved_states(self.folder):
             if prefix and state.manifest.get("prefix_sha256") != prefix:
                 continue
-            reason = self.mismatch(state)
+            reason = self.mismatch(state, check_sha=False)  # hashed when loaded
             if reason:
                 refused.append(reason)
             else:
@@ -292,11 +297,7 @@ class PrefixStore:
 
     def touch(self, state: SavedState) -> None:
         """Record the use (the budget removes the least recently used first)."""
-        try:
-            with locked(self.folder, state.key, exclusive=True):
-                write_json(state.manifest_path, {**state.manifest, "used_at": now()})
-        except (StateLocked, OSError):
-            pass
+        touch(state)
 
     # --- save ---
 
@@ -308,8 +309,8 @@ class PrefixStore:
         """The state already saved for this prefix, if its manifest holds (size, not sha)."""
         for state in saved_states(self.folder):
             if state.key == self.key(prefix) and state.manifest["tokens"] == tokens:
-                path = state.state_path
-                if path.is_file() and path.stat().st_size == state.size:
+                seen = regular(state.state_path)
+                if seen is not None and seen.st_size == state.size:
                     return state
         return None
 
@@ -323,28 +324,28 @@ class PrefixStore:
         keep_only(self.llama, n)
         key = self.key(prefix)
         path = self.folder / f"{key}.state"
+
+        def fill(tmp: Path) -> int:
+            return int(llama_cpp.llama_state_seq_save_file(
+                self.llama.ctx, str(tmp).encode(), SEQ, (llama_cpp.llama_token * n)(*tokens), n,
+            ))  # fmt: skip
+
         start = time.perf_counter()
         try:
-            with locked(self.folder, key, exclusive=True):
-                tmp = temporary(path)
-                try:
-                    written = llama_cpp.llama_state_seq_save_file(
-                        self.llama.ctx, str(tmp).encode(), SEQ,
-                        (llama_cpp.llama_token * n)(*tokens), n,
-                    )  # fmt: skip
-                    if not written or tmp.stat().st_size != written:
-                        return Outcome(False, f"not saved: llama.cpp could not write {tmp}")
-                    manifest = self.manifest(key, prefix, tokens, tmp, label)
-                    tmp.replace(path)
-                finally:
-                    tmp.unlink(missing_ok=True)
-                write_json(path.with_suffix(".json"), manifest)
+            state = write_state(
+                self.folder, key, fill, lambda tmp: self.manifest(key, prefix, tokens, tmp, label)
+            )
         except StateLocked as busy:
             return Outcome(False, f"not saved: {busy} (it is writing this prefix)")
+        except OSError as err:
+            return Outcome(False, f"not saved: {err}")
         seconds = time.perf_counter() - start
-        state = SavedState(self.folder, manifest)
-        removed = enforce_budget(self.folder, self.budget, keep=key, versions=engine_versions())
-        gone = f"; removed {', '.join(removed)}" if removed else ""
+        try:
+            removed = enforce_budget(self.folder, self.budget, keep=key,
+                                     versions=engine_versions())  # fmt: skip
+            gone = f"; removed {', '.join(removed)}" if removed else ""
+        except OSError as err:  # the state is written: a failed eviction does not undo that
+            gone = f"; the budget was not enforced this time ({err})"
         return Outcome(True, f"saved the prefix state {key} ({n} tokens, {state.size / 1e6:.1f} "
                              f"MB) to {path} in {seconds:.3f} s{gone}", state, seconds)  # fmt: skip
 
@@ -360,7 +361,7 @@ class PrefixStore:
             "tokens_sha256": tokens_sha256(tokens),
             "tokens": tokens,
             "state_bytes": file.stat().st_size,
-            "state_sha256": file_sha256(file),
+            "state_sha256": file_sha256(file, cached=False),
             "n_ctx": self.n_ctx,
             "model_path": str(self.model_path),
             "model_file": self.model_path.name,
