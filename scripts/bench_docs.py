@@ -12,7 +12,7 @@ The block's name up to its first ``/`` names the data file (written by
 writes apart). Every figure is computed here from the raw samples the file
 records (medians, per-round ratios, quartiles), or, for the experts (stage 05),
 by the tables of ``agentstate.experts.results`` and
-``agentstate.engine.restart_benchmark``, so a figure changes only when its
+``agentstate.experts.restart_benchmark``, so a figure changes only when its
 benchmark is re-run. ``tests/test_benchmark_docs.py`` runs the check.
 
     .venv/bin/python scripts/bench_docs.py            # --check: list stale blocks, exit 1 if any
@@ -32,7 +32,7 @@ from typing import Any
 
 from bench_results import RESULTS, ROOT, results_path
 
-from agentstate.engine.restart_benchmark import restart_rows
+from agentstate.experts.restart_benchmark import restart_rows
 from agentstate.experts.results import (
     case_rows,
     markdown_table,

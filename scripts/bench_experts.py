@@ -8,10 +8,11 @@ warm and floor TTFT at 1, 2, 4, 8, 16 chapters, those that fit the context).
 Writes data/results/experts_benchmark.json with provenance (engine, model file
 and sha256 and what it was made from, manual hashes, cores, load, date).
 Then the restart case at the sweep's sizes (cold, warm, and restored from a
-saved state after an engine restart; the share of the warm saving kept),
-written to data/results/engine_restart.json. The server runs the Q4_0 model
-made by ``agentstate engine quantize`` (``--model shipped``: the Q4_1 file
-as shipped).
+saved state after an engine restart; the share of the warm saving kept;
+:mod:`agentstate.experts.restart_benchmark`, where the experts prime the
+engine with their own prefix), written to data/results/engine_restart.json.
+The server runs the Q4_0 model made by ``agentstate engine quantize``
+(``--model shipped``: the Q4_1 file as shipped).
 
     .venv/bin/python scripts/bench_experts.py       # sizes 1 2 4, 3 rounds; sweep 1 2 4 8 16
     .venv/bin/python scripts/bench_experts.py --sections 1 --rounds 1 --sweep 1 2 \
@@ -28,17 +29,17 @@ import sys
 from pathlib import Path
 
 from agentstate.engine import EngineServer, LoopbackServerError, default_model, locate_model
-from agentstate.engine.restart_benchmark import (
-    TARGET_SHARE,
-    restart_rows,
-    run_restart,
-)
 from agentstate.engine.server import MEASURED_THREADS
 from agentstate.experts.benchmark import (
     QUERY,
     SWEEP_SECTIONS,
     provenance,
     run_benchmark,
+)
+from agentstate.experts.restart_benchmark import (
+    TARGET_SHARE,
+    restart_rows,
+    run_restart,
 )
 from agentstate.experts.results import (
     case_rows,

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import bench_docs  # noqa: E402
 from bench_results import RESULTS, load_results  # noqa: E402
 
-from agentstate.engine.restart_benchmark import load_restart_results, restart_rows  # noqa: E402
+from agentstate.experts.restart_benchmark import load_restart_results, restart_rows  # noqa: E402
 from agentstate.experts.results import (  # noqa: E402
     case_rows,
     markdown_table,

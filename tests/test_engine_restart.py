@@ -5,12 +5,17 @@ process on the same folder restores it before its first request, reuses the
 whole prefix (its verbose log's prefix-hit line) and answers the same greedy
 tokens as the warm engine did; an engine on another model file starts cold;
 a clean stop saves a primed prefix whose state went missing; two engines
-priming at once leave one whole state; ``agentstate engine prime|states|
-remove|status`` drive it. No assertion depends on timing. Marked ``engine``.
+priming at once leave one whole state; ``agentstate experts prime`` (the
+experts' prefix), ``agentstate engine prime --file`` (any prefix) and
+``agentstate engine states|remove|status`` drive it; what it writes is 0600
+and leaves no lock file (issue 33). No assertion depends on timing. Marked
+``engine``.
 """
 
 import json
+import os
 import shutil
+import stat
 import threading
 import urllib.request
 
@@ -153,11 +158,11 @@ def test_two_engines_priming_at_once_leave_one_whole_state(primed, tmp_path):
 def test_the_operator_commands_prime_list_and_remove(tmp_path, capsys):
     folder = tmp_path / "states"
     with engine(folder, tmp_path, "operator", restore="none") as server:
-        assert main(["engine", "prime", "--sections", "1", "--base-url", server.base_url]) == 0
+        assert main(["experts", "prime", "--sections", "1", "--base-url", server.base_url]) == 0
         out = capsys.readouterr().out
         assert "operations_manual.md[:1 sections]: " in out and " prefilled in " in out
         assert out.splitlines()[1].startswith(f"saved: {folder}")
-        assert main(["engine", "prime", "--sections", "1", "--base-url", server.base_url]) == 0
+        assert main(["experts", "prime", "--sections", "1", "--base-url", server.base_url]) == 0
         assert "already in the engine's cache" in capsys.readouterr().out
     (state,) = saved_states(folder)
     assert main(["engine", "states", "--dir", str(folder)]) == 0
@@ -167,3 +172,23 @@ def test_the_operator_commands_prime_list_and_remove(tmp_path, capsys):
     assert "valid for SmolLM2-135M-Instruct.Q4_0.gguf" in out and "STALE" not in out
     assert main(["engine", "remove", state.key[:6], "--dir", str(folder)]) == 0
     assert "removed 1 state(s)" in capsys.readouterr().out and saved_states(folder) == []
+
+
+def test_the_engine_primes_any_prefix_it_is_given_and_writes_it_0600(tmp_path, capsys):
+    """Not the experts' text: a prefix of the caller's own, from a file (issue 34 item 9)."""
+    folder = tmp_path / "states"
+    prefix = tmp_path / "support_bot.txt"
+    prefix.write_text("You are the support bot of a bicycle shop. Answer in one sentence.\n")
+    old = os.umask(0o022)  # the default umask: before issue 33, states were written 0644
+    try:
+        with engine(folder, tmp_path, "general", restore="none") as server:
+            argv = ["engine", "prime", "--file", str(prefix), "--base-url", server.base_url]
+            assert main(argv) == 0
+    finally:
+        os.umask(old)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("support_bot.txt: ") and " prefilled in " in out[0]
+    (state,) = saved_states(folder)
+    assert state.manifest["label"] == "support_bot.txt" and file_problem(state) is None
+    modes = {p.name: stat.S_IMODE(os.lstat(p).st_mode) for p in folder.iterdir()}
+    assert modes == {f"{state.key}.state": 0o600, f"{state.key}.json": 0o600}  # no lock left

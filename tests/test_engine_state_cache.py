@@ -21,6 +21,7 @@ import pytest
 
 from agentstate.engine import engine_installed
 from agentstate.engine.state_files import saved_states
+from tests.test_engine_state_hostile import change_in_place
 
 pytestmark = [
     pytest.mark.engine,
@@ -36,6 +37,7 @@ if engine_installed():
     from agentstate.engine.state_cache import (
         PrefixStore,
         chat_tokens,
+        forget_all,
         held_tokens,
         keep_only,
         prefix_sha256,
@@ -263,5 +265,19 @@ def test_a_state_another_engine_is_writing_is_not_written_twice(saved, tmp_path)
         holder.communicate("\n")
     outcome = prefix_store.save(prefix_sha256(PREFIX), tokens)
     assert outcome.ok and outcome.state.size == saved["state"].size
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".lock", ".state"]
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".state"]  # lock: gone
+    llama.close()
+
+
+def test_a_state_changed_in_place_with_its_mtime_put_back_is_refused_by_the_same_engine(
+    saved, copy
+):
+    """Issue 33 item 13: the engine hashed the file at its first restore; a second must too."""
+    llama = make_llama()
+    prefix_store = store(llama, copy)
+    assert prefix_store.restore().ok  # hashed once
+    forget_all(llama)
+    change_in_place(next(copy.glob("*.state")))  # same size, same mtime, other KV bytes
+    outcome = prefix_store.restore()
+    assert cold(outcome, llama) and "corrupt" in outcome.line, outcome.line
     llama.close()

@@ -219,8 +219,45 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
         budget_bytes()
 
 
-def test_prime_without_a_running_engine_says_how_to_start_one(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("command", ["engine", "experts"])
+def test_prime_without_a_running_engine_says_how_to_start_one(
+    tmp_path, monkeypatch, capsys, command
+):
     monkeypatch.setenv("AGENTSTATE_ENGINE_STATE", str(tmp_path / "engine.json"))
-    assert main(["engine", "prime"]) == 2
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("You answer questions about our runbook.\n")
+    argv = ["--file", str(prefix)] if command == "engine" else ["--sections", "1"]
+    assert main([command, "prime", *argv]) == 2
     out = capsys.readouterr().out
     assert out == "error: no engine is running: start one with `agentstate engine start`\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "name the prefix to prime: --file PATH"),
+        (["--sections", "4"], "primed with `agentstate experts prime --sections 4`"),
+        (["--file", "missing.txt"], "does not exist"),
+        (["--file", "fifo.txt"], "is a FIFO (named pipe), not a regular file"),
+        (["--file", "empty.txt"], "the prefix in empty.txt is empty"),
+        (["--file", "latin1.txt"], "the prefix in latin1.txt is not UTF-8 text"),
+    ],
+)
+def test_engine_prime_takes_the_prefix_it_is_given_and_refuses_bad_input_in_one_line(
+    tmp_path, monkeypatch, capsys, argv, message
+):
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo("fifo.txt")  # refused without being opened: nothing writes to it
+    (tmp_path / "empty.txt").write_text(" \n")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    assert main(["engine", "prime", *argv]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: ") and message in out and out.count("\n") == 1
+
+
+def test_experts_prime_refuses_a_bad_chapter_count(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["experts", "prime", "--sections", "0"])
+    assert exit_.value.code == 2 and "not a positive number of chapters: '0'" in (
+        capsys.readouterr().err
+    )

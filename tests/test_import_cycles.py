@@ -132,3 +132,41 @@ def test_a_cycle_is_found_and_named_including_a_function_level_import(tmp_path):
     assert found == [["pkg.a", "pkg.sub.b", "pkg.a"]]
     (package / "sub" / "b.py").write_text("def f():\n    return 1\n")
     assert cycles(import_graph(tmp_path, "pkg")) == []
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others (function-level included)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for succ in graph[todo.pop()] - seen:
+            seen.add(succ)
+            todo.append(succ)
+    return seen
+
+
+def test_the_engine_imports_nothing_from_the_experts():
+    """Issue 34: the engine is a prefix-cache server; the experts prime it with their prefix."""
+    graph = import_graph(SRC, "agentstate")
+    engine = sorted(
+        m for m in graph if m == "agentstate.engine" or m.startswith("agentstate.engine.")
+    )
+    assert "agentstate.engine.cli_states" in engine and "agentstate.engine.app" in engine
+    leaks = {
+        m: sorted(r for r in reachable(graph, m) if r.startswith("agentstate.experts"))
+        for m in engine
+    }
+    assert not {m: r for m, r in leaks.items() if r}, leaks
+    users = {m for m in graph if m.startswith("agentstate.experts.") and graph[m] & set(engine)}
+    assert "agentstate.experts.restart_benchmark" in users  # the other direction is the design
+
+
+def test_reachable_follows_imports_through_other_modules(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg import b\n")
+    (package / "b.py").write_text("import pkg.c\n")
+    (package / "c.py").write_text("")
+    graph = import_graph(tmp_path, "pkg")
+    assert reachable(graph, "pkg.a") == {"pkg.b", "pkg.c"} and reachable(graph, "pkg.c") == set()

@@ -308,8 +308,8 @@ queued
 # ## Where the primed manual lives, and what invalidates it
 # The warm prefix lives in the engine's memory: restart the engine (a
 # deploy, a crash, a second replica) and the first expert pays the whole
-# cold prefill again. So the engine saves it. `agentstate engine prime`
-# (or the benchmark) asks it to hold a manual's prefix; the engine cuts its
+# cold prefill again. So the engine saves it. `agentstate experts prime`
+# (or the benchmark) hands it the experts' prefix; the engine cuts its
 # KV cache back to the tokens every expert shares and writes them with
 # llama.cpp's state API (`llama_state_seq_save_file`) into a folder:
 # `$AGENTSTATE_ENGINE_STATES`, else `~/.cache/agentstate/states`. Beside
@@ -384,9 +384,7 @@ if engine_installed():
         "prefix sha256": state.manifest["prefix_sha256"][:12],
         **{k: v for k, v in state.manifest["valid_for"].items() if not k.startswith("lora")},
     }
-    assert (
-        kept["files"] == ["json", "lock", "state"] and kept["prefix sha256"] == prefix1.sha256[:12]
-    )
+    assert kept["files"] == ["json", "state"] and kept["prefix sha256"] == prefix1.sha256[:12]
 kept
 
 # %% [markdown]
@@ -490,7 +488,7 @@ Table(checked)
 #
 # ```bash
 # agentstate engine start                 # restores the newest valid state (--restore none: cold)
-# agentstate engine prime --sections 4    # prime the first 4 chapters and save their state
+# agentstate experts prime --sections 4   # prime the first 4 chapters and save their state
 # agentstate engine status                # restored at start? which prefix is primed?
 # agentstate engine states                # saved states: size, what each is valid for
 # agentstate engine remove --stale        # or KEY..., or --all
@@ -505,7 +503,7 @@ Table(checked)
 # the raw rounds and checked against this repository's manual:
 
 # %%
-from agentstate.engine.restart_benchmark import load_restart_results, restart_checks, restart_rows
+from agentstate.experts.restart_benchmark import load_restart_results, restart_checks, restart_rows
 
 recorded = load_restart_results()
 assert all(restart_checks(recorded).values())

@@ -1,9 +1,12 @@
 """``agentstate engine prime|states|remove``: the saved prefix states, for an operator.
 
-``prime`` asks the running engine to hold a manual's prefix (first N
-chapters) and save its state, so a restart, a deploy or a second replica
-starts warm; ``states`` lists what is saved, its size and what it is valid
-for (model file, versions, context and KV settings); ``remove`` deletes
+``prime`` asks the running engine to hold a prefix (the text of system
+message 1 that the engine's callers share, read from a file or stdin) and
+save its state, so a restart, a deploy or a second replica starts warm; the
+engine does not know what the text is (``agentstate experts prime
+--sections N`` primes the experts' manual). ``states`` lists what is saved,
+its size and what it is valid for (model file, versions, context and KV
+settings), and names in one line each file it skipped; ``remove`` deletes
 states by key, the stale ones, or all. Registered by
 :mod:`agentstate.engine.cli`; taught in notebook 05 (its going-further page).
 """
@@ -12,24 +15,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from agentstate.engine.prefix_client import PRIME_TIMEOUT, prime
+from agentstate.engine.prefix_client import PRIME_TIMEOUT, prime, primed_lines
 from agentstate.engine.server import read_state
 from agentstate.engine.state_files import KEY, SavedState, remove_state, scan, states_dir
 from agentstate.engine.state_files import stale_reason as _stale
 from agentstate.loopback import LoopbackServerError
+from agentstate.private_files import read_small_file
+
+PREFIX_LIMIT = 16 * 1024 * 1024  # bytes: far more than any context holds
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``prime``, ``states`` and ``remove`` under ``agentstate engine``."""
-    p = sub.add_parser("prime", help="prime a manual's prefix on the running engine and save it")
-    p.add_argument("--sections", type=_positive, default=1, help="leading chapters (default 1)")
-    p.add_argument("--base-url", help="default: the engine `agentstate engine start` recorded")
-    p.add_argument("--no-save", action="store_true", help="prime only, write no state")
-    p.add_argument("--timeout", type=float, default=PRIME_TIMEOUT, help="seconds to wait")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("prime", help="hold a prefix on the running engine and save its state")
+    p.add_argument("--file", help="the prefix: a UTF-8 file of system message 1 (-: stdin)")
+    p.add_argument("--label", help="a name shown by `states` (default: the file's name)")
+    add_prime_options(p)
+    p.add_argument("--sections", help=argparse.SUPPRESS)  # moved: agentstate experts prime
     p.set_defaults(func=_prime)
     s = sub.add_parser("states", help="list saved prefix states: size, what they are valid for")
     s.add_argument("--dir", type=Path, help=f"default: {states_dir()}")
@@ -44,10 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_remove)
 
 
-def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"not a positive number of chapters: {text!r}")
-    return int(text)
+def add_prime_options(parser: argparse.ArgumentParser) -> None:
+    """``--base-url``, ``--no-save``, ``--timeout``, ``--json``: shared with ``experts prime``."""
+    parser.add_argument("--base-url", help="default: the engine `agentstate engine start` recorded")
+    parser.add_argument("--no-save", action="store_true", help="prime only, write no state")
+    parser.add_argument("--timeout", type=float, default=PRIME_TIMEOUT, help="seconds to wait")
+    parser.add_argument("--json", action="store_true")
 
 
 def _running_base_url() -> str:
@@ -57,35 +65,52 @@ def _running_base_url() -> str:
     return record["base_url"]
 
 
-def _prime(args: argparse.Namespace) -> int:
-    from agentstate.experts.manual import load_manual
-    from agentstate.experts.prompts import system_prefix
-
-    try:
-        manual = load_manual(sections=args.sections)
-    except ValueError as err:
-        print(f"error: {err}")
-        return 2
+def prime_and_report(args: argparse.Namespace, text: str, label: str) -> int:
+    """Prime ``text`` on the engine ``args`` name and print what it did (0), or why not (2)."""
     try:
         base_url = args.base_url or _running_base_url()
-        done = prime(base_url, system_prefix(manual).text, manual.name, save=not args.no_save,
-                     timeout=args.timeout)  # fmt: skip
+        done = prime(base_url, text, label, save=not args.no_save, timeout=args.timeout)
     except LoopbackServerError as err:
         print(f"error: {err}")
         return 2
     if args.json:
         print(json.dumps(done, indent=2))
-        return 0
-    how = {"cache": "already in the engine's cache", "restored": "restored from its saved state",
-           "prefill": "prefilled"}[done["source"]]  # fmt: skip
-    print(f"{manual.name}: {done['tokens']} prefix tokens {how} in {done['seconds']:.2f} s")
-    saved = done["saved"]
-    if saved:
-        verb = "saved" if saved["written"] else "already saved"
-        print(f"{verb}: {saved['path']} ({saved['bytes'] / 1e6:.1f} MB, key {saved['key']})")
-    elif done["note"]:
-        print(done["note"])
+    else:
+        print("\n".join(primed_lines(done, label)))
     return 0
+
+
+def _read_prefix(name: str) -> str:
+    if name == "-":
+        data = sys.stdin.buffer.read(PREFIX_LIMIT + 1)
+        if len(data) > PREFIX_LIMIT:
+            raise ValueError(f"the prefix on stdin is larger than {PREFIX_LIMIT} bytes")
+    else:
+        data = read_small_file(name, PREFIX_LIMIT, what="prefix file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"the prefix in {name} is not UTF-8 text ({err.reason})") from None
+    if not text.strip():
+        raise ValueError(f"the prefix in {name} is empty")
+    return text
+
+
+def _prime(args: argparse.Namespace) -> int:
+    if args.file is None or args.sections is not None:
+        experts = f"agentstate experts prime --sections {args.sections or 'N'}"
+        print("error: name the prefix to prime: --file PATH (its text is system message 1; - "
+              f"reads stdin); the experts' manual is primed with `{experts}`")  # fmt: skip
+        return 2
+    try:
+        text = _read_prefix(args.file)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}")
+        return 2
+    label = args.label
+    if label is None:
+        label = "stdin" if args.file == "-" else Path(args.file).name
+    return prime_and_report(args, text, label)
 
 
 def _row(state: SavedState) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Two HTTP calls to the routes :mod:`agentstate.engine.app` adds to
 llama-cpp-python's server: ``GET /agentstate/state`` (did it restore a
 state at start? which prefix does it hold?) and ``POST /agentstate/prefix``
-(prime a manual's prefix and save its state). Used by ``agentstate engine
-prime|status``, the benchmark's restart case and notebook 05 (its going-further page).
+(prime a prefix, the text of system message 1, and save its state). Used by
+``agentstate engine prime|status``, ``agentstate experts prime``, the
+experts' restart case and notebook 05 (its going-further page).
 """
 
 from __future__ import annotations
@@ -59,3 +60,19 @@ def prime(
         headers={"Content-Type": "application/json"},
     )  # fmt: skip
     return _call(request, timeout)
+
+
+def primed_lines(done: dict[str, Any], label: str) -> list[str]:
+    """What ``prime`` did, in the lines ``agentstate engine|experts prime`` print."""
+    how = {"cache": "already in the engine's cache", "restored": "restored from its saved state",
+           "prefill": "prefilled"}[done["source"]]  # fmt: skip
+    lines = [
+        f"{label or 'prefix'}: {done['tokens']} prefix tokens {how} in {done['seconds']:.2f} s"
+    ]
+    saved = done["saved"]
+    if saved:
+        verb = "saved" if saved["written"] else "already saved"
+        lines.append(f"{verb}: {saved['path']} ({saved['bytes'] / 1e6:.1f} MB, key {saved['key']})")
+    elif done["note"]:
+        lines.append(done["note"])
+    return lines

@@ -1,7 +1,9 @@
 """Save and restore the engine's shared prefix with llama.cpp's state API.
 
-After a prime call the engine's KV cache holds the tokens every expert
-shares (instructions + manual); :class:`PrefixStore` cuts the cache back to
+After a prime call the engine's KV cache holds the tokens every call that
+starts with the given system message shares (for the experts of notebook
+05: instructions + manual; the engine is handed the text and knows nothing
+of experts); :class:`PrefixStore` cuts the cache back to
 exactly those tokens and writes them with ``llama_state_seq_save_file``
 (the KV cells of sequence 0 and their token ids, no logits: 14 MB for a
 620-token prefix of SmolLM2), beside a manifest of what it is valid for
@@ -140,8 +142,8 @@ def chat_tokens(llama: Any, messages: list[dict[str, str]]) -> list[int]:
 def shared_prefix_tokens(llama: Any, text: str) -> list[int]:
     """The tokens every call that starts with system message ``text`` shares.
 
-    Two prompts that continue differently (a system message, as an expert's
-    persona does; a user message, as the prime call does) are rendered by
+    Two prompts that continue differently (a second system message, as an
+    expert's persona does; a user message, as the prime call does) are rendered by
     the server's chat template; their common tokens are the prefix.
     """
     first = chat_tokens(llama, [{"role": "system", "content": text},
@@ -157,7 +159,7 @@ def shared_prefix_tokens(llama: Any, text: str) -> list[int]:
 
 
 def prefix_sha256(text: str) -> str:
-    """The prefix's sha256: that of system message 1's UTF-8 bytes (as the experts record it)."""
+    """The prefix's sha256: that of system message 1's UTF-8 bytes (as its callers record it)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

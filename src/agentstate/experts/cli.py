@@ -1,6 +1,9 @@
-"""``agentstate experts manual-stats`` and ``agentstate experts run`` (stage 05).
+"""``agentstate experts manual-stats|prime|run`` (stage 05).
 
-``run`` answers one query; with ``--checkpoint-db`` and ``--thread-id`` the
+``prime`` hands the experts' own prefix (system message 1 over the first N
+chapters) to the running engine, which holds it and saves its state (the
+engine primes whatever prefix it is given: ``agentstate engine prime
+--file``). ``run`` answers one query; with ``--checkpoint-db`` and ``--thread-id`` the
 thread lives in a SQLite file and grows across runs (the manual never does).
 Errors (bad input, no endpoint, an unreachable, failing or hanging server, a
 prompt longer than the engine's context) print one line that says what to do,
@@ -19,6 +22,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agentstate.engine.cli_states import add_prime_options, prime_and_report
 from agentstate.experts.budget import ContextTooSmallError, check_fits
 from agentstate.experts.checkpoints import memory_checkpointer, sqlite_checkpointer
 from agentstate.experts.graph import build_experts_graph, user_turn
@@ -37,6 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stats.add_argument("--sections", type=int, help="a leading part: the first N chapters")
     stats.add_argument("--json", action="store_true")
     stats.set_defaults(func=_manual_stats)
+
+    prime = sub.add_parser("prime", help="prime the experts' prefix on the engine and save it")
+    prime.add_argument("--sections", type=_chapters, default=1, help="leading chapters (default 1)")
+    add_prime_options(prime)
+    prime.set_defaults(func=_prime)
 
     run = sub.add_parser("run", help="answer one query with 1-3 experts")
     run.add_argument("--input", required=True, help="the question")
@@ -64,6 +73,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--show-metrics", action="store_true", help="TTFT and latency per call")
     run.set_defaults(func=_run)
+
+
+def _chapters(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive number of chapters: {text!r}")
+    return int(text)
+
+
+def _prime(args: argparse.Namespace) -> int:
+    try:
+        manual = load_manual(sections=args.sections)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}")
+        return 2
+    return prime_and_report(args, system_prefix(manual).text, manual.name)
 
 
 def _positive(text: str) -> float:

@@ -1,11 +1,12 @@
-"""The benchmark's restart case: cold, warm, and restored after an engine restart.
+"""The experts' restart case: cold, warm, and restored after an engine restart.
 
 At each manual size, each round starts a fresh engine on an empty state
 folder and runs the 3-expert query sequentially: the first expert's time to
 first token is **cold** (the whole prefix read), the next experts' median is
 **warm** (the prefix in the engine's memory). The prefix is then saved
 (``POST /agentstate/prefix``: the cache already holds it, so nothing is
-read again), the engine stops, a new engine process starts on the same
+read again: the experts prime the engine with their own prefix, system
+message 1), the engine stops, a new engine process starts on the same
 folder and restores the state before its first request, and the same query
 runs without evicting anything: its first expert's TTFT is **restored**.
 ``share_kept`` = (cold - restored) / (cold - warm): the share of the warm
@@ -29,6 +30,11 @@ from agentstate.datafiles import data_path
 from agentstate.engine.prefix_client import engine_state, prime
 from agentstate.engine.server import MEASURED_THREADS, EngineServer
 from agentstate.engine.tokens import count_tokens
+from agentstate.experts.benchmark import BENCH_TIMEOUT, QUERY, run_case
+from agentstate.experts.llm import chat_model
+from agentstate.experts.manual import load_manual
+from agentstate.experts.prompts import system_prefix
+from agentstate.models import ModelSettings
 
 RESULTS_FILE = "results/engine_restart.json"
 TARGET_SHARE = 0.9
@@ -42,10 +48,6 @@ def restart_round(
     manual: Any, model_path: Path, max_tokens: int, log: Callable[[str], None]
 ) -> dict[str, Any]:
     """One round at one size: two engine processes on one fresh folder."""
-    from agentstate.experts.benchmark import BENCH_TIMEOUT, QUERY, run_case
-    from agentstate.experts.llm import chat_model
-    from agentstate.experts.prompts import system_prefix
-    from agentstate.models import ModelSettings
 
     def model(server: EngineServer) -> Any:
         return chat_model(ModelSettings(base_url=server.base_url), max_tokens=max_tokens,
@@ -79,8 +81,6 @@ def restart_round(
 
 def restart_point(sections: int, manual: Any, rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """One size: the medians, the share of the warm saving kept, the state file's size."""
-    from agentstate.experts.prompts import system_prefix
-
     cold = _median([r["cold_ms"] for r in rounds])
     warm = _median([r["warm_ms"] for r in rounds])
     restored = _median([r["restored_ms"] for r in rounds])
@@ -110,8 +110,6 @@ def run_restart(
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     """The restart case at every size (rounds interleave sizes: load drifts hit them all)."""
-    from agentstate.experts.manual import load_manual
-
     manuals = {k: load_manual(sections=k) for k in sections}
     runs: dict[int, list[dict[str, Any]]] = {k: [] for k in sections}
     for r in range(rounds):
@@ -145,9 +143,6 @@ def restart_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def restart_checks(results: dict[str, Any]) -> dict[str, bool]:
     """Each claim of the recorded restart case, checked against its raw rounds and the repo."""
-    from agentstate.experts.manual import load_manual
-    from agentstate.experts.prompts import system_prefix
-
     manual = load_manual()
     checks: dict[str, bool] = {}
     restart = results["restart"]

@@ -11,13 +11,13 @@ import copy
 
 import pytest
 
-from agentstate.engine.restart_benchmark import (
+from agentstate.experts.manual import load_manual
+from agentstate.experts.restart_benchmark import (
     TARGET_SHARE,
     load_restart_results,
     restart_checks,
     restart_point,
 )
-from agentstate.experts.manual import load_manual
 
 RESULTS = load_restart_results()
 
