@@ -25,6 +25,7 @@ from agentstate.cli import main
 from agentstate.engine import EngineServer, engine_installed
 from agentstate.engine.prefix_client import engine_state, prime
 from agentstate.engine.state_files import file_problem, saved_states
+from agentstate.loopback import LoopbackServerError
 
 pytestmark = [
     pytest.mark.engine,
@@ -192,3 +193,35 @@ def test_the_engine_primes_any_prefix_it_is_given_and_writes_it_0600(tmp_path, c
     assert state.manifest["label"] == "support_bot.txt" and file_problem(state) is None
     modes = {p.name: stat.S_IMODE(os.lstat(p).st_mode) for p in folder.iterdir()}
     assert modes == {f"{state.key}.state": 0o600, f"{state.key}.json": 0o600}  # no lock left
+
+
+def test_two_engines_saving_and_evicting_at_once_never_fail_a_prime(tmp_path, monkeypatch):
+    """Issue 33 item 7: each engine's eviction meets the other's temporaries and fresh states."""
+    monkeypatch.setenv("AGENTSTATE_ENGINE_STATE_BUDGET_MB", "0")  # each save evicts the rest
+    folder = tmp_path / "shared"
+    servers = [engine(folder, tmp_path, f"busy-{n}", restore="none").start() for n in (1, 2)]
+    done, failed = [], []
+
+    def run(server, who):
+        for i in range(6):
+            text = f"You are assistant {who}.{i} of a bicycle shop. Answer in one sentence."
+            try:
+                done.append(prime(server.base_url, text, f"{who}.{i}"))
+            except LoopbackServerError as err:  # before: HTTP 500 after the state was written
+                failed.append(str(err))
+
+    try:
+        threads = [threading.Thread(target=run, args=(s, n)) for n, s in enumerate(servers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for server in servers:
+            server.stop()
+    assert failed == [] and len(done) == 12
+    lines = [line for s in servers for line in s.state_lines() if "prefix state" in line]
+    assert all(x.startswith(("saved the", "not saved: another engine holds")) for x in lines)
+    left = saved_states(folder)
+    assert left and all(file_problem(s) is None for s in left)
+    assert sorted(p.suffix for p in folder.iterdir()) == sorted([".json", ".state"] * len(left))

@@ -281,3 +281,10 @@ def test_a_state_changed_in_place_with_its_mtime_put_back_is_refused_by_the_same
     outcome = prefix_store.restore()
     assert cold(outcome, llama) and "corrupt" in outcome.line, outcome.line
     llama.close()
+
+
+def test_llama_cpp_state_files_start_as_eviction_expects(saved):
+    """An orphan ``KEY.state`` is removed only when it starts with llama.cpp's header."""
+    from agentstate.engine.state_files import STATE_MAGIC
+
+    assert saved["state"].state_path.read_bytes()[:4] == STATE_MAGIC

@@ -125,6 +125,8 @@ def test_stale_states_and_orphans_go_first(tmp_path):
     dead = folder / f".{key('dead')}.state.agentstate-2.tmp"
     writing.write_bytes(b"being written")
     dead.write_bytes(b"its writer died")
+    leftover = folder / f"{key('crashed')}.lock"  # an older engine's lock files stayed
+    leftover.write_bytes(b"")
     versions = {"llama_cpp_python": "0.3.36", "llama_cpp": "ggml 0.25.3 (x)"}
     state = {s.key: s for s in saved_states(folder)}
     assert "has changed" in stale_reason(state[key("changed")])
@@ -138,7 +140,7 @@ def test_stale_states_and_orphans_go_first(tmp_path):
         writer.communicate("\n")
     assert [s.key for s in saved_states(folder)] == [key("good")]
     assert len(removed) == 5 and writing.exists() and not dead.exists()
-    assert not lonely.exists()
+    assert not lonely.exists() and not leftover.exists()
 
 
 def test_a_state_another_process_holds_is_neither_removed_nor_counted_as_orphan(tmp_path):
