@@ -11,7 +11,7 @@ llama-cpp-python's own FastAPI app and adds:
   engine starts cold; either way one log line says which and why;
 - ``POST /agentstate/prefix`` (``{"text": system message 1, "label": ...}``):
   prime the shared prefix (from the cache, a saved state, or a prefill)
-  and save it; ``agentstate engine prime`` calls it;
+  and save it; ``agentstate engine prime`` and ``agentstate experts prime`` call it;
 - ``GET /agentstate/state``: whether this engine restored a state, and
   which prefix it holds; ``agentstate engine status`` shows it;
 - on a clean stop (SIGTERM, Ctrl-C), the primed prefix is saved if its
