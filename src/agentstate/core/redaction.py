@@ -9,7 +9,7 @@ value's own reference (a new one per value, see ``core.secrets``). Two passes:
    secret-named keys inside values and JSON text, field/value pairs, and the
    free-text forms of ``core.redaction_text``; in every place a provider puts
    tool arguments (``tool_calls``; ``invalid_tool_calls``, read with
-   langchain-core's ``parse_partial_json`` when the JSON is cut or broken;
+   a linear reader of JSON cut off at its end (``core.redaction_json``);
    Anthropic ``tool_use`` blocks and their ``partial_json``; OpenAI
    Responses ``function_call`` blocks, matched by ``call_id``; the raw
    ``additional_kwargs`` copy, dropped) and in a structured response, by
@@ -39,10 +39,10 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables.config import var_child_runnable_config
-from langchain_core.utils.json import parse_partial_json
 from langgraph.constants import TAG_NOSTREAM
 from pydantic import BaseModel
 
+from agentstate.core.redaction_json import read_partial
 from agentstate.core.redaction_text import SECRET_NAME, text_secrets
 from agentstate.core.redaction_values import KnownValues
 from agentstate.core.secrets import SecretStore, is_secret_ref
@@ -82,18 +82,18 @@ def _ref_name(field: Any) -> str:
 def _json_container(text: str, *, partial: bool = False) -> Any:
     """``text`` parsed, if it is a JSON object or array; else None.
 
-    ``partial``: JSON that is cut off is read too (langchain-core's ``parse_partial_json``).
+    ``partial``: JSON cut off at its end is read too (``core.redaction_json``);
+    text that only starts with JSON (``[1] Create the db, password: x``) is not
+    JSON, so the free-text rules read all of it.
     """
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{":
         return None
-    try:
-        parsed = json.loads(stripped, strict=False)
-    except ValueError:
-        if not partial:
-            return None
+    if partial:
+        parsed = read_partial(stripped)
+    else:
         try:
-            parsed = parse_partial_json(stripped)
+            parsed = json.loads(stripped, strict=False)
         except ValueError:
             return None
     return parsed if isinstance(parsed, dict | list) else None
@@ -102,19 +102,12 @@ def _json_container(text: str, *, partial: bool = False) -> Any:
 def read_arguments(text: str) -> dict[str, Any] | None:
     """Tool-call argument text as a dict, also when it is cut off or slightly broken.
 
-    ``json.loads``, then langchain-core's ``parse_partial_json`` (a reply cut
-    by ``finish_reason="length"`` inside a value), then the same without
-    trailing commas; None when none of them reads an object.
+    JSON, or JSON cut off inside a value (``finish_reason="length"``), read in
+    linear time by ``core.redaction_json``; then the same without trailing
+    commas; None when neither reads an object.
     """
     for candidate in (text, _TRAILING_COMMA.sub(r"\1", text)):
-        parsed: Any = None
-        try:
-            parsed = json.loads(candidate, strict=False)
-        except ValueError:
-            try:
-                parsed = parse_partial_json(candidate)
-            except ValueError:
-                continue
+        parsed = read_partial(candidate)
         if isinstance(parsed, dict):
             return parsed
     return None
