@@ -229,13 +229,13 @@ class _Rewrite:
         )
 
     def known(self) -> KnownValues:
-        """The value pass: every value held for this thread (this reply's references first)."""
-        values = {**self.m.store.known(self.thread), **self.found}
+        """The value pass: every value held for this thread (this reply's are in it already)."""
+        store = self.m.store
 
         def keep(key: str, value: str) -> bool:  # a field/value pair's field name stays
             return key == self.m.field_arg and self.m.is_secret(value)
 
-        return KnownValues(values, keep)
+        return KnownValues(store.index(self.thread), keep, store.__contains__)
 
     # --- tool calls ---
 

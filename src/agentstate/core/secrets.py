@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from agentstate.core.redaction_index import ValueIndex
+
 SECRET_PREFIX = "$secret:"
 SECRET_REF = re.compile(r"\$secret:[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
 REDACTED = "***redacted***"
@@ -82,7 +84,7 @@ class SecretStore:
 
     def __init__(self) -> None:
         self._values: dict[str, str] = {}
-        self._threads: dict[Bucket, dict[str, str]] = {}  # thread -> plain -> latest ref
+        self._threads: dict[Bucket, ValueIndex] = {}  # thread -> its values, for the value pass
         self._runs: OrderedDict[RunBucket, None] = OrderedDict()  # runs, least recent first
         self._lock = threading.Lock()
 
@@ -97,9 +99,14 @@ class SecretStore:
         if thread is not None and not isinstance(thread, str | RunBucket):
             raise ValueError(f"thread must be a string or None, got {type(thread).__name__}")
         ref = secret_ref(f"{name[:MAX_NAME].rstrip('-')}-{secrets.token_hex(ID_CHARS // 2)}")
+        plain = str(value)
         with self._lock:
-            self._values[ref] = str(value)
-            self._threads.setdefault(thread, {})[str(value)] = ref
+            index = self._threads.get(thread)
+            if index is None:
+                label = "this run" if isinstance(thread, RunBucket) else f"thread {thread!r}"
+                index = self._threads[thread] = ValueIndex(label)
+            index.add(plain, ref)  # SecretLimitError past MAX_VALUES: nothing is kept
+            self._values[ref] = plain
             if isinstance(thread, RunBucket):
                 self._runs[thread] = None
                 self._runs.move_to_end(thread)
@@ -116,7 +123,13 @@ class SecretStore:
         returned, so one conversation's text is never matched against another's secrets.
         """
         with self._lock:
-            return dict(self._threads.get(thread, {}))
+            index = self._threads.get(thread)
+            return {} if index is None else dict(index.refs)
+
+    def index(self, thread: Bucket) -> ValueIndex | None:
+        """The value pass's index of ``thread`` (None before its first value); not a copy."""
+        with self._lock:
+            return self._threads.get(thread)
 
     def resolve(self, ref: str) -> str:
         """The plain value behind ``ref`` (for the step that deploys, never for the model)."""
