@@ -18,8 +18,13 @@ value's own reference (a new one per value, see ``core.secrets``). Two passes:
    holds for this thread, replaced in every string of the reply, so a
    format nobody listed cannot carry a known secret.
 
-A field name that cannot name a secret is shortened, so it never ends the
-run: the tool gets the call and can refuse it. The model call runs untraced
+Errors are artefacts too (``core.redaction_errors``): what a model call
+raises (a structured reply that fails its schema quotes it, and LangGraph
+writes the error's ``repr`` into the checkpoint), ``ToolStrategy``'s retry
+message under every ``handle_errors``, and a tool's error are rewritten with
+the same references. A run without a thread keeps its values apart
+(``RunBucket``). A field name that cannot name a secret is shortened, so it
+never ends the run: the tool gets the call and can refuse it. The model call runs untraced
 by ``stream_mode="messages"`` (LangGraph's ``nostream`` tag), so the stream
 carries the redacted reply, whole. What it cannot cover is listed in
 ``docs/secrets.md``. Taught in notebook 02.
@@ -48,6 +53,7 @@ from langchain.agents.structured_output import (
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import BaseModel
 
@@ -436,7 +442,9 @@ class SecretRedactionMiddleware(AgentMiddleware):
     is only its readable label. Then every value the store holds for the
     thread is replaced wherever the reply repeats it. ``wrap_model_call`` runs
     inside the model node, so the AIMessage that reaches state (and the
-    checkpoint) already carries the reference.
+    checkpoint) already carries the reference; an error it raises carries
+    references too. List it last among the middleware: one listed after it
+    runs inside it and sees the raw reply.
     """
 
     def __init__(
@@ -640,6 +648,8 @@ class _ModelCall:
         return self.m.rewrite_response(response, schemas=self.names, rewrite=self.rewrite)
 
     def error(self, exc: Exception) -> BaseException:
+        if isinstance(exc, GraphBubbleUp):  # an interrupt or a hop: control flow, not an error
+            return exc
         if id(exc) in self.raised:  # raised by the wrapped policy, inside LangChain's handler
             exc.__context__ = None  # the original it was raised while handling
             return exc
@@ -690,6 +700,8 @@ class _ModelCall:
         if output is None:
             return response
         calls = {c["id"]: c for c in output.tool_calls if c.get("id") and c["name"] in self.names}
+        if not calls:
+            return response
         schema: Any = getattr(self.format, "schema", self.format)
         specs = {spec.name: spec for spec in ToolStrategy(schema).schema_specs}
         result: list[BaseMessage] = []
