@@ -311,18 +311,21 @@ def test_a_tool_error_that_quotes_a_known_value_is_redacted(handled, mode, tmp_p
 class RefuseEcho(AgentMiddleware):
     """A middleware inside the redaction that fails quoting the reply (an audit, a guard)."""
 
-    def wrap_model_call(self, request, handler):
-        response = handler(request)
+    @staticmethod
+    def check(response):
         text = response.result[0].text
         if "again" in text:
             raise ValueError(f"reply refused by policy: {text!r}")
         return response
 
+    def wrap_model_call(self, request, handler):
+        return self.check(handler(request))
+
     async def awrap_model_call(self, request, handler):
-        return self.wrap_model_call(request, lambda r: asyncio.run(handler(r)))
+        return self.check(await handler(request))
 
 
-@pytest.mark.parametrize("mode", ["invoke", "stream"])
+@pytest.mark.parametrize("mode", MODES)
 def test_a_middleware_error_quoting_a_known_value_is_redacted(mode, tmp_path):
     store, db = SecretStore(), tmp_path / "mw.sqlite"
     replies = [

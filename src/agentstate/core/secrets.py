@@ -9,7 +9,10 @@ store that made it (another store, or another process, has never seen the
 random id). The plain values live in process memory, never in a checkpoint.
 Each value remembers the thread it was offered in (``put(..., thread=)``), so
 the redaction can replace an echo of any value of that thread, and of no
-other thread (:meth:`SecretStore.known`).
+other thread (:meth:`SecretStore.known`). A run without a thread passes a
+:class:`RunBucket` of its own; each thread's values are kept ready for that
+search in a :class:`~agentstate.core.redaction_index.ValueIndex`, at most
+``MAX_VALUES`` of them (``SecretLimitError`` past it).
 :class:`agentstate.core.SecretRedactionMiddleware` (``core.redaction``) is
 what moves a model's plain values into a store.
 """
