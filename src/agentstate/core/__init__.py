@@ -19,6 +19,7 @@ Every middleware implements the sync and the async hooks.
 """
 
 from agentstate.core.redaction import SecretRedactionMiddleware
+from agentstate.core.redaction_index import SecretLimitError
 from agentstate.core.reducers import append_unique, merge_fields, merge_or_reset
 from agentstate.core.secrets import (
     REDACTED,
@@ -35,6 +36,7 @@ from agentstate.core.turn_cache_batch import Batch
 __all__ = [
     "REDACTED",
     "Batch",
+    "SecretLimitError",
     "SecretRedactionMiddleware",
     "SecretStore",
     "SharedStateMiddleware",

@@ -9,7 +9,7 @@ value's own reference (a new one per value, see ``core.secrets``). Two passes:
    secret-named keys inside values and JSON text, field/value pairs, and the
    free-text forms of ``core.redaction_text``; in every place a provider puts
    tool arguments (``tool_calls``; ``invalid_tool_calls``, read with
-   langchain-core's ``parse_partial_json`` when the JSON is cut or broken;
+   a linear reader of JSON cut off at its end (``core.redaction_json``);
    Anthropic ``tool_use`` blocks and their ``partial_json``; OpenAI
    Responses ``function_call`` blocks, matched by ``call_id``; the raw
    ``additional_kwargs`` copy, dropped) and in a structured response, by
@@ -18,8 +18,13 @@ value's own reference (a new one per value, see ``core.secrets``). Two passes:
    holds for this thread, replaced in every string of the reply, so a
    format nobody listed cannot carry a known secret.
 
-A field name that cannot name a secret is shortened, so it never ends the
-run: the tool gets the call and can refuse it. The model call runs untraced
+Errors are artefacts too (``core.redaction_errors``): what a model call
+raises (a structured reply that fails its schema quotes it, and LangGraph
+writes the error's ``repr`` into the checkpoint), ``ToolStrategy``'s retry
+message under every ``handle_errors``, and a tool's error are rewritten with
+the same references. A run without a thread keeps its values apart
+(``RunBucket``). A field name that cannot name a secret is shortened, so it
+never ends the run: the tool gets the call and can refuse it. The model call runs untraced
 by ``stream_mode="messages"`` (LangGraph's ``nostream`` tag), so the stream
 carries the redacted reply, whole. What it cannot cover is listed in
 ``docs/secrets.md``. Taught in notebook 02.
@@ -27,25 +32,36 @@ carries the redacted reply, whole. What it cannot cover is listed in
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.factory import STRUCTURED_OUTPUT_ERROR_TEMPLATE
+from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
-from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
+from langchain.agents.structured_output import (
+    OutputToolBinding,
+    ProviderStrategy,
+    StructuredOutputValidationError,
+    ToolStrategy,
+)
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables.config import var_child_runnable_config
-from langchain_core.utils.json import parse_partial_json
 from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
 from pydantic import BaseModel
 
+from agentstate.core.redaction_errors import redact_exception
+from agentstate.core.redaction_json import read_partial
 from agentstate.core.redaction_text import SECRET_NAME, text_secrets
 from agentstate.core.redaction_values import KnownValues
-from agentstate.core.secrets import SecretStore, is_secret_ref
+from agentstate.core.secrets import Bucket, RunBucket, SecretStore, is_secret_ref
 
 __all__ = ["SECRET_NAME", "SecretRedactionMiddleware"]
 
@@ -82,18 +98,18 @@ def _ref_name(field: Any) -> str:
 def _json_container(text: str, *, partial: bool = False) -> Any:
     """``text`` parsed, if it is a JSON object or array; else None.
 
-    ``partial``: JSON that is cut off is read too (langchain-core's ``parse_partial_json``).
+    ``partial``: JSON cut off at its end is read too (``core.redaction_json``);
+    text that only starts with JSON (``[1] Create the db, password: x``) is not
+    JSON, so the free-text rules read all of it.
     """
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{":
         return None
-    try:
-        parsed = json.loads(stripped, strict=False)
-    except ValueError:
-        if not partial:
-            return None
+    if partial:
+        parsed = read_partial(stripped)
+    else:
         try:
-            parsed = parse_partial_json(stripped)
+            parsed = json.loads(stripped, strict=False)
         except ValueError:
             return None
     return parsed if isinstance(parsed, dict | list) else None
@@ -102,32 +118,41 @@ def _json_container(text: str, *, partial: bool = False) -> Any:
 def read_arguments(text: str) -> dict[str, Any] | None:
     """Tool-call argument text as a dict, also when it is cut off or slightly broken.
 
-    ``json.loads``, then langchain-core's ``parse_partial_json`` (a reply cut
-    by ``finish_reason="length"`` inside a value), then the same without
-    trailing commas; None when none of them reads an object.
+    JSON, or JSON cut off inside a value (``finish_reason="length"``), read in
+    linear time by ``core.redaction_json``; then the same without trailing
+    commas; None when neither reads an object.
     """
     for candidate in (text, _TRAILING_COMMA.sub(r"\1", text)):
-        parsed: Any = None
-        try:
-            parsed = json.loads(candidate, strict=False)
-        except ValueError:
-            try:
-                parsed = parse_partial_json(candidate)
-            except ValueError:
-                continue
+        parsed = read_partial(candidate)
         if isinstance(parsed, dict):
             return parsed
     return None
 
 
-def _thread_id(request: ModelRequest | None = None) -> str | None:
-    """The thread of the running model call (None outside a thread)."""
-    info = getattr(getattr(request, "runtime", None), "execution_info", None)
+def _thread_id(runtime: Any = None) -> str | None:
+    """The thread of the running call (None outside a thread)."""
+    info = getattr(runtime, "execution_info", None)
     thread = getattr(info, "thread_id", None)
     if thread is None:
         configurable = (var_child_runnable_config.get() or {}).get("configurable") or {}
         thread = configurable.get("thread_id")
     return None if thread is None else str(thread)
+
+
+def _bucket(runtime: Any, state: Any) -> Bucket:
+    """Whose values the value pass searches: the thread's, or this run's when there is none.
+
+    A run without a thread (a stateless agent) is keyed by the id of the first
+    message of its state, which ``add_messages`` makes new for every run: two
+    users' runs never share a bucket, and one run's model and tool calls do.
+    """
+    thread = _thread_id(runtime)
+    if thread is not None:
+        return thread
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    first = messages[0] if isinstance(messages, list) and messages else None
+    first_id = getattr(first, "id", None)
+    return RunBucket(first_id if isinstance(first_id, str) else secrets.token_hex(12))
 
 
 def schema_names(response_format: Any) -> frozenset[str]:
@@ -150,7 +175,7 @@ class _Rewrite:
         self,
         middleware: SecretRedactionMiddleware,
         tools: Iterable[str] = (),
-        thread: str | None = None,
+        thread: Bucket = None,
     ) -> None:
         self.m = middleware
         self.watched = middleware.watched | frozenset(tools)  # plus a structured output's tool
@@ -210,13 +235,13 @@ class _Rewrite:
         )
 
     def known(self) -> KnownValues:
-        """The value pass: every value held for this thread (this reply's references first)."""
-        values = {**self.m.store.known(self.thread), **self.found}
+        """The value pass: every value held for this thread (this reply's are in it already)."""
+        store = self.m.store
 
         def keep(key: str, value: str) -> bool:  # a field/value pair's field name stays
             return key == self.m.field_arg and self.m.is_secret(value)
 
-        return KnownValues(values, keep)
+        return KnownValues(store.index(self.thread), keep, store.__contains__)
 
     # --- tool calls ---
 
@@ -417,7 +442,9 @@ class SecretRedactionMiddleware(AgentMiddleware):
     is only its readable label. Then every value the store holds for the
     thread is replaced wherever the reply repeats it. ``wrap_model_call`` runs
     inside the model node, so the AIMessage that reaches state (and the
-    checkpoint) already carries the reference.
+    checkpoint) already carries the reference; an error it raises carries
+    references too. List it last among the middleware: one listed after it
+    runs inside it and sees the raw reply.
     """
 
     def __init__(
@@ -457,7 +484,7 @@ class SecretRedactionMiddleware(AgentMiddleware):
             return True
         return self.secret_name is not None and self.secret_name.search(name) is not None
 
-    def rewrite(self, message: AIMessage, *, thread: str | None = None) -> AIMessage:
+    def rewrite(self, message: AIMessage, *, thread: Bucket = None) -> AIMessage:
         """The message with every plain secret replaced: key rules, then the value pass."""
         rewrite = _Rewrite(self, thread=thread)
         clean = rewrite.message(message)
@@ -469,18 +496,22 @@ class SecretRedactionMiddleware(AgentMiddleware):
         self,
         response: ModelResponse,
         *,
-        thread: str | None = None,
+        thread: Bucket = None,
         schemas: Iterable[str] = (),
+        rewrite: _Rewrite | None = None,
     ) -> ModelResponse:
         """A model step's whole result: replies, the structured response and its ToolMessage.
 
         ``schemas`` names the request's structured-output schemas (found from
         the request by :meth:`wrap_model_call`); ``thread`` is the conversation.
+        ``rewrite``: the one an error of the same call already used (same references).
         """
         # In a model step's result a ToolMessage answers a structured output's tool call.
         answered = {m.name for m in response.result if isinstance(m, ToolMessage) and m.name}
         names = frozenset(schemas)
-        rewrite = _Rewrite(self, answered | names, thread)
+        if rewrite is None:
+            rewrite = _Rewrite(self, names, thread)
+        rewrite.watched |= answered
         result: list[BaseMessage] = [
             rewrite.message(m) if isinstance(m, AIMessage) else m for m in response.result
         ]
@@ -502,17 +533,202 @@ class SecretRedactionMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        with _unstreamed():
-            response = handler(request)
-        return self.rewrite_response(
-            response, thread=_thread_id(request), schemas=schema_names(request.response_format)
-        )
+        call = _ModelCall(self, request)
+        try:
+            with _unstreamed():
+                response = handler(call.request)
+        except Exception as exc:  # noqa: BLE001 - every error is redacted, then raised again
+            error = call.error(exc)
+            if error is exc:
+                raise
+        else:
+            return call.response(response)
+        raise error
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        with _unstreamed():
-            response = await handler(request)
-        return self.rewrite_response(
-            response, thread=_thread_id(request), schemas=schema_names(request.response_format)
+        call = _ModelCall(self, request)
+        try:
+            with _unstreamed():
+                response = await handler(call.request)
+        except Exception as exc:  # noqa: BLE001 - every error is redacted, then raised again
+            error = call.error(exc)
+            if error is exc:
+                raise
+        else:
+            return call.response(response)
+        raise error
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """A tool's error (raised, or a ToolMessage with ``status="error"``) gets the value pass."""
+        known = self._tool_known(request)
+        try:
+            result = handler(request)
+        except Exception as exc:  # noqa: BLE001 - every error is redacted, then raised again
+            error = self._tool_error(exc, known)
+            if error is exc:
+                raise
+        else:
+            return self._tool_result(result, known)
+        raise error
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        known = self._tool_known(request)
+        try:
+            result = await handler(request)
+        except Exception as exc:  # noqa: BLE001 - every error is redacted, then raised again
+            error = self._tool_error(exc, known)
+            if error is exc:
+                raise
+        else:
+            return self._tool_result(result, known)
+        raise error
+
+    def _tool_known(self, request: ToolCallRequest) -> _Rewrite:
+        return _Rewrite(self, thread=_bucket(request.runtime, request.state))
+
+    def _tool_error(self, exc: Exception, rewrite: _Rewrite) -> BaseException:
+        values = rewrite.known()
+        if not values:
+            return exc
+
+        def message(m: AIMessage) -> AIMessage:
+            out = rewrite.values(m, values)
+            assert isinstance(out, AIMessage)
+            return out
+
+        return redact_exception(exc, lambda v: values.walk(v, payload=True), message)
+
+    def _tool_result(
+        self, result: ToolMessage | Command[Any], rewrite: _Rewrite
+    ) -> ToolMessage | Command[Any]:
+        if not isinstance(result, ToolMessage) or result.status != "error":
+            return result
+        values = rewrite.known()
+        out = rewrite.values(result, values) if values else result
+        assert isinstance(out, ToolMessage)
+        return out
+
+
+class _ModelCall:
+    """One model call: its bucket, its rewrite, and its errors redacted with the same references.
+
+    A ``ToolStrategy``'s ``handle_errors`` is wrapped so that the error it
+    reads (and the retry message it makes) is the redacted one; the policy
+    itself (``True``, ``False``, a message, exception types, a callable) is
+    applied as LangChain applies it. Pydantic validates the plain values, so a
+    reply valid as written stays valid; only the error's text changes.
+    """
+
+    def __init__(self, middleware: SecretRedactionMiddleware, request: ModelRequest) -> None:
+        self.m = middleware
+        fmt = request.response_format
+        self.format = fmt
+        self.names = schema_names(fmt)
+        self.rewrite = _Rewrite(middleware, self.names, _bucket(request.runtime, request.state))
+        self.raised: set[int] = set()  # ids of the redacted errors the wrapped policy raised
+        self.request = request
+        if isinstance(fmt, ToolStrategy):
+            strategy = copy.copy(fmt)
+            strategy.handle_errors = self.policy(fmt.handle_errors)
+            self.request = request.override(response_format=strategy)
+
+    def response(self, response: ModelResponse) -> ModelResponse:
+        if self.format is not None and not isinstance(self.format, ToolStrategy | ProviderStrategy):
+            response = self.auto_retry(response)
+        return self.m.rewrite_response(response, schemas=self.names, rewrite=self.rewrite)
+
+    def error(self, exc: Exception) -> BaseException:
+        if isinstance(exc, GraphBubbleUp):  # an interrupt or a hop: control flow, not an error
+            return exc
+        if id(exc) in self.raised:  # raised by the wrapped policy, inside LangChain's handler
+            exc.__context__ = None  # the original it was raised while handling
+            return exc
+        return self.redact(exc)
+
+    def redact(self, exc: Exception) -> BaseException:
+        """``exc`` with the reply it keeps rewritten and every value of it replaced."""
+        output = getattr(exc, "ai_message", None)
+        if isinstance(output, AIMessage):
+            self.clean_message(output)  # the key rules find this reply's secrets first
+        known = self.rewrite.known()
+        if not known:
+            return exc
+        return redact_exception(
+            exc, lambda v: known.walk(v, payload=True), lambda m: self.clean_message(m)
         )
+
+    def clean_message(self, message: AIMessage) -> AIMessage:
+        clean = self.rewrite.message(message)
+        if isinstance(self.format, ProviderStrategy):
+            clean = self.rewrite.provider_text(clean, self.names)
+        out = self.rewrite.values(clean, self.rewrite.known())
+        assert isinstance(out, AIMessage)
+        return out
+
+    def policy(self, handle: Any) -> Callable[[Exception], str]:
+        """``handle_errors`` applied to the redacted error; raises it when it says not to retry."""
+
+        def handle_errors(exc: Exception) -> str:
+            clean = self.redact(exc)
+            retry, text = _apply_policy(handle, clean)
+            if not retry:
+                self.raised.add(id(clean))
+                raise clean
+            return text
+
+        return handle_errors
+
+    def auto_retry(self, response: ModelResponse) -> ModelResponse:
+        """A raw schema (``AutoStrategy``) resolved to ``ToolStrategy``: its default retry text.
+
+        LangChain chose the strategy and made the retry message from the plain
+        error; it is made again here from the redacted one.
+        """
+        if response.structured_response is not None:
+            return response
+        output = next((m for m in response.result if isinstance(m, AIMessage)), None)
+        if output is None:
+            return response
+        calls = {c["id"]: c for c in output.tool_calls if c.get("id") and c["name"] in self.names}
+        if not calls:
+            return response
+        schema: Any = getattr(self.format, "schema", self.format)
+        specs = {spec.name: spec for spec in ToolStrategy(schema).schema_specs}
+        result: list[BaseMessage] = []
+        for message in response.result:
+            call = calls.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
+            if call is not None and call["name"] in specs:
+                try:
+                    OutputToolBinding.from_schema_spec(specs[call["name"]]).parse(call["args"])
+                except Exception as exc:  # noqa: BLE001 - the error LangChain quoted
+                    clean = self.redact(StructuredOutputValidationError(call["name"], exc, output))
+                    text = STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=str(clean))
+                    message = message.model_copy(update={"content": text})
+            result.append(message)
+        return ModelResponse(result=result, structured_response=response.structured_response)
+
+
+def _apply_policy(handle: Any, exc: BaseException) -> tuple[bool, str]:
+    """``(retry, message)`` for ``exc`` under ``ToolStrategy.handle_errors``, as LangChain's."""
+    template = STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=str(exc))
+    if handle is False:
+        return False, ""
+    if handle is True:
+        return True, template
+    if isinstance(handle, str):
+        return True, handle
+    if isinstance(handle, type):
+        return (True, template) if isinstance(exc, handle) else (False, "")
+    if isinstance(handle, tuple):
+        return (True, template) if isinstance(exc, handle) else (False, "")
+    return True, str(handle(exc))

@@ -10,28 +10,31 @@ every value already known for the thread by its reference, also when it is
 written JSON-escaped, URL-encoded, HTML-escaped or base64-encoded. It never
 rewrites a reference, a dict key, an id, a block's ``type`` or a tool's
 name, nor a field name of a field/value pair (a secret equal to ``password``
-would otherwise break the call that stores it). Values shorter than
-:data:`MIN_ECHO` characters are not searched for. Taught in notebook 02;
-``docs/secrets.md`` has the table.
+would otherwise break the call that stores it), nor a reference its store
+made (a string only shaped like one, ``$secret:<value>-<24 hex>``, is text:
+the value in it is replaced). In tool arguments, a structured response and
+JSON text, a number whose JSON text is a known value (``{"pin": 12345678}``)
+is replaced too; JSON text with a key twice is searched as text. Values
+shorter than :data:`MIN_ECHO` characters are not searched for. The thread's
+values come ready from its :class:`~agentstate.core.redaction_index.ValueIndex`.
+Taught in notebook 02; ``docs/secrets.md`` has the table.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import functools
-import html
 import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel
 
+from agentstate.core.redaction_index import MIN_ECHO, ValueIndex, encodings
 from agentstate.core.secrets import ID_CHARS, MAX_NAME
 
-MIN_ECHO = 4  # shorter hidden values are not searched for in text
+__all__ = ["MIN_ECHO", "KnownValues", "encodings", "is_made_ref"]
+
 # A reference a SecretStore made (label, then the random id): never rewritten inside.
 MADE_REF = (
     rf"\$secret:[A-Za-z0-9][A-Za-z0-9._/-]{{0,{MAX_NAME - 1}}}-[0-9a-f]{{{ID_CHARS}}}(?![0-9a-f])"
@@ -50,25 +53,16 @@ def is_made_ref(value: object) -> bool:
     return isinstance(value, str) and _MADE_REF.fullmatch(value) is not None
 
 
-@functools.lru_cache(maxsize=4096)
-def encodings(plain: str) -> frozenset[str]:
-    """``plain`` as models and tools commonly rewrite it: the ways the value pass finds it."""
-    escaped = json.dumps(plain)[1:-1]
-    b64 = base64.b64encode(plain.encode()).decode()
-    forms = {
-        plain,
-        escaped,  # inside a JSON string (ASCII escapes)
-        json.dumps(plain, ensure_ascii=False)[1:-1],
-        json.dumps(escaped)[1:-1],  # inside JSON inside a JSON string
-        quote(plain, safe=""),  # URL-encoded
-        quote(plain),
-        quote_plus(plain),
-        html.escape(plain),  # HTML/XML text and attributes
-        html.escape(plain, quote=False),
-        b64,  # base64 (a Kubernetes Secret's data, a Basic header of the value alone)
-        b64.rstrip("="),
-    }
-    return frozenset(f for f in forms if len(f) >= MIN_ECHO)
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refused when a key comes twice (the first would be lost)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey
+    return out
 
 
 def _json_container(text: str) -> Any:
@@ -76,91 +70,86 @@ def _json_container(text: str) -> Any:
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        parsed = json.loads(stripped)
-    except ValueError:
+        parsed = json.loads(stripped, object_pairs_hook=_no_duplicates)
+    except ValueError:  # not JSON, or a key twice: searched as text
         return None
     return parsed if isinstance(parsed, dict | list) else None
-
-
-def _trie(forms: frozenset[str]) -> str:
-    """One regex matching any of ``forms``, longest first, shaped as a trie.
-
-    A plain alternation of thousands of values makes ``re`` try each at every
-    position; a trie follows one branch per character, so the pass stays fast
-    however many values a thread holds.
-    """
-    root: dict[str, Any] = {}
-    for form in forms:
-        node = root
-        for char in form:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def regex(node: dict[str, Any]) -> str:
-        run = ""
-        while len(node) == 1 and "" not in node:  # a chain without branches: no group
-            ((char, node),) = node.items()
-            run += re.escape(char)
-        branches = [re.escape(c) + regex(child) for c, child in sorted(node.items()) if c]
-        if not branches:
-            return run
-        group = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
-        if "" in node:  # a form ends here, a longer one goes on: try the longer first
-            group = f"(?:{group})?"
-        return run + group
-
-    return regex(root)
-
-
-@functools.lru_cache(maxsize=256)
-def _pattern(forms: frozenset[str]) -> re.Pattern[str]:
-    """References first (kept whole), then any known form (compiled once per set of values)."""
-    return re.compile(f"(?P<ref>{MADE_REF})|(?P<plain>{_trie(forms)})")
 
 
 class KnownValues:
     """Replace every known plain value (any of its :func:`encodings`) by its reference.
 
-    ``values`` maps plain values to references. ``keep(key, value)`` says
-    which other strings stay as they are (a field/value pair's field name).
+    ``index`` holds the thread's values (None: no value yet). ``keep(key,
+    value)`` says which other strings stay as they are (a field/value pair's
+    field name); ``is_ref(text)`` says which reference-shaped strings are real
+    references, kept whole.
     """
 
     def __init__(
         self,
-        values: Mapping[str, str],
+        index: ValueIndex | None,
         keep: Callable[[str, str], bool] = lambda key, value: False,
+        is_ref: Callable[[str], bool] = lambda text: False,
     ) -> None:
-        self.refs: dict[str, str] = {}
-        for plain, ref in values.items():
-            if len(plain) >= MIN_ECHO:
-                for form in encodings(plain):
-                    self.refs.setdefault(form, ref)
+        self.index = index if index is not None and index.matcher else None
         self.keep = keep
-        self._pattern = _pattern(frozenset(self.refs)) if self.refs else None
+        self.is_ref = is_ref
 
     def __bool__(self) -> bool:
-        return self._pattern is not None
+        return self.index is not None
 
     def text(self, text: str) -> str:
         """``text`` with every known value replaced (JSON text: its values only, never its keys)."""
-        if self._pattern is None or not text:
+        if self.index is None or not text:
             return text
         parsed = _json_container(text)
         if parsed is not None:
             clean = self.walk(parsed, payload=True)
             return text if clean == parsed else json.dumps(clean, ensure_ascii=False)
-        return self._pattern.sub(lambda m: m[0] if m["ref"] else self.refs[m["plain"]], text)
+        return self._replace(text)
+
+    def _replace(self, text: str) -> str:
+        """Every known form in ``text`` replaced; the store's own references kept whole."""
+        assert self.index is not None
+        index = self.index
+        kept = [m.span() for m in _MADE_REF.finditer(text) if self.is_ref(m[0])]
+        out: list[str] = []
+        done = 0
+        for start, end in [*kept, (len(text), len(text))]:
+            segment = text[done:start]
+            last = 0
+            for a, b in index.matcher.spans(segment):
+                ref = index.ref_of(segment[a:b])
+                if ref is not None:
+                    out += [segment[last:a], ref]
+                    last = b
+            out += [segment[last:], text[start:end]]
+            done = end
+        clean = "".join(out)
+        return text if clean == text else clean
+
+    def number(self, value: float) -> Any:
+        """A number whose JSON text is a known value: its reference; else the number."""
+        assert self.index is not None
+        ref = self.index.refs.get(json.dumps(value))
+        return value if ref is None or len(json.dumps(value)) < MIN_ECHO else ref
 
     def walk(self, value: Any, *, payload: bool = False, key: str = "") -> Any:
         """``value`` with every string in it rewritten by :meth:`text`; dict keys are kept.
 
         Outside ``payload`` (a tool's arguments, a structured response), the
-        strings under :data:`STRUCTURE_KEYS` are kept: ids, block types, names.
+        strings under :data:`STRUCTURE_KEYS` are kept: ids, block types, names,
+        and numbers are left (token counts, indexes); inside it, a number whose
+        JSON text is a known value is replaced.
         """
-        if self._pattern is None:
+        if self.index is None:
             return value
         if isinstance(value, str):
             return value if self.keep(key, value) else self.text(value)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int | float):
+            return self.number(value) if payload else value
         if isinstance(value, Mapping):
             out = {}
             for k, v in value.items():

@@ -9,7 +9,10 @@ store that made it (another store, or another process, has never seen the
 random id). The plain values live in process memory, never in a checkpoint.
 Each value remembers the thread it was offered in (``put(..., thread=)``), so
 the redaction can replace an echo of any value of that thread, and of no
-other thread (:meth:`SecretStore.known`).
+other thread (:meth:`SecretStore.known`). A run without a thread passes a
+:class:`RunBucket` of its own; each thread's values are kept ready for that
+search in a :class:`~agentstate.core.redaction_index.ValueIndex`, at most
+``MAX_VALUES`` of them (``SecretLimitError`` past it).
 :class:`agentstate.core.SecretRedactionMiddleware` (``core.redaction``) is
 what moves a model's plain values into a store.
 """
@@ -19,14 +22,32 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from agentstate.core.redaction_index import ValueIndex
 
 SECRET_PREFIX = "$secret:"
 SECRET_REF = re.compile(r"\$secret:[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
 REDACTED = "***redacted***"
 ID_CHARS = 24  # hex digits of the random id: 96 bits, unguessable
 MAX_NAME = 128 - ID_CHARS - 1  # a reference stays within SECRET_REF's 128 characters
+
+
+MAX_RUNS = 1024  # buckets of runs without a thread kept at once (the oldest is dropped)
+
+
+@dataclass(frozen=True)
+class RunBucket:
+    """The values of one run without a thread (a stateless agent): its own, shared with no run."""
+
+    id: str
+
+
+# Whose values: a thread id, one run without a thread, or None (direct calls without either).
+Bucket: TypeAlias = str | RunBucket | None
 
 
 def is_secret_ref(value: object) -> bool:
@@ -66,10 +87,11 @@ class SecretStore:
 
     def __init__(self) -> None:
         self._values: dict[str, str] = {}
-        self._threads: dict[str | None, dict[str, str]] = {}  # thread -> plain -> latest ref
+        self._threads: dict[Bucket, ValueIndex] = {}  # thread -> its values, for the value pass
+        self._runs: OrderedDict[RunBucket, None] = OrderedDict()  # runs, least recent first
         self._lock = threading.Lock()
 
-    def put(self, name: str, value: object, *, thread: str | None = None) -> str:
+    def put(self, name: str, value: object, *, thread: Bucket = None) -> str:
         """Keep ``value`` (as text) and return a new reference ``$secret:<name>-<random id>``.
 
         ``name`` is a readable label (checked like :func:`secret_ref`; cut to
@@ -77,15 +99,26 @@ class SecretStore:
         ``thread`` is the conversation the value was offered in (None: no thread).
         """
         secret_ref(name)  # a clear error for a bad label, before anything is kept
-        if thread is not None and not isinstance(thread, str):
+        if thread is not None and not isinstance(thread, str | RunBucket):
             raise ValueError(f"thread must be a string or None, got {type(thread).__name__}")
         ref = secret_ref(f"{name[:MAX_NAME].rstrip('-')}-{secrets.token_hex(ID_CHARS // 2)}")
+        plain = str(value)
         with self._lock:
-            self._values[ref] = str(value)
-            self._threads.setdefault(thread, {})[str(value)] = ref
+            index = self._threads.get(thread)
+            if index is None:
+                label = "this run" if isinstance(thread, RunBucket) else f"thread {thread!r}"
+                index = self._threads[thread] = ValueIndex(label)
+            index.add(plain, ref)  # SecretLimitError past MAX_VALUES: nothing is kept
+            self._values[ref] = plain
+            if isinstance(thread, RunBucket):
+                self._runs[thread] = None
+                self._runs.move_to_end(thread)
+                while len(self._runs) > MAX_RUNS:  # a run that ended long ago: its index goes
+                    old, _ = self._runs.popitem(last=False)
+                    self._threads.pop(old, None)
         return ref
 
-    def known(self, thread: str | None) -> dict[str, str]:
+    def known(self, thread: Bucket) -> dict[str, str]:
         """Every plain value offered in ``thread``, each with its latest reference.
 
         For the redaction's value pass only: it replaces these values wherever a
@@ -93,7 +126,13 @@ class SecretStore:
         returned, so one conversation's text is never matched against another's secrets.
         """
         with self._lock:
-            return dict(self._threads.get(thread, {}))
+            index = self._threads.get(thread)
+            return {} if index is None else dict(index.refs)
+
+    def index(self, thread: Bucket) -> ValueIndex | None:
+        """The value pass's index of ``thread`` (None before its first value); not a copy."""
+        with self._lock:
+            return self._threads.get(thread)
 
     def resolve(self, ref: str) -> str:
         """The plain value behind ``ref`` (for the step that deploys, never for the model)."""
