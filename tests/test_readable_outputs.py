@@ -83,21 +83,17 @@ def test_outside_a_kernel_the_bar_counts_and_yields_everything(capsys):
 
 
 def test_a_knob_reads_as_its_settings_and_what_it_shows():
+    interact = {"_dom_classes": ["widget-interact"], "children": ["IPY_MODEL_s", "IPY_MODEL_d"]}
+    interact["children"].append("IPY_MODEL_o")
+    slider = {"description": "calls", "value": 5, "min": 1, "max": 20}
+    dropdown = {"description": "layout", "_options_labels": ["one", "many"], "index": 1}
+    shown = {"outputs": [{"output_type": "display_data", "data": {"text/plain": "kept  5"}}]}
     state = {
-        "k": {
-            "model_name": "VBoxModel",
-            "state": {"_dom_classes": ["widget-interact"], "children": ["IPY_MODEL_s", "IPY_MODEL_d", "IPY_MODEL_o"]},
-        },
-        "s": {"model_name": "IntSliderModel", "state": {"description": "calls", "value": 5, "min": 1, "max": 20}},
-        "d": {
-            "model_name": "DropdownModel",
-            "state": {"description": "layout", "_options_labels": ["one", "many"], "index": 1},
-        },
-        "o": {
-            "model_name": "OutputModel",
-            "state": {"outputs": [{"output_type": "display_data", "data": {"text/plain": "kept  5"}}]},
-        },
-    }  # fmt: skip
+        "k": {"model_name": "VBoxModel", "state": interact},
+        "s": {"model_name": "IntSliderModel", "state": slider},
+        "d": {"model_name": "DropdownModel", "state": dropdown},
+        "o": {"model_name": "OutputModel", "state": shown},
+    }
     assert build.knob_text("k", state).splitlines() == [
         build.KNOB_NOTE,
         "Its settings: calls = 5 (1 to 20); layout = many (one of: one, many).",
