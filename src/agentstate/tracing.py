@@ -491,7 +491,9 @@ def draw_superstep(
     step: int | None = None,
     state: Mapping[str, Any] | None = None,
     show: Callable[[Any], str] | None = None,
-    reducer: str | Callable[..., Any] = "the key's reducer",
+    reducer: str
+    | Callable[..., Any]
+    | Mapping[str, str | Callable[..., Any]] = "the key's reducer",
     title: str | None = None,
 ) -> Figure:
     """Draw one super-step as state flow, left to right: before, each call, reducer, after.
@@ -499,18 +501,19 @@ def draw_superstep(
     Each row is one tool call of the step, in call order (``#k``: its place in
     its AIMessage): what it was handed of ``key`` (``read``) and what it wrote
     (``wrote``), or, for a call that wrote nothing to ``key``, what it replied.
-    An arrow carries each write into the reducer, numbered in the order
-    LangGraph folds them (call order); it is green if the write is in the state
-    after the step and red if it was lost. Every value comes from the run the
+    An arrow carries each write into the reducer, which LangGraph calls in
+    call order; it is green if the write is in the state after the step and
+    red if it was lost. Every value comes from the run the
     :class:`ToolTimeline` recorded (see :func:`superstep`); ``show(value)``
     writes a value in one line (default: its items, cut at 44 characters).
     Give ``runs`` as ``{"title": timeline, ...}`` to stack several runs, say a
-    broken and a fixed reducer, one above the other. Returns the figure.
+    broken and a fixed reducer, one above the other; ``reducer`` names the
+    reducer in the picture (a function is named by its ``__name__``), or maps
+    each title to its own. Returns the figure.
     """
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.font_manager import FontProperties
-    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     panels = runs if isinstance(runs, Mapping) else {title or "": runs}
@@ -523,7 +526,12 @@ def draw_superstep(
         else:
             steps[name] = superstep(run, key, step=step, state=state)
     render = show or _short
-    name_of = reducer if isinstance(reducer, str) else getattr(reducer, "__name__", "reducer")
+
+    def reducer_text(name: str) -> str:
+        given = reducer.get(name, "the key's reducer") if isinstance(reducer, Mapping) else reducer
+        label = given if isinstance(given, str) else getattr(given, "__name__", "reducer")
+        return f"{label}\nfolds the writes\nin call order, #1 first"
+
     font = FontProperties(family="monospace", size=8)
     measure = FigureCanvasAgg(plt.Figure(dpi=100)).get_renderer()
 
@@ -532,11 +540,18 @@ def draw_superstep(
         widths = [measure.get_text_width_height_descent(s, font, ismath=False)[0] for s in lines]
         return max(widths) / 100 + 0.16  # the box's padding
 
+    def state_text(value: Any) -> str:  # one item a line when it does not fit on one
+        if show is not None or not isinstance(value, Mapping) or len(_short(value, 200)) <= 44:
+            return render(value)
+        items = [f"  {k!r}: {_short(v, 36)}" for k, v in list(value.items())[:8]]
+        more = [f"  … {len(value) - 8} more"] if len(value) > 8 else []
+        return "{\n" + "\n".join(items + more) + "\n}"
+
     def before_text(s: SuperStep) -> str:
-        return f"state before step {s.step}\n{s.key}: {render(s.before)}"
+        return f"state before step {s.step}\n{s.key}: {state_text(s.before)}"
 
     def after_text(s: SuperStep) -> str:
-        return f"state after\n{s.key}: {render(s.after)}"
+        return f"state after\n{s.key}: {state_text(s.after)}"
 
     def read_text(c: StepCall) -> str:
         return f"read {render(c.read)}"
@@ -545,7 +560,6 @@ def draw_superstep(
         reply = c.reply if len(c.reply) <= 40 else c.reply[:39] + "…"
         return f"wrote {render(c.wrote)}" if c.writes else f"replied {reply}"
 
-    reducer_text = f"{name_of}\nfolds the writes\nin call order"
     all_steps = list(steps.values())
     all_calls = [c for s in all_steps for c in s.calls]
     gap = 0.45
@@ -554,7 +568,7 @@ def draw_superstep(
         "label": max(inches(f"#{c.position + 1} {c.label}") for c in all_calls),
         "read": max(inches(read_text(c)) for c in all_calls),
         "wrote": max(inches(wrote_text(c)) for c in all_calls),
-        "reducer": inches(reducer_text),
+        "reducer": max(inches(reducer_text(name)) for name in steps),
         "after": max(inches(after_text(s)) for s in all_steps),
     }
     x, left = 0.1, {}
@@ -563,7 +577,11 @@ def draw_superstep(
         x += width + (gap if column in ("before", "wrote", "reducer") else 0.12)
     total_width = x
     row_height = 0.34
-    heights = [max(len(s.calls), 3) * row_height + 0.75 for s in all_steps]
+    tallest = [max(before_text(s).count("\n"), after_text(s).count("\n")) for s in all_steps]
+    heights = [
+        max(len(s.calls), 3, lines * 0.45) * row_height + 0.75
+        for s, lines in zip(all_steps, tallest, strict=True)
+    ]
     fig = plt.figure(figsize=(total_width, sum(heights)), layout="constrained")
     plt.close(fig)  # shown once, as the returned value
     axes = fig.subplots(len(all_steps), 1, squeeze=False, height_ratios=heights)[:, 0]
@@ -588,12 +606,11 @@ def draw_superstep(
             ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=style)
 
         put(before_text(s), left["before"], middle, MODEL)
-        put(reducer_text, left["reducer"], middle, MODEL)
+        put(reducer_text(name), left["reducer"], middle, MODEL)
         put(after_text(s), left["after"], middle, MODEL)
         arrow(
             left["reducer"] + widths["reducer"] - 0.05, middle, left["after"] - 0.08, middle, MODEL
         )
-        fold = 0
         for c, y in zip(s.calls, rows, strict=True):
             colour = READ if c.kept is None else KEPT if c.kept else LOST
             arrow(
@@ -605,10 +622,8 @@ def draw_superstep(
             put(read_text(c), left["read"], y, "#adb5bd")
             put(wrote_text(c), left["wrote"], y, colour)
             if c.writes:
-                fold += 1
                 start = left["wrote"] + inches(wrote_text(c)) - 0.05
                 arrow(start, y, left["reducer"] - 0.08, middle, colour)
-                ax.text(start + 0.12, y - 0.06, str(fold), fontsize=7, color=colour, va="bottom")
         kept = sum(bool(c.kept) for c in s.writers)
         caption = (
             f"super-step {s.step}: {len(s.calls)} calls, each handed the state before the step;"
@@ -622,9 +637,6 @@ def draw_superstep(
     }
     used = {READ if c.kept is None else KEPT if c.kept else LOST for c in all_calls}
     handles: list[Any] = [Patch(color=c, label=n) for c, n in patches.items() if c in used]
-    handles.append(
-        Line2D([], [], color=MODEL, marker=">", label="1, 2, ...: the order of the fold")
-    )
     fig.legend(handles=handles, fontsize=8, frameon=False, ncol=4, loc="outside lower left")
     return fig
 
