@@ -43,8 +43,6 @@ TEACHING = (
     "my_agent",
     "reply_of",
     "seen",
-    "store_in_dict_too",
-    "read_dict_too",
     "latency",
     "Batch",
     "batch_of",
@@ -131,10 +129,23 @@ def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
     assert seen_per_turn(lesson, agent, 20) == [0] * 20
 
 
-def test_the_lessons_shared_dict_is_shared_but_races(lesson):
-    tools = [lesson["store_in_dict_too"], lesson["read_dict_too"], lesson["validate_manifest"]]
-    agent = lesson["my_agent"](lesson["latency"](), turns=100, tools=tools)
-    seen = seen_per_turn(lesson, agent, 100, config=lambda: {"configurable": {"turn": {}}})
+def test_the_shared_dict_of_going_further_03_races():
+    from agentstate.rds import assemble_rds_agent
+    from agentstate.rds.storage import NAIVE_KEY, NaiveSharedCacheStorage
+    from agentstate.simulation import ToolLatencyMiddleware
+
+    agent = assemble_rds_agent(
+        reader_batch_model(POSTGRES_FIELDS, 100),
+        NaiveSharedCacheStorage(),
+        middleware=[ToolLatencyMiddleware(0.005, seed=3)],
+    )
+    config = {"configurable": {NAIVE_KEY: {}}}
+    seen = [
+        fields_seen_by_reader(
+            agent.invoke(user_turn(), {**config, "configurable": {NAIVE_KEY: {}}})
+        )
+        for _ in range(100)
+    ]
     assert min(seen) < 5 and max(seen) > 0
 
 

@@ -157,64 +157,13 @@ next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", seen(next_reply))
 
 # %% [markdown]
-# ## 3. Look inside: a naive shared cache is a race
-# The write-up's idea is a dict shared by every tool of the turn. Writers
-# add to it, and readers merge it into what they read. (Its own version
-# cannot run today: see going further.) A dict the **caller** puts in
-# `config["configurable"]` is shared by every tool:
-
-
-# %%
-@tool("store_requirement")
-def store_in_dict_too(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
-    """Store one requirement field, in state and in the turn's shared dict."""
-    runtime.config["configurable"]["turn"][field_name] = value
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(update={"requirements": {field_name: value}, "messages": [done]})
-
-
-@tool("get_collected_requirements")
-def read_dict_too(runtime: ToolRuntime) -> str:
-    """Every requirement collected so far: the state, plus the turn's shared dict."""
-    turn = runtime.config["configurable"]["turn"]
-    return json.dumps({**runtime.state.get("requirements", {}), **turn})
-
-
-# %% [markdown]
-# Nothing makes the reader wait for the writers on the other threads. Here
-# are 200 turns, each tool call delayed by a random 0-5 ms standing in for
-# real I/O. The counts vary from run to run (about 10 s):
-
-# %% tags=["nbval-ignore-output"]
-from collections import Counter
-
-from agentstate.display import Table, progress
-from agentstate.simulation import ToolLatencyMiddleware
-
-TRIALS = 200
-
-
-def latency():  # a seeded random 0-5 ms before each tool call
-    return ToolLatencyMiddleware(0.005, seed=3)
-
-
-def fields_seen(agent, config=dict, desc="turns") -> list[int]:
-    turns = progress(range(TRIALS), desc=desc, done=f"{desc}: {TRIALS} turns run")
-    return [seen(agent.invoke(TURN, config())) for _ in turns]
-
-
-def distribution(counts: list[int]) -> Table:
-    rows = sorted(Counter(counts).items())
-    return Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in rows)
-
-
-naive_tools = [store_in_dict_too, read_dict_too, validate_manifest]
-naive_agent = my_agent(latency(), turns=TRIALS, tools=naive_tools)
-naive = fields_seen(naive_agent, config=lambda: {"configurable": {"turn": {}}}, desc="naive")
-assert min(naive) < 5
-distribution(naive)
-
-# %% [markdown]
+# ## 3. Look inside: a shared dict is a race
+# The write-up's fix was a dict shared by every tool of the turn: writers
+# add to it, and readers merge it into what they read. But the calls run on
+# parallel threads, and nothing makes a reader wait for the writers. Run 200
+# times, it sees anything from 0 to 5 fields
+# ([going further](going_further/03_caches_that_fail.ipynb) runs it).
+#
 # ## 4. When is a turn cache worth it?
 # The cheap fix is above: the readers in the model's next reply. It costs
 # one more model call, a second or two with a real model, and no code. A
@@ -353,10 +302,33 @@ class TeachingTurnCache(AgentMiddleware):
 # ## 6. Prove it: 200 turns, and the package agrees
 # The package's `TurnCacheMiddleware` does the same four steps, and adds an
 # async twin, a batch key per conversation and cleanup of stale batches.
-# The plain agent and both caches, on section 3's 200 turns (about 20 s):
+# The plain agent and both caches, on 200 turns, each tool call delayed by a
+# seeded random 0-5 ms standing in for real I/O (about 20 s):
 
 
 # %%
+from collections import Counter
+
+from agentstate.display import Table, progress
+from agentstate.simulation import ToolLatencyMiddleware
+
+TRIALS = 200
+
+
+def latency():  # a seeded random 0-5 ms before each tool call
+    return ToolLatencyMiddleware(0.005, seed=3)
+
+
+def fields_seen(agent, desc="turns") -> list[int]:  # what the reader saw, turn by turn
+    turns = progress(range(TRIALS), desc=desc, done=f"{desc}: {TRIALS} turns run")
+    return [seen(agent.invoke(TURN)) for _ in turns]
+
+
+def distribution(counts: list[int]) -> Table:
+    rows = sorted(Counter(counts).items())
+    return Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in rows)
+
+
 def my_cache(kind=TeachingTurnCache, **options):
     return kind(
         writers=["store_requirement"],
@@ -392,13 +364,15 @@ draw_run(cached_timeline, cached, key="requirements", title="7 threads for 7 cal
 # %% [markdown]
 # Why set `max_concurrency`? LangGraph runs the calls of a step on a thread
 # pool. With no limit in the config, that pool is Python's default
-# `ThreadPoolExecutor` of `min(32, cpu_count + 4)` threads.
-# (`langgraph/pregel/_executor.py` gets it from `get_executor_for_config` in
-# `langchain_core/runnables/config.py`.) That is 6 threads on a 2-core
+# `ThreadPoolExecutor` of `min(32, cpu_count + 4)` threads. (LangGraph's
+# [executor](https://github.com/langchain-ai/langgraph/blob/main/libs/langgraph/langgraph/pregel/_executor.py),
+# as installed here in langgraph 1.2.22, gets it from `get_executor_for_config`
+# in `langchain_core/runnables/config.py`.) That is 6 threads on a 2-core
 # machine, for 7 calls, so the last call waits for a free thread. A reader
 # that waits also holds its thread. If the readers of a reply fill the pool
 # before their writers start, no writer gets a thread, and each reader gives
-# up at its timeout. Exercise 2 tries it.
+# up at its timeout ([going further](going_further/03_caches_that_fail.ipynb)
+# shows it on one thread).
 #
 # Take step 2, the wait, away, and the race of section 3 comes back:
 
@@ -465,8 +439,7 @@ knob_widget = widgets.interact(
 # ## Exercises
 # 1. Put the readers *first* in the reply, before the stores, with the
 #    teaching cache. What does `get_collected_requirements` see, and why?
-# 2. Run that readers-first agent with `{"max_concurrency": 2}` in the
-#    config and `my_cache(timeout=1.0)`. What do the readers reply, and how
-#    long does the turn take?
+# 2. Run the cached turn of section 6 with `{"max_concurrency": 4}`. Which
+#    calls start late, and why does no reader time out?
 # 3. Invoke one turn-cached agent from two Python threads at once, each with
 #    its own fields. Does either reader see the other's fields?
