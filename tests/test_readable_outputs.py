@@ -68,10 +68,13 @@ def test_a_bar_run_in_a_kernel_is_saved_as_its_summary_line(tmp_path):
     ]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     first, second = ([o for o in c.outputs] for c in nb.cells)
-    assert [o.data["text/plain"] for o in first] == ["40 turns run", "780"]
-    (line,) = second
-    assert line.data["text/plain"].startswith("agents: 3 of 3 agents in ")
-    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in first)
+    # the bar's display, emptied when the loop ended, then the printed line and the value
+    assert [o.output_type for o in first] == ["display_data", "stream", "execute_result"]
+    assert first[0].data == {} and first[1].text == "40 turns run\n"
+    assert first[2].data["text/plain"] == "780"
+    assert second[0].data == {} and second[1].text.startswith("agents: 3 of 3 agents in ")
+    frozen = [o for c in nb.cells for o in c.outputs if "0%|" in str(o)]
+    assert frozen == []
 
 
 def test_outside_a_kernel_the_bar_counts_and_yields_everything(capsys):

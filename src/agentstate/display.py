@@ -175,6 +175,9 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
     return Table(rows, columns=["hazard", "what it means", "on", *reports])
 
 
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 def _in_a_kernel() -> bool:
     """Whether this runs in a Jupyter kernel that can draw a widget."""
     if importlib.util.find_spec("ipywidgets") is None:
@@ -193,11 +196,13 @@ class Progress:
     A notebook saved after a run keeps each output as it was last drawn. A
     tqdm widget is drawn while it runs and then closed, so a saved notebook
     shows its first text form, "0%| 0/200", as if the cell never ran. This bar
-    is shown through a display handle that, when the loop ends, is updated to
-    ``done`` (default: "desc: n of total unit in s seconds"; pass a string
-    without the time for an output nbval can compare). Outside a kernel it is
-    tqdm's text bar on stderr. Iterate over it, or use it as a context manager
-    and call :meth:`update`.
+    is displayed as the widget alone (no text form), and when the loop ends
+    its display is emptied and the line ``done`` is printed (default: "desc:
+    n of total unit in s seconds"; pass a string without the time for an
+    output nbval can compare). nbval ignores display updates and widget
+    views, so it sees the same printed line as the saved notebook. Outside a
+    kernel it is tqdm's text bar on stderr, and nothing is printed. Iterate
+    over it, or use it as a context manager and call :meth:`update`.
     """
 
     def __init__(
@@ -231,7 +236,8 @@ class Progress:
             self._bar = notebook_tqdm(
                 total=self.total, desc=self.desc, unit=self.unit, display=False, leave=False
             )
-            self._handle = display(self._bar.container, display_id=True)
+            view = self._bar.container._repr_mimebundle_()[_WIDGET_VIEW]
+            self._handle = display({_WIDGET_VIEW: view}, raw=True, display_id=True)
         else:
             from tqdm import tqdm
 
@@ -253,9 +259,9 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
         if self._handle is not None:
-            from IPython.display import Pretty
-
-            self._handle.update(Pretty(self.summary()))
+            self._handle.update({}, raw=True)
+            if kind is None:
+                print(self.summary())
 
     def summary(self) -> str:
         """The line that replaces the bar: what was done, or ``done`` if given."""
