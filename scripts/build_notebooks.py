@@ -10,8 +10,12 @@ What a reader's JupyterLab would write is kept, so opening a notebook changes
 nothing: the kernelspec and the ``language_info`` the kernel reports. The
 widget state nbclient saves is kept too (with model ids renumbered in order,
 so a rebuild does not churn them), so every knob renders as a widget before
-the notebook is run, in JupyterLab and on GitHub or nbviewer. Sources whose
-name starts with ``_`` (the template) are not built.
+the notebook is run in a trusted JupyterLab. Where widgets are not drawn (an
+untrusted notebook in plain ``jupyter lab``, GitHub), JupyterLab shows a
+widget output's text form, which ipywidgets writes as ``interactive(children=
+...``: the build replaces it with a readable note (``knob_text``), the knob's
+settings and what it shows at them, read from the saved widget state. Sources
+whose name starts with ``_`` (the template) are not built.
 
     python scripts/build_notebooks.py            # every notebook
     python scripts/build_notebooks.py 01 02      # by number prefix
@@ -52,6 +56,9 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KEPT_METADATA = ("kernelspec", "language_info", "widgets")
+# How a knob's text form starts once the build has made it readable (the browser check looks
+# for it, and for ipywidgets' own ``interactive(children=``, to tell a widget shown as text).
+KNOB_NOTE = "A knob, drawn when the notebook is trusted or this cell runs."
 
 
 def sources(selection: list[str]) -> list[Path]:
@@ -78,7 +85,65 @@ def clean(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     nb.metadata["kernelspec"] = KERNELSPEC
     for cell in nb.cells:
         cell.metadata = {k: v for k, v in cell.metadata.items() if k == "tags"}
-    return renumber_widgets(nb, name)
+    return readable_knobs(renumber_widgets(nb, name))
+
+
+def _setting(model: dict) -> str | None:
+    """A control of a knob as "description = value (range)", or None for what is not one."""
+    state = model.get("state", {})
+    description = state.get("description") or state.get("_view_name", "control")
+    if "_options_labels" in state:
+        labels = state["_options_labels"]
+        index = state.get("index")
+        chosen = labels[index] if isinstance(index, int) and index < len(labels) else None
+        return f"{description} = {chosen} (one of: {', '.join(labels)})"
+    if "value" not in state:
+        return None
+    bounds = f" ({state['min']} to {state['max']})" if "min" in state and "max" in state else ""
+    return f"{description} = {state['value']}{bounds}"
+
+
+def _shown(outputs: list) -> str:
+    """The text an Output widget holds: streams, then each display's text/plain."""
+    parts = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            parts.append("".join(out.get("text", "")))
+        elif "text/plain" in out.get("data", {}):
+            parts.append("".join(out["data"]["text/plain"]))
+    return "\n".join(p.rstrip("\n") for p in parts)
+
+
+def knob_text(model_id: str, state: dict) -> str | None:
+    """A readable text form of the ``interact`` knob ``model_id``, or None if it is not one.
+
+    Its settings and the output it shows at them, both from the saved widget state.
+    """
+    knob = state.get(model_id, {})
+    if "widget-interact" not in knob.get("state", {}).get("_dom_classes", []):
+        return None
+    settings, shown = [], ""
+    for ref in knob["state"].get("children", []):
+        child = state.get(str(ref).removeprefix("IPY_MODEL_"), {})
+        if child.get("model_name") == "OutputModel":
+            shown = _shown(child.get("state", {}).get("outputs", []))
+        elif (setting := _setting(child)) is not None:
+            settings.append(setting)
+    lines = [KNOB_NOTE, f"Its settings: {'; '.join(settings)}."]
+    if shown:
+        lines += ["At these settings it shows:", shown]
+    return "\n".join(lines)
+
+
+def readable_knobs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Give each saved ``interact`` knob a readable text form (see the module docstring)."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get(WIDGET_VIEW)
+            if view and (text := knob_text(view["model_id"], state)) is not None:
+                out.data["text/plain"] = text
+    return nb
 
 
 def renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:

@@ -18,6 +18,7 @@ from deepagents import create_deep_agent
 from deepagents.backends.utils import create_file_data, file_data_to_string
 from deepagents.middleware.filesystem import _file_data_delta_reducer
 
+from agentstate.doctor import diagnose
 from agentstate.fixtures import (
     POSTGRES_FIELDS,
     PerFieldFileStorage,
@@ -30,7 +31,7 @@ from agentstate.fixtures import (
 )
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
-from agentstate.tracing import ToolTimeline, tool_replies
+from agentstate.tracing import ToolTimeline, superstep, tool_replies
 from tests.lesson_source import definitions
 
 GUARD_ERROR = "Error: parallel file mutations to the same path are not allowed."
@@ -48,6 +49,11 @@ TEACHING = (
     "fields_kept",
     "LAYOUTS",
     "survivors",
+    "show_reads",
+    "fields_in",
+    "replace_path",
+    "ToyState",
+    "writer",
 )
 
 
@@ -260,3 +266,67 @@ def test_one_call_per_reply_costs_a_model_call_per_field_in_the_lesson_layouts(l
     per_call = lesson["fields_kept"](lesson["store_requirement"], POSTGRES_FIELDS, True)
     assert one_reply == {"fields kept": 1, "model calls": 2}
     assert per_call == {"fields kept": 5, "model calls": 6}
+
+
+# --- the toy, the printed reads, the reducer by hand and the doctor (shown, not asserted) ---
+
+
+def test_the_toy_keeps_one_field_in_files_and_both_writes_in_the_log(lesson):
+    from langgraph.graph import START, StateGraph
+
+    toy = StateGraph(lesson["ToyState"])
+    toy.add_node("store_engine", lesson["writer"]("engine", "postgres"))
+    toy.add_node("store_username", lesson["writer"]("username", "dbadmin"))
+    toy.add_edge(START, "store_engine")
+    toy.add_edge(START, "store_username")
+    for _ in range(20):  # the log's order is the order of the nodes, never the threads'
+        result = toy.compile().invoke({"files": {}, "log": []})
+        assert result["files"] == {lesson["PATH"]: {"username": "dbadmin"}}
+        assert result["log"] == [
+            "store engine: read {}, wrote {'engine': 'postgres'}",
+            "store username: read {}, wrote {'username': 'dbadmin'}",
+        ]
+
+
+def test_the_tool_prints_what_it_read_in_the_order_the_calls_finish(lesson, capsys):
+    lesson["work_seconds"].update({f: 0.1 * (len(ORDER) - i) for i, f in enumerate(ORDER)})
+    lesson["show_reads"] = True  # the lesson turns it off after the reproduction
+    try:
+        agent = create_deep_agent(
+            one_batch_model(POSTGRES_FIELDS), tools=[lesson["store_requirement"]]
+        )
+        agent.invoke(user_turn())
+    finally:
+        lesson["work_seconds"].clear()
+        lesson["show_reads"] = False
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"store_requirement({f}) read {{}}" for f in reversed(ORDER)]
+
+
+def test_the_recorded_writes_folded_by_the_agents_own_reducer_keep_the_last_call(lesson):
+    lesson["show_reads"] = False
+    timeline = ToolTimeline()
+    agent = create_deep_agent(
+        one_batch_model(POSTGRES_FIELDS),
+        tools=[lesson["store_requirement"]],
+        middleware=[timeline],
+    )
+    state = agent.invoke(user_turn())
+    reducer = agent.channels["files"].reducer
+    writes = [e.update["files"] for e in timeline.events]
+    fields_in = lesson["fields_in"]
+    assert fields_in(reducer({}, writes)) == fields_in(state["files"]) == {"username": "dbadmin"}
+    assert fields_in(reducer({}, writes[::-1])) == {"engine": "postgres"}
+    flow = superstep(timeline, "files")
+    assert [c.kept for c in flow.calls] == [False, False, False, False, True]
+    assert [fields_in(c.read) for c in flow.calls] == [{}] * 5
+
+
+def test_the_doctor_names_the_shared_file_tool_and_passes_one_file_per_field(lesson):
+    broken = create_deep_agent(one_batch_model({}), tools=[lesson["store_requirement"]])
+    fixed = create_deep_agent(
+        one_batch_model({}),
+        tools=[lesson["store_in_own_file"], lesson["get_collected_requirements"]],
+    )
+    assert diagnose(broken).codes() == ["file-read-modify-write"]
+    assert diagnose(fixed).codes() == []

@@ -314,3 +314,28 @@ def test_the_lessons_mermaid_diagram_has_the_edges_of_the_agents_graph(lesson):
         == real
         == {("start", "model"), ("model", "tools"), ("tools", "model"), ("model", "done")}
     )
+
+
+# --- what the lesson now prints instead of asserting ---
+
+
+def test_the_doctor_names_the_plain_key_and_passes_the_merging_reducer(lesson):
+    from agentstate.doctor import diagnose
+
+    assert diagnose(lesson["agent_with"](lesson["PlainState"])).codes() == [
+        "unreduced-parallel-write"
+    ]
+    assert diagnose(lesson["agent_with"](lesson["RequirementsState"])).codes() == []
+
+
+def test_the_side_by_side_picture_keeps_one_write_replacing_and_five_merging(lesson):
+    from agentstate.tracing import ToolTimeline, superstep
+
+    kept = {}
+    for schema in ("ReplaceState", "RequirementsState"):
+        timeline = ToolTimeline()
+        lesson["agent_with"](lesson[schema], middleware=[timeline]).invoke(lesson["TURN"])
+        flow = superstep(timeline, "requirements")
+        assert [c.read for c in flow.calls] == [{}] * 5
+        kept[schema] = [c.kept for c in flow.calls]
+    assert kept == {"ReplaceState": [False] * 4 + [True], "RequirementsState": [True] * 5}

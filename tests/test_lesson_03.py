@@ -43,8 +43,6 @@ TEACHING = (
     "my_agent",
     "reply_of",
     "seen",
-    "store_in_dict_too",
-    "read_dict_too",
     "latency",
     "Batch",
     "batch_of",
@@ -52,6 +50,7 @@ TEACHING = (
     "my_cache",
     "NoWait",
     "reader_sees",
+    "show_reads",
 )
 # The cells that write the teaching turn cache (by what they define).
 CACHE_CELLS = ("class Batch", "def batch_of", "class TeachingTurnCache")
@@ -130,10 +129,23 @@ def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
     assert seen_per_turn(lesson, agent, 20) == [0] * 20
 
 
-def test_the_lessons_shared_dict_is_shared_but_races(lesson):
-    tools = [lesson["store_in_dict_too"], lesson["read_dict_too"], lesson["validate_manifest"]]
-    agent = lesson["my_agent"](lesson["latency"](), turns=100, tools=tools)
-    seen = seen_per_turn(lesson, agent, 100, config=lambda: {"configurable": {"turn": {}}})
+def test_the_shared_dict_of_going_further_03_races():
+    from agentstate.rds import assemble_rds_agent
+    from agentstate.rds.storage import NAIVE_KEY, NaiveSharedCacheStorage
+    from agentstate.simulation import ToolLatencyMiddleware
+
+    agent = assemble_rds_agent(
+        reader_batch_model(POSTGRES_FIELDS, 100),
+        NaiveSharedCacheStorage(),
+        middleware=[ToolLatencyMiddleware(0.005, seed=3)],
+    )
+    config = {"configurable": {NAIVE_KEY: {}}}
+    seen = [
+        fields_seen_by_reader(
+            agent.invoke(user_turn(), {**config, "configurable": {NAIVE_KEY: {}}})
+        )
+        for _ in range(100)
+    ]
     assert min(seen) < 5 and max(seen) > 0
 
 
@@ -207,3 +219,76 @@ def test_the_knob_over_its_range_sees_nothing_without_the_cache_and_everything_w
         for cache in (False, True)
     ]
     assert seen == [0, 1, 0, 5, 0, 30]
+
+
+# --- the thread pool under a batch (lesson 03, section 6, and its exercise 2) ---
+
+
+def test_the_default_tool_pool_is_min_32_cpu_count_plus_4_threads():
+    import os
+
+    from langchain_core.runnables.config import get_executor_for_config
+
+    with get_executor_for_config({}) as executor:
+        assert executor._max_workers == min(32, (os.cpu_count() or 1) + 4)
+    with get_executor_for_config({"max_concurrency": 7}) as executor:
+        assert executor._max_workers == 7
+
+
+def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: float = 10.0):
+    timeline = ToolTimeline()
+    fields = POSTGRES_FIELDS
+    stores = [
+        lesson["tool_call"]("store_requirement", field_name=f, value=v) for f, v in fields.items()
+    ]
+    reads = [lesson["tool_call"](name) for name in lesson["READS"]]
+    calls = [*reads, *stores] if readers_first else [*stores, *reads]
+    model = lesson["ScriptedChatModel"](
+        script=[lesson["reply"](*calls), lesson["reply"](text="Done.")]
+    )
+    from langchain.agents import create_agent
+
+    agent = create_agent(
+        model,
+        tools=lesson["TOOLS"],
+        state_schema=lesson["RequirementsState"],
+        middleware=[
+            timeline,
+            lesson["my_cache"](timeout=timeout),
+            SlowToolMiddleware("store_requirement", 0.05),
+        ],
+    )
+    state = agent.invoke(lesson["TURN"], {"max_concurrency": threads})
+    return timeline, state
+
+
+def test_with_a_thread_per_call_the_readers_start_with_the_writers(lesson):
+    timeline, state = _cached_run(lesson, threads=7)
+    first_end = min(e.end for e in timeline.events)
+    assert all(e.start < first_end for e in timeline.events)  # the figure's caption
+    assert lesson["seen"](state) == 5
+
+
+def test_with_fewer_threads_than_calls_the_last_call_waits_for_a_free_thread(lesson):
+    timeline, state = _cached_run(lesson, threads=6)
+    last = max(timeline.events, key=lambda e: e.start)
+    assert last.position == 6 and last.start >= min(e.end for e in timeline.events)
+    assert lesson["seen"](state) == 5
+
+
+def test_readers_first_on_two_threads_hold_them_until_their_timeout(lesson):
+    import time
+
+    started = time.perf_counter()
+    timeline, state = _cached_run(lesson, threads=2, readers_first=True, timeout=1.0)
+    took = time.perf_counter() - started
+    replies = {e.name: e.reply for e in timeline.events if e.name in lesson["READS"]}
+    assert all(r.startswith("Error") and "timed out" in r for r in replies.values())
+    assert len(state["requirements"]) == 5 and took >= 1.0
+
+
+def test_what_lesson_03_prints_instead_of_asserting(lesson):
+    late = lesson["my_agent"](SlowToolMiddleware("get_collected_requirements", 0.2))
+    assert lesson["seen"](late.invoke(lesson["TURN"])) == 0
+    nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
+    assert lesson["seen"](nxt) == 5

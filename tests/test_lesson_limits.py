@@ -1,10 +1,13 @@
-"""Every main lesson is read and run in about 20 minutes, with the test machinery out of sight.
+"""Every main lesson is read and run in about 25 minutes, with the test machinery out of sight.
 
 Limits of the series' design (CONTRIBUTING.md): at most 40 cells and 1,200 words of
 markdown (``scripts/lesson_stats.py`` prints them with an estimate in
-minutes), at most 8 visible ``assert`` lines (the proofs a reader learns from;
-exhaustive checks live in pytest), at least one picture (a saved figure or a
-Mermaid diagram), and no private library name (one with a leading underscore).
+minutes), at most 3 visible ``assert`` lines (a printed value is a checked
+value: nbval compares it; exhaustive checks live in pytest), at least one
+picture (a saved figure or a Mermaid diagram), in lessons 01-03 at least one
+state-flow picture (``draw_superstep``), and no private library name (one
+with a leading underscore). The yardstick of ``lesson_stats.py`` still
+reproduces the newcomer's measured times it was fitted on.
 Depth that does not fit lives in ``notebooks/_src/going_further/``,
 linked from the lesson's Summary. Lesson and going-further cells carry nbval's
 cell tags instead of comment markers, and no lint pragma.
@@ -26,7 +29,10 @@ SOURCES = ROOT / "notebooks" / "_src"
 LESSONS = sorted(SOURCES.glob("[0-9][0-9]_*.py"))
 FURTHER = sorted((SOURCES / "going_further").glob("[0-9][0-9]_*.py"))
 READER_FACING = LESSONS + FURTHER
-MAX_ASSERTS = 8
+# Lessons 04-06 are issue 31's part B (another branch): until it lands they keep their
+# asserts. Delete an entry once its lesson is within the limit.
+PART_B_PENDING = {"04_subagents", "05_prefix_cached_experts", "06_tool_only_memory_capture"}
+STATE_FLOW = ("01", "02", "03")  # the lessons that draw a super-step as state flow
 ASSERT = re.compile(r"^\s*assert\b", re.M)
 # A name with one leading underscore, as a word or an attribute (`_x`, `obj._x`); dunders
 # such as `__name__` are not private.
@@ -40,7 +46,7 @@ _spec.loader.exec_module(lesson_stats)
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
-def test_a_main_lesson_fits_in_twenty_minutes(path):
+def test_a_main_lesson_fits_in_the_cell_and_word_limits(path):
     s = lesson_stats.stats_of(path)
     assert s.cells <= lesson_stats.MAX_CELLS, f"{path.name}: {s.cells} cells"
     assert s.words <= lesson_stats.MAX_WORDS, f"{path.name}: {s.words} words of markdown"
@@ -98,11 +104,55 @@ def visible_asserts(path: Path) -> int:
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 def test_a_main_lesson_proves_with_few_asserts_and_shows_a_picture(path):
     built = ROOT / "notebooks" / f"{path.stem}.ipynb"
-    assert visible_asserts(path) <= MAX_ASSERTS, (
-        f"{path.name}: {visible_asserts(path)} assert lines; keep {MAX_ASSERTS} a reader learns "
-        "from and move the rest to tests/test_lesson_NN.py"
-    )
+    limit = lesson_stats.MAX_ASSERTS
+    if path.stem not in PART_B_PENDING:
+        assert visible_asserts(path) <= limit, (
+            f"{path.name}: {visible_asserts(path)} assert lines; keep {limit} a reader learns "
+            "from, print the rest, and move equality checks to tests/test_lesson_NN.py"
+        )
     assert pictures(built) >= 1, f"{built.name}: no saved figure and no Mermaid diagram"
+
+
+def state_flow_pictures(built: Path) -> int:
+    """Saved images drawn by a cell that calls ``draw_superstep``."""
+    cells = json.loads(built.read_text())["cells"]
+    return sum(
+        1
+        for c in cells
+        if c["cell_type"] == "code" and "draw_superstep(" in "".join(c["source"])
+        for out in c.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    )
+
+
+@pytest.mark.parametrize("number", STATE_FLOW)
+def test_lessons_01_to_03_draw_a_super_step_as_state_flow(number):
+    built = next((ROOT / "notebooks").glob(f"{number}_*.ipynb"))
+    assert state_flow_pictures(built) >= 1, f"{built.name}: no draw_superstep picture saved"
+
+
+def test_the_yardstick_reproduces_the_newcomers_measured_times():
+    for name, ((low, high), inputs) in lesson_stats.CALIBRATION.items():
+        minutes = lesson_stats.estimate(*inputs)
+        assert low - 2 <= minutes <= high + 2, f"{name}: {minutes} min, measured {low}-{high}"
+
+
+def test_the_yardstick_counts_lines_defined_on_the_page_and_printed_proofs(tmp_path):
+    source = "def f(x):\n    y = x\n\n    return y\n\nclass C:\n    a = 1\nz = f(2)\n"
+    assert lesson_stats.defined_lines(source) == 5  # 3 of f, 2 of C; the call is not
+    built = tmp_path / "07_x.ipynb"
+    cells = [
+        {"cell_type": "code", "source": ["1"], "metadata": {}, "outputs": [
+            {"output_type": "execute_result", "data": {"text/plain": ["1"]}}]},
+        {"cell_type": "code", "source": ["p"], "metadata": {"tags": ["nbval-ignore-output"]},
+         "outputs": [{"output_type": "stream", "text": ["varies"]}]},
+        {"cell_type": "code", "source": ["fig"], "metadata": {}, "outputs": [
+            {"output_type": "display_data", "data": {"image/png": "", "text/plain": ["<F>"]}}]},
+        {"cell_type": "code", "source": ["print(1)"], "metadata": {}, "outputs": [
+            {"output_type": "stream", "text": ["1"]}]},
+    ]  # fmt: skip
+    built.write_text(json.dumps({"cells": cells}))
+    assert lesson_stats.printed_proofs(built) == 2  # the value and the print, not the figure
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
@@ -116,9 +166,9 @@ def test_a_main_lesson_names_no_private_library_name(path):
 def test_the_picture_assert_and_private_name_checks_are_not_vacuous(tmp_path):
     source = tmp_path / "07_x.py"
     source.write_text(
-        "# %%\n" + "assert True\n" * 9 + "from m import _hidden\nx.__name__, obj._field\n"
+        "# %%\n" + "assert True\n" * 4 + "from m import _hidden\nx.__name__, obj._field\n"
     )
-    assert visible_asserts(source) == 9
+    assert visible_asserts(source) == 4 > lesson_stats.MAX_ASSERTS
     text = source.read_text()
     assert {m.group(0) for m in PRIVATE.finditer(text)} == {"_hidden", "._field"}
     built = tmp_path / "07_x.ipynb"

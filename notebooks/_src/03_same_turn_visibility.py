@@ -1,33 +1,31 @@
 # %% [markdown]
 # # 03 · Same-turn visibility: readers that wait for their batch
 #
-# A capable model answers "a Postgres 15.5 manifest, sensible defaults" in
-# one reply: a `store_requirement` call per field and, next to them,
-# `get_collected_requirements` and `validate_manifest`. With stage 02's agent
-# the readers find nothing. The RDS agent's changelog of November 11, 2025
-# (introduced in [01](01_file_based_storage.ipynb)) said why: "Commands are
-# batched and applied only after ALL tools complete", and tools are
-# "Single-threaded within agent turn"; it added a dict that writers fill and
-# readers merge. We test both claims, show why that dict is a race, and
-# write a turn cache of 60 lines that is not.
+# A capable model may store five fields and, in the same reply, call two
+# readers: `get_collected_requirements` and `validate_manifest`. With lesson
+# 02's agent the readers find nothing. The agent's changelog
+# ([where this comes from](../README.md#where-this-comes-from)) said
+# "Commands are batched and applied only after ALL tools complete", and
+# tools are "Single-threaded within agent turn". We test both claims, show
+# why its shared dict is a race, and write a turn cache that is not.
 
 # %% [markdown]
 # ## Recap
-# Stage 02's field-merge **reducer** keeps every parallel write; they land
-# together when the tools' **super-step** ends ([02](02_state_reducer.ipynb);
-# terms: [glossary](../docs/glossary.md)). What does a reader in that same
-# step see?
+# Lesson 02's **reducer** keeps every parallel write. The writes land
+# together when the tools' [super-step](../docs/glossary.md#super-step)
+# ends. What does a reader in that same step see?
 #
 # ## Goals
 # - Reproduce: a reader in the writers' own reply sees none of their writes.
-# - Look inside, drawn: one super-step on parallel threads; a shared dict races.
-# - Write a turn cache whole (record, wait, merge, drop); prove it on 200
-#   turns, beside the package's `TurnCacheMiddleware`.
+# - Look inside: the step drawn, and a shared dict that races.
+# - Weigh the cheap fix, a reader in the next reply, against a turn cache.
+# - Write the turn cache whole and prove it on 200 turns.
 
 # %% [markdown]
 # ## 1. Reproduce: readers next to the writers
-# The agent, written here: stage 02's state and writer, and two readers that
-# read `runtime.state`, as every tool of the RDS agent does.
+# The agent, written here: lesson 02's state and writer, and two readers
+# that read `runtime.state`. The first reader prints what it read while
+# `show_reads` is on.
 
 # %%
 import json
@@ -60,10 +58,16 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 
 
 # %%
+show_reads = True
+
+
 @tool
 def get_collected_requirements(runtime: ToolRuntime) -> str:
     """Every requirement collected so far, as JSON."""
-    return json.dumps(runtime.state.get("requirements", {}))
+    collected = runtime.state.get("requirements", {})
+    if show_reads:
+        print(f"get_collected_requirements read {collected}")
+    return json.dumps(collected)
 
 
 @tool
@@ -76,8 +80,8 @@ def validate_manifest(runtime: ToolRuntime) -> str:
 
 # %% [markdown]
 # The scripted model: five stores and both readers in one reply (or the
-# readers in the next reply), `turns` times over, one reply set per user
-# turn. `my_agent` builds the plain agent, with optional middleware:
+# readers in the next reply), `turns` times over. `my_agent` builds the
+# plain agent, with optional middleware:
 
 # %%
 from agentstate.models import ScriptedChatModel, reply, tool_call
@@ -97,7 +101,7 @@ def my_agent(*middleware, turns=1, tools=TOOLS, fields=POSTGRES_FIELDS, next_rep
 
 
 # %%
-from agentstate.display import Table
+from agentstate.tracing import ToolTimeline
 
 
 def reply_of(state: dict, tool_name: str) -> str:
@@ -108,112 +112,68 @@ def seen(state: dict) -> int:  # how many fields get_collected_requirements list
     return len(json.loads(reply_of(state, "get_collected_requirements")))
 
 
-state = my_agent().invoke(TURN)
-readers = Table({"reader": name, "its reply": reply_of(state, name)} for name in READS)
-assert readers.column("its reply")[0] == "{}" and state["requirements"] == POSTGRES_FIELDS
-readers
+timeline = ToolTimeline()
+state = my_agent(timeline).invoke(TURN)
+assert reply_of(state, "get_collected_requirements") == "{}" and len(state["requirements"]) == 5
+print("fields in the state after the turn:", len(state["requirements"]))
 
 # %% [markdown]
-# Both readers saw an empty state, yet all five fields were in the state
-# when the turn ended.
+# The reader read an empty dict, yet the state held all five fields when
+# the turn ended.
 #
-# ## 2. Look inside: one super-step, read from a snapshot
+# ## 2. Look inside: one super-step, read from the state before it
+# The same run as state flow. Every call was handed the state from before
+# the step. The readers wrote nothing, and replied from that old state.
+
+# %%
+from agentstate.tracing import draw_superstep
+
+draw_superstep(timeline, key="requirements", reducer=merge_fields, title="one reply")
+
+# %% [markdown]
 # Is the reader just too early? Make it sleep 0.2 s first (the package's
-# `SlowToolMiddleware`), so it reads after every store returned, and draw the
-# run as in [01](01_file_based_storage.ipynb), each reader labelled with
-# what it saw:
+# `SlowToolMiddleware`), so it reads after every store returned:
 
 # %%
 from agentstate.simulation import SlowToolMiddleware
-from agentstate.tracing import ToolTimeline, draw_run
 
-
-def saw(event) -> str:
-    if event.name == "get_collected_requirements":
-        return f"saw {len(json.loads(event.reply))} fields"
-    return event.reply.split(":")[0]
-
-
-timeline = ToolTimeline()
-late = my_agent(timeline, SlowToolMiddleware("get_collected_requirements", 0.2)).invoke(TURN)
-draw_run(timeline, late, key="requirements", saw=saw, title="a reader that waits 0.2 s")
+show_reads = False  # quiet from here on
+late_timeline = ToolTimeline()
+late = my_agent(late_timeline, SlowToolMiddleware("get_collected_requirements", 0.2)).invoke(TURN)
+reader = next(e for e in late_timeline.events if e.name == "get_collected_requirements")
+stores_done = max(e.end for e in late_timeline.events if e.name == "store_requirement")
+print("the reader read after every store finished:", reader.start + 0.2 > stores_done)
+print("super-steps of the seven calls:", sorted({e.step for e in late_timeline.events}))
+print("fields the reader saw:", seen(late))
 
 # %% [markdown]
-# All seven calls ran in one super-step on parallel threads: not
-# single-threaded. The reader read after every store and saw nothing: each
-# call reads the state as it was when the step began; writes apply when it
-# ends (dashed line). So the first claim is half right: writes apply at the
-# end of the **super-step**, not of the turn. A reader in the model's
-# **next** reply sees them all:
+# The seven calls ran in one super-step on parallel threads, so the tools
+# are not "single-threaded". The reader read late and still saw nothing.
+# Writes apply at the end of the **super-step**, not of the turn. A reader
+# in the model's **next** reply sees them all:
 
 # %%
-seen_same, seen_next = seen(late), seen(my_agent(next_reply=True).invoke(TURN))
-assert (seen_same, seen_next) == (0, 5)
-Table(
-    [
-        {"reader": "in the writers' reply, after they finished", "fields it saw": seen_same},
-        {"reader": "in the model's next reply", "fields it saw": seen_next},
-    ]
-)
+next_reply = my_agent(next_reply=True).invoke(TURN)
+print("fields a reader in the next reply saw:", seen(next_reply))
 
 # %% [markdown]
-# ## 3. Look inside: a naive shared cache is a race
-# The write-up's idea: a dict shared by every tool of the turn; writers add
-# to it as well as to state, readers merge it into what they read. (Its own
-# version cannot run today: see going further.) A dict the **caller** puts in
-# `config["configurable"]` is shared by every tool:
-
-
-# %%
-@tool("store_requirement")
-def store_in_dict_too(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
-    """Store one requirement field, in state and in the turn's shared dict."""
-    runtime.config["configurable"]["turn"][field_name] = value
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(update={"requirements": {field_name: value}, "messages": [done]})
-
-
-@tool("get_collected_requirements")
-def read_dict_too(runtime: ToolRuntime) -> str:
-    """Every requirement collected so far: the state, plus the turn's shared dict."""
-    turn = runtime.config["configurable"]["turn"]
-    return json.dumps({**runtime.state.get("requirements", {}), **turn})
-
-
-# %% [markdown]
-# Nothing makes the reader wait for the writers on the other threads. 200
-# turns, each tool call delayed by a seeded random 0-5 ms (the package's
-# `ToolLatencyMiddleware`, standing in for real I/O). The counts vary from
-# run to run; about 10 s, with a progress bar:
-
-# %% tags=["nbval-ignore-output"]
-from collections import Counter
-
-from tqdm.auto import tqdm, trange
-
-from agentstate.simulation import ToolLatencyMiddleware
-
-TRIALS = 200
-
-
-def latency():  # a seeded random 0-5 ms before each tool call
-    return ToolLatencyMiddleware(0.005, seed=3)
-
-
-def fields_seen(agent, config=dict, progress=True) -> list[int]:
-    """What the reader saw on each of TRIALS turns (a fresh `config()` each)."""
-    turns = trange(TRIALS, leave=False, disable=not progress)
-    return [seen(agent.invoke(TURN, config())) for _ in turns]
-
-
-naive_tools = [store_in_dict_too, read_dict_too, validate_manifest]
-naive_agent = my_agent(latency(), turns=TRIALS, tools=naive_tools)
-naive = fields_seen(naive_agent, config=lambda: {"configurable": {"turn": {}}})
-assert min(naive) < 5
-Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in sorted(Counter(naive).items()))
-
-# %% [markdown]
-# ## 4. The fix: a turn cache whose readers wait for their batch
+# ## 3. Look inside: a shared dict is a race
+# The write-up's fix was a dict shared by every tool of the turn: writers
+# add to it, and readers merge it into what they read. But the calls run on
+# parallel threads, and nothing makes a reader wait for the writers. Run 200
+# times, it sees anything from 0 to 5 fields
+# ([going further](going_further/03_caches_that_fail.ipynb) runs it).
+#
+# ## 4. When is a turn cache worth it?
+# The cheap fix is above: the readers in the model's next reply. It costs
+# one more model call, a second or two with a real model, and no code. A
+# line in the prompt asking for readers after writers is often enough. A
+# turn cache costs the 60 lines of thread synchronisation below, and each
+# waiting reader holds a thread. It is worth it only when you cannot choose
+# the order: a model that batches readers with writers anyway, or a check
+# that must run on the batch's own writes.
+#
+# ## 5. The fix: a turn cache whose readers wait for their batch
 # A **batch** is the tool calls of one reply. One middleware wraps each
 # tool call (`wrap_tool_call`) in four steps:
 #
@@ -221,24 +181,37 @@ Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in sorted(Counter
 # 2. **Wait**: a reader waits until every writer of its reply has finished
 #    (stored, rejected or failed), with a timeout.
 # 3. **Merge**: the reader runs on a copy of the state with the batch's
-#    writes folded in by the key's reducer, in call order: the value
+#    writes folded in by the key's reducer, in call order. That is the value
 #    LangGraph will store when the step ends.
 # 4. **Drop**: the batch's last call to finish forgets the batch.
 #
-# ```mermaid
-# sequenceDiagram
-#     participant W as store_requirement x5
-#     participant C as turn cache
-#     participant R as get_collected_requirements
-#     R->>C: 2. wait for the writers of my reply
-#     W->>C: 1. record each value written
-#     C-->>R: 3. state + the batch's writes
-#     Note over W,R: one super-step, whose writes LangGraph applies at its end
-#     R->>C: 4. the last call drops the batch
-# ```
-#
-# A batch's bookkeeping: its writers' ids in call order, the calls finished
-# so far with what each wrote, and a condition readers wait on:
+# Before the code, one batch through the package's `TurnCacheMiddleware`,
+# with each store slowed to 50 ms. Every call's start and end, in time
+# order: the readers start with the writers, wait, and end just after the
+# last writer, having seen all five fields.
+
+# %% tags=["nbval-ignore-output"]
+from agentstate.core import TurnCacheMiddleware
+
+trace = ToolTimeline()
+package_cache = TurnCacheMiddleware(
+    writers=["store_requirement"], readers=READS, key="requirements"
+)
+slow_stores = SlowToolMiddleware("store_requirement", 0.05)
+my_agent(trace, package_cache, slow_stores).invoke(TURN, {"max_concurrency": 7})
+t0 = min(e.start for e in trace.events)
+moments = [(e.start, e.position, e.label, "starts") for e in trace.events]
+moments += [(e.end, e.position, e.label, f"ends, replied {e.reply[:32]}") for e in trace.events]
+print(
+    "\n".join(
+        f"{(t - t0) * 1000:4.0f} ms  #{p + 1} {name} {what}" for t, p, name, what in sorted(moments)
+    )
+)
+
+# %% [markdown]
+# The teaching version. A batch's bookkeeping: its writers' ids in call
+# order, the calls finished so far with what each wrote, and a condition
+# readers wait on:
 
 # %%
 import threading
@@ -326,15 +299,34 @@ class TeachingTurnCache(AgentMiddleware):
 
 
 # %% [markdown]
-# ## 5. Prove it: 200 turns, and the package agrees
-# The package's `agentstate.core.TurnCacheMiddleware` does the same four
-# steps, and adds an async twin, a batch key naming the conversation and the
-# subgraph, handling of writers that never run, and cleanup of stale
-# batches. Plain agent, teaching cache and package cache on section 3's
-# scenario (200 turns, 0-5 ms latency); about 20 s:
+# ## 6. Prove it: 200 turns, and the package agrees
+# The package's `TurnCacheMiddleware` does the same four steps, and adds an
+# async twin, a batch key per conversation and cleanup of stale batches.
+# The plain agent and both caches, on 200 turns, each tool call delayed by a
+# seeded random 0-5 ms standing in for real I/O (about 20 s):
 
-# %% tags=["nbval-ignore-output"]
-from agentstate.core import TurnCacheMiddleware
+
+# %%
+from collections import Counter
+
+from agentstate.display import Table, progress
+from agentstate.simulation import ToolLatencyMiddleware
+
+TRIALS = 200
+
+
+def latency():  # a seeded random 0-5 ms before each tool call
+    return ToolLatencyMiddleware(0.005, seed=3)
+
+
+def fields_seen(agent, desc="turns") -> list[int]:  # what the reader saw, turn by turn
+    turns = progress(range(TRIALS), desc=desc, done=f"{desc}: {TRIALS} turns run")
+    return [seen(agent.invoke(TURN)) for _ in turns]
+
+
+def distribution(counts: list[int]) -> Table:
+    rows = sorted(Counter(counts).items())
+    return Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in rows)
 
 
 def my_cache(kind=TeachingTurnCache, **options):
@@ -349,67 +341,69 @@ def my_cache(kind=TeachingTurnCache, **options):
 
 caches = {"plain": None, "teaching": my_cache(), "package": my_cache(TurnCacheMiddleware)}
 saw_all = {
-    name: fields_seen(my_agent(c, latency(), turns=TRIALS), progress=False).count(5)
-    for name, c in tqdm(caches.items(), leave=False)  # one tick per agent
+    name: fields_seen(my_agent(c, latency(), turns=TRIALS), desc=name).count(5)
+    for name, c in caches.items()
 }
-assert saw_all == {"plain": 0, "teaching": TRIALS, "package": TRIALS}
 Table({"turn cache": name, "turns the reader saw 5 of 5": n} for name, n in saw_all.items())
 
 # %% [markdown]
-# One turn with the teaching cache, drawn (each store slowed to 50 ms so the
-# wait shows): the readers start with the writers, wait (their long bars)
-# until the last writer of their reply has finished, then see all five
-# fields, still inside the same super-step.
+# One turn with the teaching cache, drawn in time, each store slowed to
+# 50 ms. `max_concurrency=7` in the config gives each call its own thread,
+# so the readers start with the writers. They wait (their long bars) until
+# the last writer has finished, then see all five fields, in the same
+# super-step.
 
 # %%
-timeline = ToolTimeline()
-cached = my_agent(timeline, my_cache(), SlowToolMiddleware("store_requirement", 0.05)).invoke(TURN)
-draw_run(timeline, cached, key="requirements", saw=saw, title="with the teaching turn cache")
+from agentstate.tracing import draw_run
+
+cached_timeline = ToolTimeline()
+cached_agent = my_agent(cached_timeline, my_cache(), slow_stores)
+cached = cached_agent.invoke(TURN, {"max_concurrency": 7})
+draw_run(cached_timeline, cached, key="requirements", title="7 threads for 7 calls")
 
 # %% [markdown]
-# Take step 2 away and the race of section 3 comes back: a reader that does
-# not wait reads whatever is recorded when it starts.
+# Why set `max_concurrency`? LangGraph runs the calls of a step on a thread
+# pool. With no limit in the config, that pool is Python's default
+# `ThreadPoolExecutor` of `min(32, cpu_count + 4)` threads. (LangGraph's
+# [executor](https://github.com/langchain-ai/langgraph/blob/main/libs/langgraph/langgraph/pregel/_executor.py),
+# as installed here in langgraph 1.2.22, gets it from `get_executor_for_config`
+# in `langchain_core/runnables/config.py`.) That is 6 threads on a 2-core
+# machine, for 7 calls, so the last call waits for a free thread. A reader
+# that waits also holds its thread. If the readers of a reply fill the pool
+# before their writers start, no writer gets a thread, and each reader gives
+# up at its timeout ([going further](going_further/03_caches_that_fail.ipynb)
+# shows it on one thread).
+#
+# Take step 2, the wait, away, and the race of section 3 comes back:
 
 
-# %%
+# %% tags=["nbval-ignore-output"]
 class NoWait(TeachingTurnCache):
     def wait(self, batch: Batch) -> bool:
         return True
 
 
-no_wait = fields_seen(my_agent(my_cache(NoWait), latency(), turns=TRIALS), progress=False)
+no_wait = fields_seen(my_agent(my_cache(NoWait), latency(), turns=TRIALS), desc="no wait")
 assert min(no_wait) < 5
-Table([{"turns": TRIALS, "the reader saw 5 of 5 on every turn": min(no_wait) == 5}])
+distribution(no_wait)
 
 # %% [markdown]
-# A reader never hangs: if a writer of its reply takes longer than the
-# timeout (0.1 s here, a store slowed to 0.5 s), the reader returns an error
-# the model can read, and the stores still land:
-
-# %%
-slow = my_agent(my_cache(timeout=0.1), SlowToolMiddleware("store_requirement", 0.5)).invoke(TURN)
-said = reply_of(slow, "get_collected_requirements")
-assert said.startswith("Error") and len(slow["requirements"]) == 5
-Table([{"reader's reply": said, "fields in state after the turn": len(slow["requirements"])}])
-
-# %% [markdown]
-# The **doctor** (`agentstate.doctor.diagnose`) reads an agent's tools and
-# state schema without running it. On the plain agent and the same agent
-# with the package's turn cache:
+# The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
+# reads an agent's code without running it. On the plain agent and the same
+# agent with the package's turn cache:
 
 # %%
 from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
 
-broken, fixed = diagnose(my_agent()), diagnose(my_agent(my_cache(TurnCacheMiddleware)))
-assert broken.codes() == ["same-batch-read"] and fixed.codes() == []
-compare_findings({"plain agent": broken, "with TurnCacheMiddleware": fixed})
+plain_report = diagnose(my_agent())
+cached_report = diagnose(my_agent(my_cache(TurnCacheMiddleware)))
+compare_findings({"plain agent": plain_report, "with TurnCacheMiddleware": cached_report})
 
 # %% [markdown]
 # ## A knob: writers in the reply, with and without the cache
-# Run the cells above first. One turn with `writers` stores and the readers:
-# without the cache the reader sees 0 fields whatever the number; with it,
-# all of them.
+# Run the cells above first. Without the cache the reader sees 0 fields
+# whatever the number of writers. With it, it sees all of them.
 
 
 # %%
@@ -433,28 +427,19 @@ knob_widget = widgets.interact(
 # %% [markdown]
 # ## Summary
 # - A reader in the writers' own reply sees the state from before the
-#   super-step, even reading after every writer returned; a reader in the
-#   next reply sees everything. Writes apply at the end of the super-step.
-# - The calls of one reply run on parallel threads, so a shared dict nobody
-#   waits on is a race.
-# - The turn cache records each writer's value, makes readers wait for the
-#   writers of their reply (with a timeout), merges the writes through the
-#   reducer and drops the batch: 200 of 200 turns, as the package's
-#   `TurnCacheMiddleware`.
-# - Going further: [the original write-up's cache, its silent repair, and
-#   the threads under a batch](going_further/03_caches_that_fail.ipynb).
+#   super-step, even when it reads after they returned. Writes apply at the
+#   end of the super-step. A reader in the next reply sees everything.
+# - The calls of one reply run on parallel threads, so a shared dict that
+#   nobody waits on is a race.
+# - A reader in the next reply is the cheap fix. The turn cache is worth its
+#   threads only when you cannot choose the order.
+# - Going further: [the write-up's own cache and the threads under a
+#   batch](going_further/03_caches_that_fail.ipynb).
 #
 # ## Exercises
 # 1. Put the readers *first* in the reply, before the stores, with the
 #    teaching cache. What does `get_collected_requirements` see, and why?
-# 2. Force the naive dict's race: slow every store down by 0.5 s
-#    (`SlowToolMiddleware`). What does its reader see on every turn, and
-#    what does the turn cache's reader see?
+# 2. Run the cached turn of section 6 with `{"max_concurrency": 4}`. Which
+#    calls start late, and why does no reader time out?
 # 3. Invoke one turn-cached agent from two Python threads at once, each with
-#    its own `thread_id` and its own fields. Does either reader see the
-#    other's fields? Which part of the package's batch key
-#    decides that?
-# 4. In the package's RDS agent (`agentstate.rds.build_turn_cache_agent`),
-#    store an invalid `instance_class="t3.micro"` next to four valid fields
-#    and a reader. How many fields does the reader see? Does it wait for the
-#    rejected write?
+#    its own fields. Does either reader see the other's fields?

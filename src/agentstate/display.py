@@ -4,14 +4,18 @@ Notebook outputs are compared by nbval, so a table renders the same text and
 HTML every time (no index column, no object ids), and a graph is shown as
 Mermaid text that JupyterLab draws locally (never a remote rendering service).
 :func:`compare_findings` puts the doctor's reports on a broken and a fixed
-agent side by side, one row per hazard (notebooks 01-03). Used by every
-notebook.
+agent side by side, one row per hazard (notebooks 01-03). :func:`progress`
+is a tqdm bar that leaves a line of text, never a bar frozen at 0%, in a saved
+notebook (notebooks 03 and 05). Used by every notebook.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Mapping
+import importlib.util
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from types import TracebackType
 from typing import Any
 
 
@@ -169,3 +173,121 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
             )
         rows.append(row)
     return Table(rows, columns=["hazard", "what it means", "on", *reports])
+
+
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _in_a_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel that can draw a widget."""
+    if importlib.util.find_spec("ipywidgets") is None:
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+class Progress:
+    """A tqdm progress bar that, once done, leaves a line of text where the bar was.
+
+    A notebook saved after a run keeps each output as it was last drawn. A
+    tqdm widget is drawn while it runs and then closed, so a saved notebook
+    shows its first text form, "0%| 0/200", as if the cell never ran. This bar
+    is displayed as the widget alone (no text form), and when the loop ends
+    its display is emptied and the line ``done`` is printed (default: "desc:
+    n of total unit in s seconds"; pass a string without the time for an
+    output nbval can compare). nbval ignores display updates and widget
+    views, so it sees the same printed line as the saved notebook. Outside a
+    kernel it is tqdm's text bar on stderr, and nothing is printed. Iterate
+    over it, or use it as a context manager and call :meth:`update`.
+    """
+
+    def __init__(
+        self,
+        iterable: Iterable[Any] | None = None,
+        *,
+        total: int | None = None,
+        desc: str = "",
+        unit: str = "it",
+        done: str | None = None,
+    ) -> None:
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)  # type: ignore[arg-type]  # checked just above
+        self.iterable, self.total, self.desc, self.unit, self.done = (
+            iterable,
+            total,
+            desc,
+            unit,
+            done,
+        )
+        self.n, self._t0 = 0, 0.0
+        self._bar: Any = None
+        self._handle: Any = None
+
+    def __enter__(self) -> Progress:
+        self._t0 = time.perf_counter()
+        if _in_a_kernel():
+            from IPython.display import display
+            from tqdm.notebook import tqdm as notebook_tqdm
+
+            self._bar = notebook_tqdm(
+                total=self.total, desc=self.desc, unit=self.unit, display=False, leave=False
+            )
+            view = self._bar.container._repr_mimebundle_()[_WIDGET_VIEW]
+            self._handle = display({_WIDGET_VIEW: view}, raw=True, display_id=True)
+        else:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, leave=False)
+        return self
+
+    def update(self, n: int = 1) -> None:
+        """Advance the bar by ``n``."""
+        self.n += n
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        if self._handle is not None:
+            self._handle.update({}, raw=True)
+            if kind is None:
+                print(self.summary())
+
+    def summary(self) -> str:
+        """The line that replaces the bar: what was done, or ``done`` if given."""
+        if self.done is not None:
+            return self.done
+        of = f" of {self.total}" if self.total is not None else ""
+        seconds = time.perf_counter() - self._t0
+        lead = f"{self.desc}: " if self.desc else ""
+        return f"{lead}{self.n}{of} {self.unit} in {seconds:.1f} s"
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.iterable is None:
+            raise TypeError("progress(iterable) to iterate; progress(total=n) with update()")
+        with self:
+            for item in self.iterable:
+                yield item
+                self.update()
+
+
+def progress(
+    iterable: Iterable[Any] | None = None,
+    *,
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
+    done: str | None = None,
+) -> Progress:
+    """A :class:`Progress` bar: ``for x in progress(items, desc="turns"): ...``."""
+    return Progress(iterable, total=total, desc=desc, unit=unit, done=done)

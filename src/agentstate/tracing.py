@@ -2,16 +2,21 @@
 
 :class:`ToolTimeline` is a middleware that records every model and tool call
 of a run: its super-step, its position in its AIMessage, its thread, start
-and finish times, and what a tool call wrote and replied. :func:`draw_run`
-draws that record with matplotlib (locally, no remote service): super-steps,
-the calls of one reply on their threads, which write survived and what each
-reader saw; attach a ``ToolTimeline`` to your own agent to draw the same
-picture of it. :func:`state_by_step` reads a checkpointer's history into one
-row per super-step. Introduced in notebook 01, used by notebooks 02-04.
+and finish times, the state it was handed, and what a tool call wrote and
+replied. Two pictures draw that record with matplotlib (locally, no remote
+service). :func:`draw_superstep` draws the mechanism: one super-step as state
+flow, left to right, the state before, what each call read and wrote, the
+reducer, the state after (:func:`superstep` gives the same values as data).
+:func:`draw_run` draws time: the calls of one reply on their threads, which
+write survived and what each reader saw. Attach a ``ToolTimeline`` to your
+own agent to draw the same pictures of it. :func:`state_by_step` reads a
+checkpointer's history into one row per super-step. Introduced in notebook
+01, used by notebooks 02-04.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import Counter
@@ -45,6 +50,8 @@ class ToolEvent:
     reply: str = ""
     """The text of the ToolMessage it returned (or of the one inside its ``Command``)."""
     status: str = "success"
+    read: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """The state the call was handed (``messages`` left out): what its tool could read."""
 
     @property
     def label(self) -> str:
@@ -60,6 +67,8 @@ class ModelEvent:
     thread: str
     start: float
     end: float
+    state: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """The state the model call was handed (``messages`` left out)."""
 
 
 def tool_replies(state: Any, name: str | None = None) -> list[ToolMessage]:
@@ -89,6 +98,17 @@ def _outcome(result: Any) -> tuple[dict[str, Any], str, str]:
     if reply is None:
         return written, "", "success"
     return written, reply.text, reply.status
+
+
+def _without_messages(state: Any) -> dict[str, Any]:
+    """A copy of a state's keys but ``messages``, taken before anything can change them."""
+    if not isinstance(state, Mapping):
+        return {}
+    kept = {k: v for k, v in state.items() if k != "messages"}
+    try:
+        return copy.deepcopy(kept)
+    except Exception:  # a value that cannot be copied (a lock, a client): keep the reference
+        return kept
 
 
 def _step_now() -> int:
@@ -140,7 +160,9 @@ class ToolTimeline(AgentMiddleware):
         """How many threads ran tool calls (in one super-step if given)."""
         return len({e.thread for e in self.events if step is None or e.step == step})
 
-    def _record(self, request: Any, start: float, end: float, result: Any) -> None:
+    def _record(
+        self, request: Any, read: dict[str, Any], start: float, end: float, result: Any
+    ) -> None:
         call = request.tool_call
         metadata = (getattr(request.runtime, "config", None) or {}).get("metadata", {})
         update, reply, status = _outcome(result)
@@ -156,44 +178,47 @@ class ToolTimeline(AgentMiddleware):
             update=update,
             reply=reply,
             status=status,
+            read=read,
         )
         with self._lock:
             self._events.append(event)
 
-    def _record_model(self, step: int, start: float, end: float) -> None:
-        event = ModelEvent(step, threading.current_thread().name, start - self._t0, end - self._t0)
+    def _record_model(self, request: Any, step: int, start: float, end: float) -> None:
+        thread = threading.current_thread().name
+        state = _without_messages(getattr(request, "state", None))
+        event = ModelEvent(step, thread, start - self._t0, end - self._t0, state)
         with self._lock:
             self._models.append(event)
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        start, result = time.perf_counter(), None
+        read, start, result = _without_messages(request.state), time.perf_counter(), None
         try:
             result = handler(request)
             return result
         finally:
-            self._record(request, start, time.perf_counter(), result)
+            self._record(request, read, start, time.perf_counter(), result)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        start, result = time.perf_counter(), None
+        read, start, result = _without_messages(request.state), time.perf_counter(), None
         try:
             result = await handler(request)
             return result
         finally:
-            self._record(request, start, time.perf_counter(), result)
+            self._record(request, read, start, time.perf_counter(), result)
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         step, start = _step_now(), time.perf_counter()
         try:
             return handler(request)
         finally:
-            self._record_model(step, start, time.perf_counter())
+            self._record_model(request, step, start, time.perf_counter())
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         step, start = _step_now(), time.perf_counter()
         try:
             return await handler(request)
         finally:
-            self._record_model(step, start, time.perf_counter())
+            self._record_model(request, step, start, time.perf_counter())
 
 
 class CommandRecorder(AgentMiddleware):
@@ -355,6 +380,264 @@ def draw_run(
     ax.set_xlabel("ms since the first call started (times vary from run to run)")
     if title:
         ax.set_title(title, fontsize=10)
+    return fig
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One call of a super-step, as the state-flow picture shows it."""
+
+    position: int  # index of the call in its AIMessage (0-based)
+    label: str
+    read: Any  # the value of the key the call was handed (``None`` if absent)
+    wrote: Any  # what it wrote to the key; ``None`` for a reader
+    writes: bool  # whether it wrote the key at all
+    kept: bool | None  # its write is in the state after the step (``None``: a reader)
+    reply: str  # the first line of the ToolMessage it returned
+
+
+@dataclass(frozen=True)
+class SuperStep:
+    """One super-step's state flow, read from a :class:`ToolTimeline` of a real run.
+
+    ``before`` is the key's value before the step (what the model call before
+    it was handed), ``calls`` what each tool call of the step was handed and
+    wrote, in call order, and ``after`` the value after the step (what the
+    next model call was handed, or the run's final state).
+    """
+
+    key: str
+    step: int
+    before: Any
+    calls: tuple[StepCall, ...]
+    after: Any
+
+    @property
+    def writers(self) -> tuple[StepCall, ...]:
+        return tuple(c for c in self.calls if c.writes)
+
+    @property
+    def readers(self) -> tuple[StepCall, ...]:
+        return tuple(c for c in self.calls if not c.writes)
+
+
+def superstep(
+    timeline: ToolTimeline,
+    key: str,
+    *,
+    step: int | None = None,
+    state: Mapping[str, Any] | None = None,
+) -> SuperStep:
+    """The state flow of one super-step of the run ``timeline`` recorded, for state key ``key``.
+
+    ``step`` defaults to the first super-step whose tool calls wrote ``key``
+    (or the first with tool calls). The value after the step is what the next
+    model call was handed; pass the run's final ``state`` when no model call
+    follows the step.
+    """
+    events = timeline.events
+    if not events:
+        raise ValueError("the timeline recorded no tool call: put it in the agent's middleware")
+    if step is None:
+        writing = [e.step for e in events if key in e.update]
+        step = writing[0] if writing else events[0].step
+    calls_of_step = [e for e in events if e.step == step]
+    if not calls_of_step:
+        steps = sorted({e.step for e in events})
+        raise ValueError(f"no tool call ran in super-step {step}; tool calls ran in {steps}")
+    models = timeline.model_calls
+    earlier = [m for m in models if m.step < step]
+    later = [m for m in models if m.step > step]
+    before = earlier[-1].state.get(key) if earlier else calls_of_step[0].read.get(key)
+    if later:
+        after = later[0].state.get(key)
+    elif state is not None:
+        after = state.get(key)
+    else:
+        raise ValueError(f"no model call after super-step {step}: pass the run's final state=")
+    calls = tuple(
+        StepCall(
+            position=e.position,
+            label=e.label,
+            read=e.read.get(key),
+            wrote=e.update.get(key),
+            writes=key in e.update,
+            kept=write_survived(e, key, {key: after}),
+            reply=(e.reply.splitlines() or [""])[0],
+        )
+        for e in sorted(calls_of_step, key=lambda e: e.position)
+    )
+    return SuperStep(key=key, step=step, before=before, calls=calls, after=after)
+
+
+def _short(value: Any, width: int = 44) -> str:
+    """A value in one line of at most ``width`` characters (``{}`` for an empty or absent one)."""
+    if value is None:
+        return "{}"
+    if isinstance(value, Mapping):
+        text = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in value.items()) + "}"
+    else:
+        text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def draw_superstep(
+    runs: ToolTimeline | SuperStep | Mapping[str, ToolTimeline | SuperStep],
+    *,
+    key: str | None = None,
+    step: int | None = None,
+    state: Mapping[str, Any] | None = None,
+    show: Callable[[Any], str] | None = None,
+    reducer: str
+    | Callable[..., Any]
+    | Mapping[str, str | Callable[..., Any]] = "the key's reducer",
+    title: str | None = None,
+) -> Figure:
+    """Draw one super-step as state flow, left to right: before, each call, reducer, after.
+
+    Each row is one tool call of the step, in call order (``#k``: its place in
+    its AIMessage): what it was handed of ``key`` (``read``) and what it wrote
+    (``wrote``), or, for a call that wrote nothing to ``key``, what it replied.
+    An arrow carries each write into the reducer, which LangGraph calls in
+    call order; it is green if the write is in the state after the step and
+    red if it was lost. Every value comes from the run the
+    :class:`ToolTimeline` recorded (see :func:`superstep`); ``show(value)``
+    writes a value in one line (default: its items, cut at 44 characters).
+    Give ``runs`` as ``{"title": timeline, ...}`` to stack several runs, say a
+    broken and a fixed reducer, one above the other; ``reducer`` names the
+    reducer in the picture (a function is named by its ``__name__``), or maps
+    each title to its own. Returns the figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.patches import Patch
+
+    panels = runs if isinstance(runs, Mapping) else {title or "": runs}
+    steps: dict[str, SuperStep] = {}
+    for name, run in panels.items():
+        if isinstance(run, SuperStep):
+            steps[name] = run
+        elif key is None:
+            raise ValueError("key= names the state key to follow, e.g. key='files'")
+        else:
+            steps[name] = superstep(run, key, step=step, state=state)
+    render = show or _short
+
+    def reducer_text(name: str) -> str:
+        given = reducer.get(name, "the key's reducer") if isinstance(reducer, Mapping) else reducer
+        label = given if isinstance(given, str) else getattr(given, "__name__", "reducer")
+        return f"{label}\nfolds the writes\nin call order, #1 first"
+
+    font = FontProperties(family="monospace", size=8)
+    measure = FigureCanvasAgg(plt.Figure(dpi=100)).get_renderer()
+
+    def inches(text: str) -> float:
+        lines = text.splitlines() or [""]
+        widths = [measure.get_text_width_height_descent(s, font, ismath=False)[0] for s in lines]
+        return max(widths) / 100 + 0.16  # the box's padding
+
+    def state_text(value: Any) -> str:  # one item a line when it does not fit on one
+        if show is not None or not isinstance(value, Mapping) or len(_short(value, 200)) <= 44:
+            return render(value)
+        items = [f"  {k!r}: {_short(v, 36)}" for k, v in list(value.items())[:8]]
+        more = [f"  … {len(value) - 8} more"] if len(value) > 8 else []
+        return "{\n" + "\n".join(items + more) + "\n}"
+
+    def before_text(s: SuperStep) -> str:
+        return f"state before step {s.step}\n{s.key}: {state_text(s.before)}"
+
+    def after_text(s: SuperStep) -> str:
+        return f"state after\n{s.key}: {state_text(s.after)}"
+
+    def read_text(c: StepCall) -> str:
+        return f"read {render(c.read)}"
+
+    def wrote_text(c: StepCall) -> str:
+        reply = c.reply if len(c.reply) <= 40 else c.reply[:39] + "…"
+        return f"wrote {render(c.wrote)}" if c.writes else f"replied {reply}"
+
+    all_steps = list(steps.values())
+    all_calls = [c for s in all_steps for c in s.calls]
+    gap = 0.45
+    widths = {
+        "before": max(inches(before_text(s)) for s in all_steps),
+        "label": max(inches(f"#{c.position + 1} {c.label}") for c in all_calls),
+        "read": max(inches(read_text(c)) for c in all_calls),
+        "wrote": max(inches(wrote_text(c)) for c in all_calls),
+        "reducer": max(inches(reducer_text(name)) for name in steps),
+        "after": max(inches(after_text(s)) for s in all_steps),
+    }
+    x, left = 0.1, {}
+    for column, width in widths.items():
+        left[column] = x
+        x += width + (gap if column in ("before", "wrote", "reducer") else 0.12)
+    total_width = x
+    row_height = 0.34
+    tallest = [max(before_text(s).count("\n"), after_text(s).count("\n")) for s in all_steps]
+    heights = [
+        max(len(s.calls), 3, lines * 0.45) * row_height + 0.75
+        for s, lines in zip(all_steps, tallest, strict=True)
+    ]
+    fig = plt.figure(figsize=(total_width, sum(heights)), layout="constrained")
+    plt.close(fig)  # shown once, as the returned value
+    axes = fig.subplots(len(all_steps), 1, squeeze=False, height_ratios=heights)[:, 0]
+    boxed = {"boxstyle": "round,pad=0.3", "linewidth": 0.8}
+    for ax, (name, s), height in zip(axes, steps.items(), heights, strict=True):
+        ax.set_xlim(0, total_width)
+        ax.set_ylim(height - 0.55, -0.2)
+        ax.axis("off")
+        rows = [0.35 + i * row_height for i in range(len(s.calls))]
+        middle = (rows[0] + rows[-1]) / 2
+
+        def put(
+            text: str, x: float, y: float, colour: str, ax: Axes = ax, weight: str = "normal"
+        ) -> None:
+            box = {**boxed, "facecolor": "white", "edgecolor": colour}
+            ax.text(
+                x, y, text, fontproperties=font, va="center", ha="left", bbox=box, weight=weight
+            )
+
+        def arrow(x0: float, y0: float, x1: float, y1: float, colour: str, ax: Axes = ax) -> None:
+            style = {"arrowstyle": "->", "color": colour, "linewidth": 1, "shrinkA": 0}
+            ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=style)
+
+        put(before_text(s), left["before"], middle, MODEL)
+        put(reducer_text(name), left["reducer"], middle, MODEL)
+        put(after_text(s), left["after"], middle, MODEL)
+        arrow(
+            left["reducer"] + widths["reducer"] - 0.05, middle, left["after"] - 0.08, middle, MODEL
+        )
+        for c, y in zip(s.calls, rows, strict=True):
+            colour = READ if c.kept is None else KEPT if c.kept else LOST
+            arrow(
+                left["before"] + widths["before"] - 0.05, middle, left["label"] - 0.08, y, "#adb5bd"
+            )
+            ax.text(
+                left["label"], y, f"#{c.position + 1} {c.label}", fontproperties=font, va="center"
+            )
+            put(read_text(c), left["read"], y, "#adb5bd")
+            put(wrote_text(c), left["wrote"], y, colour)
+            if c.writes:
+                start = left["wrote"] + inches(wrote_text(c)) - 0.05
+                arrow(start, y, left["reducer"] - 0.08, middle, colour)
+        kept = sum(bool(c.kept) for c in s.writers)
+        caption = (
+            f"super-step {s.step}: {len(s.calls)} calls, each handed the state before the step;"
+            f" {kept} of {len(s.writers)} writes kept"
+        )
+        ax.set_title(f"{name}: {caption}" if name else caption, fontsize=9, loc="left")
+    patches = {
+        KEPT: "write kept in the state after",
+        LOST: "write lost",
+        READ: "wrote nothing to the key",
+    }
+    used = {READ if c.kept is None else KEPT if c.kept else LOST for c in all_calls}
+    handles: list[Any] = [Patch(color=c, label=n) for c, n in patches.items() if c in used]
+    fig.legend(handles=handles, fontsize=8, frameon=False, ncol=4, loc="outside lower left")
     return fig
 
 

@@ -2,11 +2,11 @@
 # # 01 · Going further: inside a super-step
 #
 # Notebook 01 drew the lost writes: five calls in one super-step, each
-# reading the file from before the step, their writes applied in call order
-# when it ended. This notebook opens the same run from the inside: the state
-# after every super-step as a checkpointer keeps it, what each node that
-# deepagents adds to the graph does, and deepagents' `files` reducer called by
-# hand. Each claim is asserted in the cell that shows it.
+# reading the file from before the step, their writes folded in call order
+# when it ended. This notebook opens the same run further. It shows the
+# state after every super-step as a checkpointer keeps it, what each node
+# deepagents adds does, deepagents' guard on its own file tools, and the
+# calls in time. Each claim is asserted in the cell that shows it.
 
 # %% [markdown]
 # ## The state after each super-step
@@ -76,24 +76,55 @@ assert len(hooks) == 2 and hooks.column("keys it wrote") == ["(none)", "(none)"]
 hooks
 
 # %% [markdown]
-# ## The `files` reducer, by hand
-# When the tools' step ends, LangGraph hands the five writes to the reducer
-# of the `files` channel in task order, which is the order of the calls in
-# the AIMessage. deepagents' reducer (private, `_file_data_delta_reducer`, in
-# 0.7.32) lets a later write to a path replace the whole value. Called with
-# the five writes in call order:
+# ## deepagents guards its own file tools
+# deepagents' own `write_file`, `edit_file` and `delete` tools refuse a
+# second change to one path in one reply (upstream PR #6446). The five
+# fields, each written as a whole file with `write_file`:
 
 # %%
 import json
 
-from deepagents.backends.utils import create_file_data, file_data_to_string
-from deepagents.middleware.filesystem import _file_data_delta_reducer
+from agentstate.fixtures import one_reply_model
+from agentstate.models import tool_call
 
 PATH = "/requirements.json"
-writes = [{PATH: create_file_data(json.dumps({f: v}))} for f, v in POSTGRES_FIELDS.items()]
-merged = _file_data_delta_reducer({}, writes)
-assert json.loads(file_data_to_string(merged[PATH])) == {"username": "dbadmin"}
-json.loads(file_data_to_string(merged[PATH]))
+whole_files = [
+    tool_call("write_file", file_path=PATH, content=json.dumps({f: v}))
+    for f, v in POSTGRES_FIELDS.items()
+]
+guarded = build_file_storage_agent(one_reply_model(*whole_files)).invoke(user_turn())
+answers = Table(
+    {"call #": i + 1, "status": m.status, "tool said": m.content}
+    for i, m in enumerate(m for m in guarded["messages"] if m.type == "tool")
+)
+assert answers.column("status") == ["success"] + ["error"] * 4
+answers
+
+# %% [markdown]
+# The first write lands. The other four come back as errors the model can
+# read and retry. The guard knows deepagents' tools by name, so a custom
+# tool that reads a file and writes it back, like the lesson's, is not
+# guarded.
+#
+# ## The calls in time
+# Lesson 01 drew the super-step as state flow. `draw_run` draws the same
+# kind of run in time: a row per call on its thread, the super-step as a
+# shaded band, the writes applied at its end (dashed line). Here the last
+# call of the reply finishes first, and its write still comes last:
+
+# %%
+from agentstate.fixtures import finish_last_first
+from agentstate.tracing import ToolTimeline, draw_run
+
+timeline = ToolTimeline()
+timed = build_file_storage_agent(
+    one_batch_model(POSTGRES_FIELDS),
+    delay=finish_last_first(list(POSTGRES_FIELDS), unit=0.1),
+    middleware=[timeline],
+)
+timed_state = timed.invoke(user_turn())
+assert timeline.finish_order()[0].args["field_name"] == "username"
+draw_run(timeline, timed_state, key="files", title="five calls, the last to start finishes first")
 
 # %% [markdown]
 # ## One worker: one after another, still one super-step
@@ -102,8 +133,6 @@ json.loads(file_data_to_string(merged[PATH]))
 # super-step: each reads the state from before it, and one field survives.
 
 # %%
-from agentstate.tracing import ToolTimeline, draw_run
-
 timeline = ToolTimeline()
 serial = build_file_storage_agent(one_batch_model(POSTGRES_FIELDS), middleware=[timeline])
 serial_state = serial.invoke(user_turn(), {"max_concurrency": 1})
@@ -119,7 +148,9 @@ draw_run(timeline, serial_state, key="files", title="max_concurrency=1: one at a
 #   field.
 # - deepagents adds hook nodes around the model and the tools; in this run
 #   they write nothing.
-# - The `files` reducer replaces a path's whole value, so the writes applied
-#   in call order keep the last call's file.
+# - deepagents' own file tools refuse a second change to one path in one
+#   reply; a custom tool that rewrites the file is not guarded.
+# - In time, the last call of the reply may finish first; its write still
+#   comes last, because the writes are folded in call order.
 # - Running the calls one at a time does not help: they are still one
 #   super-step, each reading the state from before it.

@@ -71,9 +71,40 @@ Table(
 
 # %% [markdown]
 # What *is* shared by every tool of a run is an object the caller puts in
-# `config["configurable"]` at invoke time (notebook 03's naive cache uses
-# that), or `runtime.context`. Shared is not enough, though: the tools of
-# one reply run at the same time.
+# `config["configurable"]` at invoke time, or `runtime.context`. Shared is
+# not enough, though: the tools of one reply run at the same time.
+#
+# ## A dict the caller shares is a race
+# `NaiveSharedCacheStorage` is the write-up's idea made to run: the RDS
+# agent's writers add each field to a dict the caller puts in
+# `config["configurable"]` as well as to the state, and its readers merge
+# that dict into what they read. Nothing makes a reader wait for the
+# writers on the other threads. 200 turns, each tool call delayed by a
+# seeded random 0-5 ms standing in for real I/O; the counts vary from run to
+# run:
+
+# %% tags=["nbval-ignore-output"]
+from collections import Counter
+
+from agentstate.rds import assemble_rds_agent
+from agentstate.rds.storage import NAIVE_KEY, NaiveSharedCacheStorage
+from agentstate.simulation import ToolLatencyMiddleware
+
+naive = assemble_rds_agent(
+    reader_batch_model(POSTGRES_FIELDS, 200),
+    NaiveSharedCacheStorage(),
+    middleware=[ToolLatencyMiddleware(0.005, seed=3)],
+)
+saw = [
+    fields_seen_by_reader(naive.invoke(user_turn(), {"configurable": {NAIVE_KEY: {}}}))
+    for _ in range(200)
+]
+assert min(saw) < 5
+Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in sorted(Counter(saw).items()))
+
+# %% [markdown]
+# Notebook 03's turn cache is this dict with the missing piece: a reader
+# waits for the writers of its own reply.
 #
 # ## Tools of one reply run at the same time
 # A common belief is that tools run one after the other within a turn. Make

@@ -1,98 +1,162 @@
 # %% [markdown]
 # # 01 · File-based storage: exercise solutions
 #
-# Each exercise of notebook 01, answered with code that runs offline and
-# asserts its answer.
+# Each exercise of notebook 01, answered with the lesson's own code: the toy
+# graph, `store_requirement`, `store_in_own_file` and the helpers, written
+# again here as the lesson has them. Everything runs offline and asserts its
+# answer.
 
 # %%
-from agentstate.fixtures import (
-    POSTGRES_FIELDS,
-    PerFieldFileStorage,
-    file_fields,
-    finish_last_first,
-    one_batch_model,
-    one_reply_model,
-    user_turn,
-)
-from agentstate.models import tool_call
-from agentstate.rds import assemble_rds_agent, build_file_storage_agent
+import json
+import operator
+from typing import Annotated, Any, TypedDict
 
-order = list(POSTGRES_FIELDS)
+from deepagents import create_deep_agent
+from deepagents.backends.utils import create_file_data, file_data_to_string
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command
+
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import ScriptedChatModel, reply, tool_call
+
+PATH = "/requirements.json"
+FOLDER = "/requirements/"
+TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
+
+
+def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
+    return json.loads(file_data_to_string(files[PATH])) if files and PATH in files else {}
+
+
+@tool
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one requirement in /requirements.json."""
+    files = runtime.state.get("files") or {}
+    current = json.loads(file_data_to_string(files[PATH])) if PATH in files else {}
+    current[field_name] = value
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(
+        update={"files": {PATH: create_file_data(json.dumps(current))}, "messages": [done]}
+    )
+
+
+@tool("store_requirement")
+def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one requirement in its own file, /requirements/<field>.json."""
+    path = f"{FOLDER}{field_name}.json"
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    data = create_file_data(json.dumps({field_name: value}))
+    return Command(update={"files": {path: data}, "messages": [done]})
+
+
+def stores(fields: dict) -> list:  # one call per field
+    return [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
+
+
+def one_reply(*calls) -> ScriptedChatModel:  # these calls at once, then an answer
+    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
+
 
 # %% [markdown]
 # ## Exercise 1
-# With every `work_seconds` at 0 the calls finish in whatever order their
-# threads happen to run. Does the survivor change from run to run? The
-# package's `FileStorage` is the lesson's tool (`tests/test_lesson_01.py`
-# checks that both lose the same field); `finish_last_first(order, unit=0)`
-# sets every pause to 0.
+# The toy's `files` reducer, changed to merge a write's fields into the file
+# at that path instead of replacing the file:
+
 
 # %%
-survivors = []
-for _ in range(5):
-    agent = build_file_storage_agent(
-        one_batch_model(POSTGRES_FIELDS), delay=finish_last_first(order, unit=0)
-    )
-    survivors.append(list(file_fields(agent.invoke(user_turn()))))
-assert survivors == [["username"]] * 5
-survivors
+def merge_into_path(current: dict, write: dict) -> dict:
+    merged = dict(current)
+    for path, fields in write.items():
+        merged[path] = {**current.get(path, {}), **fields}
+    return merged
+
+
+class MergingToyState(TypedDict):
+    files: Annotated[dict[str, dict], merge_into_path]
+    log: Annotated[list[str], operator.add]
+
+
+def writer(field: str, value: str):
+    def store(state: MergingToyState) -> dict:
+        current = state["files"].get(PATH, {})
+        new = {**current, field: value}
+        return {"files": {PATH: new}, "log": [f"store {field}: read {current}, wrote {new}"]}
+
+    return store
+
+
+toy = StateGraph(MergingToyState)
+toy.add_node("store_engine", writer("engine", "postgres"))
+toy.add_node("store_username", writer("username", "dbadmin"))
+toy.add_edge(START, "store_engine")
+toy.add_edge(START, "store_username")
+result = toy.compile().invoke({"files": {}, "log": []})
+assert result["files"][PATH] == {"engine": "postgres", "username": "dbadmin"}
+print("\n".join(result["log"]))
+print("the file after the step:", result["files"][PATH])
 
 # %% [markdown]
-# No: it is always `username`, the last call in the AIMessage. LangGraph
-# applies the batch's writes in task order (the order of the calls), never in
-# completion order, so the timing of the threads cannot change the survivor.
+# The file holds both fields. Each writer still read an empty file and wrote
+# a file with one field, but the reducer now merges the two writes field by
+# field. That is lesson 02's fix, applied to the file: the loss was in the
+# reducer, not in the parallel reads.
 
 # %% [markdown]
 # ## Exercise 2
-# With one file per field (the lesson's `store_in_own_file`, here its package
-# twin `PerFieldFileStorage`), one reply stores the same field twice with
-# different values. Which value is kept, and is that deterministic?
+# One reply stores `engine` twice with `store_in_own_file`, five runs in each
+# order:
 
 
 # %%
 def engine_kept(*values: str) -> str:
     calls = [tool_call("store_requirement", field_name="engine", value=v) for v in values]
-    agent = assemble_rds_agent(one_reply_model(*calls), PerFieldFileStorage())
-    state = agent.invoke(user_turn())
-    assert [p for p in state["files"] if p.startswith("/requirements/")] == [
-        "/requirements/engine.json"
-    ]
-    return PerFieldFileStorage().read(state, None)["engine"]
+    out = create_deep_agent(one_reply(*calls), tools=[store_in_own_file]).invoke(TURN)
+    return json.loads(file_data_to_string(out["files"][f"{FOLDER}engine.json"]))["engine"]
 
 
 kept = {
-    "postgres, then mysql": engine_kept("postgres", "mysql"),
-    "mysql, then postgres": engine_kept("mysql", "postgres"),
+    "postgres, then mysql": [engine_kept("postgres", "mysql") for _ in range(5)],
+    "mysql, then postgres": [engine_kept("mysql", "postgres") for _ in range(5)],
 }
-assert kept == {"postgres, then mysql": "mysql", "mysql, then postgres": "postgres"}
+assert kept == {"postgres, then mysql": ["mysql"] * 5, "mysql, then postgres": ["postgres"] * 5}
 kept
 
 # %% [markdown]
-# The later call in the AIMessage wins: both calls write the same path, and
-# the `files` reducer applies the writes in call order, each replacing the
-# path's value. Swapping the calls swaps the winner, every time.
+# The later call in the reply wins, on every run. Both calls write the same
+# path, so the layout is back to one file for that field, and the `files`
+# reducer folds the two writes in call order, each replacing the file.
 
 # %% [markdown]
 # ## Exercise 3
-# Run the five-field batch with `config={"max_concurrency": 1}`, so the calls
-# run one after another. Are the fields saved? Draw the run.
+# The shared-file agent, one call per reply, with a `ToolTimeline`. Each
+# tool step holds one call; the second tool step is the one after the first:
 
 # %%
-from itertools import pairwise
-
-from agentstate.tracing import ToolTimeline, draw_run
+from agentstate.tracing import ToolTimeline, draw_superstep
 
 timeline = ToolTimeline()
-agent = build_file_storage_agent(one_batch_model(POSTGRES_FIELDS), middleware=[timeline])
-serial_state = agent.invoke(user_turn(), {"max_concurrency": 1})
-by_start = sorted(timeline.events, key=lambda e: e.start)
-overlaps = sum(b.start < a.end for a, b in pairwise(by_start))
-assert file_fields(serial_state) == {"username": "dbadmin"} and overlaps == 0
-assert {e.step for e in timeline.events} == {3}
-draw_run(timeline, serial_state, key="files", title="max_concurrency=1")
+model = ScriptedChatModel(script=[*(reply(c) for c in stores(POSTGRES_FIELDS)), reply(text="ok")])
+agent = create_deep_agent(model, tools=[store_requirement], middleware=[timeline])
+state = agent.invoke(TURN)
+tool_steps = sorted({event.step for event in timeline.events})
+second = tool_steps[1]
+(call,) = [event for event in timeline.events if event.step == second]
+assert fields_in(call.read["files"]) == {"engine": "postgres"}
+assert fields_in(state["files"]) == POSTGRES_FIELDS
+draw_superstep(
+    timeline,
+    key="files",
+    step=second,
+    show=lambda files: str(fields_in(files)),
+    reducer="the files reducer",
+    title="one call per reply: the second tool step",
+)
 
 # %% [markdown]
-# No: one field survives. The calls no longer overlap (one bar after the
-# other), but they are still in one super-step, so each reads the state from
-# before the step (an empty file) and the writes are applied together when
-# the step ends.
+# The second call read `{'engine': 'postgres'}`: the file the first tool
+# step wrote. With one call per reply, every call runs in its own
+# super-step, after the previous write was applied, so each reads the file
+# with every earlier field and all five survive.

@@ -1,166 +1,154 @@
 # %% [markdown]
-# # 02 · The state reducer: exercise solutions
+# # 02 · The reducer: exercise solutions
 #
-# Each exercise of notebook 02, answered with code that runs offline and
-# asserts its answer.
+# Each exercise of notebook 02, answered with the lesson's own code:
+# `store_requirement`, `merge_fields`, `RequirementsState`, `one_reply` and
+# `agent_with`, written again here as the lesson has them. Everything runs
+# offline and asserts its answer.
 
 # %%
 import copy
 from typing import Annotated, Any, NotRequired
 
-from deepagents import DeepAgentState
+from langchain.agents import AgentState, create_agent
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
 
-from agentstate.core import merge_fields
-from agentstate.fixtures import (
-    POSTGRES_FIELDS,
-    HoldReaderMiddleware,
-    ReducerProbe,
-    fields_seen_by_reader,
-    one_reply_model,
-    reader_batch_model,
-    user_turn,
-)
-from agentstate.models import tool_call
-from agentstate.rds import (
-    StateStorage,
-    assemble_rds_agent,
-)
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.tracing import ToolTimeline, draw_superstep
+
+TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
+
+
+@tool
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one collected requirement."""
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"requirements": {field_name: value}, "messages": [done]})
+
+
+def merge_fields(current: dict | None, write: dict | None) -> dict:
+    """Field-level merge: the write's fields win, nothing else is lost."""
+    return {**(current or {}), **(write or {})}
+
+
+class RequirementsState(AgentState):
+    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
+
+
+def one_reply(fields: dict) -> ScriptedChatModel:
+    calls = [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
+    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
+
+
+def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
+    return create_agent(
+        one_reply(fields), tools=[store_requirement], state_schema=schema, **options
+    )
+
 
 # %% [markdown]
 # ## Exercise 1
-# Write a reducer that deletes a field when the update's value is `None`, and
-# show that it is still pure.
+# `merge_fields` with one change: a field whose written value is `None` is
+# left out of the new dict.
 
 
 # %%
-def merge_or_delete(left: dict | None, right: dict | None) -> dict:
-    """Field merge; a ``None`` value removes the field. Returns a new dict."""
-    out = dict(left or {})
-    for field, value in (right or {}).items():
-        if value is None:
-            out.pop(field, None)
-        else:
-            out[field] = value
-    return out
+def merge_or_delete(current: dict | None, write: dict | None) -> dict:
+    merged = {**(current or {}), **(write or {})}
+    return {field: value for field, value in merged.items() if value is not None}
 
 
-left, right = {"engine": "postgres", "port": 5432}, {"port": None, "username": "dbadmin"}
-before = copy.deepcopy((left, right))
-first, second = merge_or_delete(left, right), merge_or_delete(left, right)
-assert first == second == {"engine": "postgres", "username": "dbadmin"}
-assert (left, right) == before and first is not left  # inputs untouched, a new value
-first
+current, write = {"engine": "postgres", "username": "dbadmin"}, {"username": None}
+before = copy.deepcopy((current, write))
+result = merge_or_delete(current, write)
+assert result == {"engine": "postgres"} and (current, write) == before
+{"result": result, "current after the call": current, "write after the call": write}
 
 # %% [markdown]
-# Pure in a real run too: held until LangGraph's five throwaway calls are
-# done, a reader in the writers' batch still sees the state from before the
-# batch (0 fields), and the turn ends with all five fields.
+# Called by hand it deletes `username` and leaves both inputs as they were:
+# it builds a new dict instead of popping from `current`. The same reducer on
+# the key, with a second reply that stores `username=None`:
+
 
 # %%
-probe = ReducerProbe(merge_or_delete)
+class DeletingState(AgentState):
+    requirements: Annotated[NotRequired[dict[str, Any]], merge_or_delete]
 
 
-class DeletableState(DeepAgentState):
-    requirements: Annotated[NotRequired[dict[str, Any]], probe]
-
-
-agent = assemble_rds_agent(
-    reader_batch_model(POSTGRES_FIELDS, trials=1),
-    StateStorage(),
-    state_schema=DeletableState,
-    middleware=[HoldReaderMiddleware(probe, throwaway_calls=5)],
+model = ScriptedChatModel(
+    script=[
+        reply(*(tool_call("store_requirement", field_name=f, value=v) for f, v in current.items())),
+        reply(tool_call("store_requirement", field_name="username", value=None)),
+        reply(text="Done."),
+    ]
 )
-state = agent.invoke(user_turn())
-assert fields_seen_by_reader(state) == 0 and state["requirements"] == POSTGRES_FIELDS
-{"reader in the batch sees": fields_seen_by_reader(state), "fields after the turn": 5}
-
-# %% [markdown]
-# It returns a new dict and never touches its inputs, so calling it again on
-# the same inputs (as LangGraph does on throwaway copies) gives the same
-# answer and changes nothing else.
+out = create_agent(model, tools=[store_requirement], state_schema=DeletingState).invoke(TURN)
+assert out["requirements"] == {"engine": "postgres"}
+out["requirements"]
 
 # %% [markdown]
 # ## Exercise 2
-# Store the same field twice in one batch with different values. Which value
-# wins, and why is that deterministic?
-
+# One reply with two `store_requirement` calls for `engine`, drawn:
 
 # %%
-def winner(*values: str) -> dict:
-    probe = ReducerProbe(merge_fields)
-
-    class ProbedState(DeepAgentState):
-        requirements: Annotated[NotRequired[dict[str, Any]], probe]
-
-    calls = [tool_call("store_requirement", field_name="engine", value=v) for v in values]
-    state = assemble_rds_agent(
-        one_reply_model(*calls), StateStorage(), state_schema=ProbedState
-    ).invoke(user_turn())
-    applied = [c["write"]["engine"] for c in probe.calls if c["site"] == ReducerProbe.APPLY]
-    kept = state["requirements"]["engine"]
-    return {"calls": list(values), "applied in order": applied, "kept": kept}
-
-
-winners = [winner("postgres", "mysql"), winner("mysql", "postgres")]
-assert [w["kept"] for w in winners] == ["mysql", "postgres"]
-assert all(w["applied in order"] == w["calls"] for w in winners)
-winners
+timeline = ToolTimeline()
+twice = ScriptedChatModel(
+    script=[
+        reply(
+            tool_call("store_requirement", field_name="engine", value="postgres"),
+            tool_call("store_requirement", field_name="engine", value="mysql"),
+        ),
+        reply(text="Stored."),
+    ]
+)
+state = create_agent(
+    twice, tools=[store_requirement], state_schema=RequirementsState, middleware=[timeline]
+).invoke(TURN)
+assert state["requirements"] == {"engine": "mysql"}
+draw_superstep(timeline, key="requirements", reducer=merge_fields, title="engine stored twice")
 
 # %% [markdown]
-# The later call in the AIMessage wins. At the end of the super-step
-# LangGraph applies the batch's writes in task order, which is the order of
-# the calls (not the order they finished), and `merge_fields` lets the later
-# write's fields win. Swapping the calls swaps the winner, every time.
+# `merge_fields` keeps `mysql`, the value of the **later call in the
+# reply**, on every run: LangGraph folds the step's writes in call order,
+# and in `{**current, **write}` the later write's field wins. Both writes
+# were "kept" in the sense that neither raised, but the first is overwritten.
 
 # %% [markdown]
 # ## Exercise 3
-# Give the requirements key to a `create_deep_agent`: subclass
-# `deepagents.DeepAgentState` (so `files` and `todos` keep their own
-# reducers) instead of `AgentState`. Do the five fields still merge? Draw
-# the run: in which super-step do the tools run now, and why?
+# The fixed state as a deep agent's state: the same key and reducer on
+# `deepagents.DeepAgentState`.
 
 # %%
-from deepagents import create_deep_agent
-from langgraph.checkpoint.memory import InMemorySaver
-
-from agentstate.display import Table
-from agentstate.fixtures import one_batch_model
-from agentstate.rds.tools import make_rds_tools
-from agentstate.tracing import ToolTimeline, draw_run, state_by_step
+from deepagents import DeepAgentState, create_deep_agent
 
 
 class DeepRequirementsState(DeepAgentState):
     requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
 
 
-store_requirement = make_rds_tools(StateStorage())[0]  # writes {field: value} to the key
 timeline = ToolTimeline()
 deep = create_deep_agent(
-    one_batch_model(POSTGRES_FIELDS),
+    one_reply(POSTGRES_FIELDS),
     tools=[store_requirement],
     state_schema=DeepRequirementsState,
     middleware=[timeline],
-    checkpointer=InMemorySaver(),
 )
-config = {"configurable": {"thread_id": "deep"}}
-deep_state = deep.invoke(user_turn(), config)
-deep_history = Table(
-    state_by_step(deep, config, lambda v: {"requirements": len(v.get("requirements", {}))})
-)
-assert deep_state["requirements"] == POSTGRES_FIELDS
-assert deep_history.column("next")[1] == "PatchToolCallsMiddleware.before_agent"
-assert "_ParentNotifierMiddleware.after_agent" in deep_history.column("next")
-assert {e.step for e in timeline.events} == {3}
-deep_history
-
-# %%
-draw_run(timeline, deep_state, key="requirements", title="the same reducer in a deep agent")
+deep_state = deep.invoke(TURN)
+plain_timeline = ToolTimeline()
+agent_with(RequirementsState, middleware=[plain_timeline]).invoke(TURN)
+steps = {
+    "create_agent": sorted({e.step for e in plain_timeline.events}),
+    "create_deep_agent": sorted({e.step for e in timeline.events}),
+}
+assert deep_state["requirements"] == POSTGRES_FIELDS and steps["create_deep_agent"] == [3]
+steps
 
 # %% [markdown]
-# Yes: the reducer is on the key, whatever factory builds the graph, so the
-# five fields merge. The deep agent adds two hook steps around the model
-# loop: deepagents' `PatchToolCallsMiddleware.before_agent` before the first
-# model call, and its `_ParentNotifierMiddleware.after_agent` at the end
-# (both write nothing here; going-further 01 explains them). The first hook
-# runs in super-step 1, so the model replies in step 2 and the tools run in
-# step 3, one step later than in `create_agent`'s graph.
+# The five fields still merge. The tools now run in super-step 3, not 2:
+# deepagents puts a node of its own (a middleware's `before_agent` hook)
+# before the model, which takes a step of its own. The reducer does not
+# care which step it is: it folds that step's writes in call order.

@@ -1,152 +1,262 @@
 # %% [markdown]
 # # 03 · Same-turn visibility: exercise solutions
 #
-# Each exercise of notebook 03, answered with code that runs offline and
-# asserts its answer.
-
-# %% [markdown]
-# ## Exercise 1
-# Put the readers *first* in the reply, before the stores, with a turn
-# cache. What does `get_collected_requirements` see, and why? Here with the
-# package's turn cache on the RDS agent (`build_turn_cache_agent`, the
-# lesson's four steps), whose reply stores eight fields and has three
-# readers (`all_in_one_reply_model(readers_first=True)`).
-
-# %%
-from agentstate.fixtures import all_in_one_reply_model, reader_summary, user_turn
-from agentstate.rds import build_turn_cache_agent
-
-first = build_turn_cache_agent(all_in_one_reply_model(readers_first=True)).invoke(user_turn())
-assert reader_summary(first) == {
-    "get_collected_requirements": "8 fields",
-    "validate_manifest": "valid: all rules pass",
-    "generate_rds_manifest": "Wrote /manifest.yaml.",
-}
-reader_summary(first)
-
-# %% [markdown]
-# All eight fields: a reader waits for every writer call of its own AIMessage,
-# wherever it stands in the reply. The calls run on parallel worker threads,
-# so the writers run while the reader waits. That needs a free worker:
-# readers placed first that fill every worker LangGraph runs at once
-# (`max_concurrency`) leave none for the writers; the package's turn cache
-# then answers them with an error instead of hanging.
-
-# %% [markdown]
-# ## Exercise 2
-# Force the naive dict's race: slow every store down by 0.5 s
-# (`SlowToolMiddleware`). What does its reader see on every turn, and what
-# does the turn cache's reader see? The package's `build_naive_cache_agent`
-# is the lesson's shared dict on the RDS agent.
-
-# %%
-from agentstate.fixtures import (
-    POSTGRES_FIELDS,
-    reader_batch_model,
-    same_batch_reader_trials,
-    store_calls,
-)
-from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.rds import NAIVE_KEY, build_naive_cache_agent
-from agentstate.simulation import SlowToolMiddleware
-from agentstate.tracing import tool_replies
-
-TURNS = 3
-slow = SlowToolMiddleware("store_requirement", 0.5)
-naive = build_naive_cache_agent(reader_batch_model(POSTGRES_FIELDS, TURNS), middleware=[slow])
-naive_seen = same_batch_reader_trials(
-    naive, TURNS, config=lambda: {"configurable": {NAIVE_KEY: {}}}
-)
-cached = build_turn_cache_agent(reader_batch_model(POSTGRES_FIELDS, TURNS), middleware=[slow])
-cached_seen = same_batch_reader_trials(cached, TURNS)
-assert naive_seen == [0] * TURNS and cached_seen == [5] * TURNS
-{"naive cache": naive_seen, "turn cache": cached_seen}
-
-# %% [markdown]
-# The naive reader reads the shared dict while every writer is still asleep,
-# so it sees 0 writes every time; the turn-cached reader waits for the five
-# writers and sees all five. The race has not gone away: slow writers just
-# make the naive cache lose it every time.
-
-# %% [markdown]
-# ## Exercise 3
-# Invoke one turn-cached agent from two Python threads at once, each with its
-# own `thread_id` and its own fields. Does either reader see the other's
-# fields? Which part of the package's batch key decides that?
+# Each exercise of notebook 03, answered with the lesson's own code: its
+# state, tools, `my_agent`, the teaching turn cache and `my_cache`, written
+# again here as the lesson has them. Everything runs offline and asserts its
+# answer.
 
 # %%
 import json
 import threading
+from dataclasses import replace
+from functools import reduce
+from typing import Annotated, Any, NotRequired
 
-from agentstate.simulation import ToolLatencyMiddleware
+from langchain.agents import AgentState, create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
 
-FIELDS = {"a": {"labels.a": "1", "labels.b": "2"}, "b": {"labels.c": "3"}}
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.simulation import SlowToolMiddleware
 
-
-# %%
-def step(messages):
-    """Thread "a" or "b" (named by the user message) stores its fields and reads, then stops."""
-    name = next(m.content for m in messages if m.type == "human")
-    if any(m.type == "ai" for m in messages):
-        return reply(text="Done.")
-    return reply(*store_calls(FIELDS[name]), tool_call("get_collected_requirements"))
-
-
-# %%
-agent = build_turn_cache_agent(
-    ScriptedChatModel(script=[step] * 4), middleware=[ToolLatencyMiddleware(0.01, seed=2)]
-)
-seen = {}
+REQUIRED = list(POSTGRES_FIELDS)
+TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
+READS = ["get_collected_requirements", "validate_manifest"]
 
 
-def run(name):
-    state = agent.invoke(user_turn(name), {"configurable": {"thread_id": name}})
-    seen[name] = json.loads(tool_replies(state, "get_collected_requirements")[-1].content)
+def merge_fields(current: dict | None, write: dict | None) -> dict:
+    return {**(current or {}), **(write or {})}
 
 
-# %%
-threads = [threading.Thread(target=run, args=(name,)) for name in FIELDS]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-assert seen == FIELDS
-{name: seen[name] for name in FIELDS}  # the threads finish in any order
+class RequirementsState(AgentState):
+    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
+
+
+@tool
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one requirement field."""
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"requirements": {field_name: value}, "messages": [done]})
+
+
+@tool
+def get_collected_requirements(runtime: ToolRuntime) -> str:
+    """Every requirement collected so far, as JSON."""
+    return json.dumps(runtime.state.get("requirements", {}))
+
+
+@tool
+def validate_manifest(runtime: ToolRuntime) -> str:
+    """Check that every required field has been collected."""
+    collected = runtime.state.get("requirements", {})
+    missing = [f for f in REQUIRED if f not in collected]
+    return f"invalid: missing {', '.join(missing)}" if missing else "valid"
+
+
+TOOLS = [store_requirement, get_collected_requirements, validate_manifest]
+
+
+def reply_of(state: dict, tool_name: str) -> str:
+    return next(m.text for m in reversed(state["messages"]) if m.name == tool_name)
+
+
+def seen(state: dict) -> int:
+    return len(json.loads(reply_of(state, "get_collected_requirements")))
+
 
 # %% [markdown]
-# No: each reader sees exactly its own thread's fields. The batch key holds
-# the thread id (different per thread), the graph namespace, the AIMessage id
-# and the ids of every call in that message; any one of the last two would
-# already keep the batches apart, and the thread id separates them even if
-# two models produced the same ids.
+# The teaching turn cache, as the lesson writes it:
 
-# %% [markdown]
-# ## Exercise 4
-# Store one invalid field (`instance_class="t3.micro"`) next to four valid
-# ones in the package's RDS agent (`agentstate.rds.build_turn_cache_agent`),
-# with a reader in the same reply. How many fields does the reader see, and
-# does it wait for the rejected write?
 
 # %%
-import time
+class Batch:
+    def __init__(self, writer_ids: list[str], call_ids: list[str]):
+        self.writer_ids, self.call_ids = writer_ids, set(call_ids)
+        self.done: dict[str, Any] = {}
+        self.changed = threading.Condition()
 
-from agentstate.fixtures import fields_seen_by_reader
+    def finish(self, call_id: str, write: Any = None) -> bool:
+        with self.changed:
+            self.done[call_id] = write
+            self.changed.notify_all()
+            return self.call_ids <= self.done.keys()
 
-fields = {**POSTGRES_FIELDS, "instance_class": "t3.micro"}
-model = ScriptedChatModel(
-    script=[
-        reply(*store_calls(fields), tool_call("get_collected_requirements")),
-        reply(text="Done."),
+    def wait_for_writers(self, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: set(self.writer_ids) <= self.done.keys(), timeout)
+
+    def writes(self) -> list:
+        return [self.done[c] for c in self.writer_ids if self.done.get(c) is not None]
+
+
+def batch_of(cache, request) -> tuple[str, Batch]:
+    call_id = request.tool_call["id"]
+    replies = [m for m in request.state["messages"] if m.type == "ai"]
+    message = next(m for m in reversed(replies) if call_id in {c["id"] for c in m.tool_calls})
+    ours = [c for c in message.tool_calls if c["name"] in cache.writers | cache.readers]
+    with cache.lock:
+        if message.id not in cache.batches:
+            writer_ids = [c["id"] for c in ours if c["name"] in cache.writers]
+            cache.batches[message.id] = Batch(writer_ids, [c["id"] for c in ours])
+        return message.id, cache.batches[message.id]
+
+
+class TeachingTurnCache(AgentMiddleware):
+    def __init__(self, *, writers, readers, key, reducer, timeout=10.0):
+        super().__init__()
+        self.writers, self.readers, self.key = set(writers), set(readers), key
+        self.reducer, self.timeout, self.batches, self.lock = reducer, timeout, {}, threading.Lock()
+
+    def wrap_tool_call(self, request, handler):
+        name, call_id = request.tool_call["name"], request.tool_call["id"]
+        if name not in self.writers | self.readers:
+            return handler(request)
+        batch_id, batch = batch_of(self, request)
+        write = None
+        try:
+            if name in self.writers:
+                result = handler(request)
+                if isinstance(result, Command) and self.key in (result.update or {}):
+                    write = result.update[self.key]
+                return result
+            if not batch.wait_for_writers(self.timeout):
+                error = f"Error: {name} timed out waiting for the writers of its reply."
+                return ToolMessage(error, tool_call_id=call_id, name=name, status="error")
+            merged = reduce(self.reducer, batch.writes(), request.state.get(self.key))
+            view = {**request.state, self.key: merged}
+            runtime = replace(request.runtime, state=view)
+            return handler(request.override(state=view, runtime=runtime))
+        finally:
+            if batch.finish(call_id, write):
+                with self.lock:
+                    del self.batches[batch_id]
+
+
+def my_cache(**options):
+    return TeachingTurnCache(
+        writers=["store_requirement"],
+        readers=READS,
+        key="requirements",
+        reducer=merge_fields,
+        **options,
+    )
+
+
+def readers_first_agent(*middleware, fields=POSTGRES_FIELDS):
+    """my_agent's model with the readers before the stores in the reply."""
+    stores = [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
+    calls = [*(tool_call(name) for name in READS), *stores]
+    model = ScriptedChatModel(script=[reply(*calls), reply(text="Done.")])
+    return create_agent(
+        model, tools=TOOLS, state_schema=RequirementsState, middleware=list(middleware)
+    )
+
+
+# %% [markdown]
+# ## Exercise 1
+# The readers first in the reply, with the teaching cache:
+
+# %%
+first = readers_first_agent(my_cache()).invoke(TURN)
+assert seen(first) == 5 and reply_of(first, "validate_manifest") == "valid"
+print("fields get_collected_requirements saw:", seen(first))
+print("validate_manifest said:", reply_of(first, "validate_manifest"))
+
+# %% [markdown]
+# It sees all five fields. The batch is keyed by the reply, not by the order
+# of its calls: when the first reader starts, `batch_of` opens the batch with
+# every writer of the reply, so the reader waits for all five stores, even
+# though they come after it in the reply.
+
+# %% [markdown]
+# ## Exercise 2
+# Section 6's cached turn (each store slowed to 50 ms, the readers after the
+# stores), on a pool of four threads instead of seven. A `ToolTimeline`
+# records when each call started:
+
+# %%
+from agentstate.tracing import ToolTimeline, draw_run
+
+slow_stores = SlowToolMiddleware("store_requirement", 0.05)
+timeline = ToolTimeline()
+stores = [tool_call("store_requirement", field_name=f, value=v) for f, v in POSTGRES_FIELDS.items()]
+model = ScriptedChatModel(script=[reply(*stores, *(tool_call(n) for n in READS)), reply(text="ok")])
+four = create_agent(
+    model,
+    tools=TOOLS,
+    state_schema=RequirementsState,
+    middleware=[timeline, my_cache(), slow_stores],
+).invoke(TURN, {"max_concurrency": 4})
+first_end = min(e.end for e in timeline.events)
+late = [f"#{e.position + 1} {e.label}" for e in timeline.events if e.start >= first_end]
+assert (
+    late
+    == [
+        "#5 store_requirement(username)",
+        "#6 get_collected_requirements",
+        "#7 validate_manifest",
     ]
+    and seen(four) == 5
 )
-started = time.perf_counter()
-state = build_turn_cache_agent(model, timeout=5.0).invoke(user_turn())
-took = time.perf_counter() - started
-rejected = [m.content for m in tool_replies(state, "store_requirement") if m.status == "error"]
-assert fields_seen_by_reader(state) == 4 and len(rejected) == 1 and took < 5.0
-{"reader saw": fields_seen_by_reader(state), "rejected": rejected[0].splitlines()[0][:60]}
+print("started only after a call had finished:", late)
+print("fields the reader saw:", seen(four))
+draw_run(timeline, four, key="requirements", title="7 calls on 4 threads")
 
 # %% [markdown]
-# Four: the rejected call finishes (with an error message and no update), so
-# it releases the reader without recording anything, and the turn ends long
-# before the 5 s timeout.
+# Calls 5, 6 and 7 start late: LangGraph hands the calls of the step to its
+# pool in call order, and the first four, all stores, take the four threads
+# for 50 ms. When they finish, store 5 and the two readers get threads. The
+# readers then wait only for store 5, which is already running, so they see
+# all five fields and nobody times out. Writers before readers in the reply
+# can never starve: the pool serves them first. (Readers before writers can,
+# as going further 03 shows.)
+
+# %% [markdown]
+# ## Exercise 3
+# One teaching-cached agent, invoked from two Python threads at once, each
+# turn storing its own fields:
+
+# %%
+shared_cache = my_cache()
+
+
+def one_turn(fields: dict, results: dict) -> None:
+    stores = [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
+    model = ScriptedChatModel(
+        script=[reply(*stores, tool_call("get_collected_requirements")), reply(text="Done.")]
+    )
+    agent = create_agent(
+        model,
+        tools=TOOLS,
+        state_schema=RequirementsState,
+        middleware=[shared_cache, slow_stores],
+    )
+    results[fields["engine"]] = json.loads(
+        reply_of(agent.invoke(TURN), "get_collected_requirements")
+    )
+
+
+results: dict = {}
+threads = [
+    threading.Thread(target=one_turn, args=(fields, results))
+    for fields in ({"engine": "postgres"}, {"engine": "mysql"})
+]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+assert results == {"postgres": {"engine": "postgres"}, "mysql": {"engine": "mysql"}}
+results
+
+# %% [markdown]
+# Neither reader sees the other's fields. The teaching cache keys a batch by
+# the id of the reply (`AIMessage`) that holds it, and each turn's reply has
+# its own id, so the two batches never mix. The package's
+# `TurnCacheMiddleware` keys a batch by the conversation (`thread_id`), the
+# subgraph and the reply, which also keeps two conversations apart when a
+# model reuses message ids.
