@@ -20,7 +20,7 @@ from langgraph.types import Command
 
 from agentstate.hazards.registry import Result, reproduced_unless
 from agentstate.hazards.writes import FIELDS, USER, one_reply
-from agentstate.models.scripted import tool_call
+from agentstate.models.scripted import ScriptedChatModel, reply, tool_call
 
 PATH = "/requirements.json"
 
@@ -68,26 +68,38 @@ def custom_tool_rewrites_the_file() -> Result:
 
 
 def builtin_edits_of_one_file() -> Result:
-    """deepagents' own ``write_file`` five times on one path in one reply."""
-    calls = [
-        tool_call("write_file", file_path=PATH, content=json.dumps({k: v}))
+    """deepagents' own ``edit_file``, five times on one file in one reply, one line each.
+
+    One after another, all five edits land; in one reply each call reads the
+    file from before the step and writes it back whole.
+    """
+    blank = "\n".join(f"{k}: TODO" for k in FIELDS)
+    edits = [
+        tool_call("edit_file", file_path=PATH, old_string=f"{k}: TODO", new_string=f"{k}: {v}")
         for k, v in FIELDS.items()
     ]
-    state = create_deep_agent(one_reply(*calls)).invoke(USER)
-    answers = [m for m in state["messages"] if m.type == "tool"]
+    model = ScriptedChatModel(
+        script=[
+            reply(tool_call("write_file", file_path=PATH, content=blank)),
+            reply(*edits),
+            reply(text="done"),
+        ]
+    )
+    state = create_deep_agent(model).invoke(USER)
+    answers = [m for m in state["messages"] if m.type == "tool"][1:]
     errors = [m for m in answers if m.status == "error" or str(m.content).startswith("Error")]
-    written = file_text(state.get("files", {}), PATH)
+    text = file_text(state.get("files", {}), PATH)
+    landed = sum(f"{k}: {v}" in text for k, v in FIELDS.items())
     if errors:
         said = str(errors[0].content).splitlines()[0][:90]
         return Result(
             "builtin-parallel-edit",
             "refused",
-            f"{len(answers) - len(errors)} of {len(answers)} written, "
+            f"{len(answers) - len(errors)} of {len(answers)} edits applied, "
             f"{len(errors)} refused: {said}",
         )
-    outcome = reproduced_unless(not written or len(json.loads(written)) == len(FIELDS))
     return Result(
         "builtin-parallel-edit",
-        outcome,
-        f"all {len(answers)} calls said success; the file holds {written or 'nothing'}",
+        reproduced_unless(landed == len(FIELDS)),
+        f"all {len(answers)} edits said success; {landed} of {len(FIELDS)} are in the file",
     )

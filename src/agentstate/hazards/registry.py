@@ -86,7 +86,7 @@ HAZARDS: tuple[Hazard, ...] = (
     Hazard(
         "builtin-parallel-edit",
         "01",
-        "five edit_file calls of deepagents' own on one file in one reply",
+        "five edit_file calls of deepagents' own, one line each, on one file in one reply",
         None,
         ("deepagents",),
         f"{_M}.files:builtin_edits_of_one_file",

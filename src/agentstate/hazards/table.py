@@ -53,7 +53,7 @@ def render_page(data: dict[str, Any]) -> str:
             WORDS[s["results"][h.name]["outcome"]] if h.name in s["results"] else "-" for s in ran
         ]
         anchor = f'<a id="{h.name}"></a>'
-        lines.append(_row([h.lesson, f"{anchor}{h.summary} (`{h.name}`)", *cells]))
+        lines.append(_row([h.lesson, f"{anchor}[{h.name}](#runs-of-{h.name})", *cells]))
     lines += [
         "",
         "## The version sets",
