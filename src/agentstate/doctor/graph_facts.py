@@ -149,9 +149,21 @@ class GraphFacts:
         """True when a model node and a node running its tool calls form a cycle."""
         return bool(self.loops)
 
+    @property
+    def root(self) -> bool:
+        """True when the state is one value (``StateGraph(dict)``): every key is part of it."""
+        return ROOT in self.channels
+
     def declares(self, key: str) -> bool:
-        """True when the graph has a channel for ``key``."""
-        return key in self.channels
+        """True when the graph has a channel for ``key`` (any key, when the state is one value)."""
+        return key in self.channels or self.root
+
+    def channels_written(self, keys: set[str]) -> set[str]:
+        """The channels a write of ``keys`` updates: the keys, or ``__root__`` when the state is
+        one value (a node's whole return replaces it)."""
+        if self.root:
+            return {ROOT} if keys else set()
+        return set(keys)
 
     def middleware_of(self, kind: type[AgentMiddleware]) -> list[AgentMiddleware]:
         """The attached middleware of one class (subclasses included)."""
@@ -217,11 +229,18 @@ def _channel(key: str, channel: object) -> ChannelFacts:
     return ChannelFacts(key, "other")
 
 
+ROOT = "__root__"
+"""The one channel of a graph whose state is a single value (``StateGraph(dict)``)."""
+
+
 def _declared(graph: Graph) -> dict[str, ChannelFacts]:
+    """The state keys the builder declares (a key may hold ``:``; LangGraph's own channels,
+    ``branch:to:...`` and ``__start__``, are not the builder's), and ``__root__``."""
+    keys = getattr(graph.builder, "channels", None) or {}
     return {
-        key: _channel(key, channel)
-        for key, channel in graph.channels.items()
-        if not key.startswith(("__", "branch:")) and ":" not in key
+        key: _channel(key, graph.channels.get(key, channel))
+        for key, channel in keys.items()
+        if key == ROOT or not key.startswith("__")
     }
 
 

@@ -193,7 +193,8 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
     if code in _SOURCE_CACHE:
         return _SOURCE_CACHE[code]
     tree: ast.FunctionDef | ast.AsyncFunctionDef | None = None
-    if fn.__name__ == "<lambda>":
+    name = code.co_name  # the ``def``'s own name: a factory may rename ``__name__``
+    if name == "<lambda>":
         body = _lambda_body(fn)
         if body is not None:
             names = [*code.co_varnames[: code.co_argcount]]
@@ -208,7 +209,7 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
         module = ast.parse(source)
     except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
         module = None  # no source (a REPL, a frozen module) or not this function's
-    if module is not None and fn.__name__ == "<lambda>":
+    if module is not None and name == "<lambda>":
         lam = _which_lambda(fn, [n for n in ast.walk(module) if isinstance(n, ast.Lambda)])
         if lam is not None:
             tree = _as_def(lam.body, lam.args)
@@ -217,7 +218,7 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
         for node in ast.walk(module):
             if (
                 isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                and node.name == fn.__name__
+                and node.name == name
             ):
                 tree = node
                 break
@@ -225,13 +226,28 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
     return tree
 
 
+def call_method(obj: object) -> types.FunctionType | None:
+    """The ``__call__`` a callable object's own class defines (None for functions, classes
+    and the libraries' objects): a node may be an instance of a class of the user's."""
+    if isinstance(obj, type | types.FunctionType | types.MethodType | functools.partial):
+        return None
+    method = inspect.getattr_static(type(obj), "__call__", None)
+    if isinstance(method, types.FunctionType) and not is_library(method):
+        return method
+    return None
+
+
 def _unwrap(fn: object) -> tuple[types.FunctionType | None, object]:
-    """The plain function behind ``fn`` and the ``self`` it is bound to (if any)."""
+    """The plain function behind ``fn`` and the ``self`` it is bound to (if any); a callable
+    object's ``__call__``, bound to the object."""
     bound: object = None
     while isinstance(fn, functools.partial):
         fn = fn.func
     if isinstance(fn, types.MethodType):
         bound, fn = fn.__self__, fn.__func__
+    method = call_method(fn)
+    if method is not None:
+        bound, fn = fn, method
     fn = inspect.unwrap(fn) if callable(fn) else fn
     return (fn if isinstance(fn, types.FunctionType) else None), bound
 

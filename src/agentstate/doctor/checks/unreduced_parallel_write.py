@@ -52,7 +52,7 @@ def _tool_findings(facts: GraphFacts) -> list[Finding]:
         keys = set(tool.code.writes)
         if tool.name == "task" and tool.library:
             keys |= task_writes(facts)
-        for key in keys:
+        for key in facts.channels_written(keys):
             if _plain(facts, key):
                 writers.setdefault(key, []).append(tool.name)
     parallel = _tools_in_parallel(facts)
@@ -115,7 +115,7 @@ def _node_finding(
 def _node_findings(facts: GraphFacts) -> list[Finding]:
     by_key: dict[str, list[str]] = {}
     for node in sorted(facts.nodes):
-        for key in writes(facts, node):
+        for key in facts.channels_written(writes(facts, node)):
             if _plain(facts, key):
                 by_key.setdefault(key, []).append(node)
     out: list[Finding] = []
