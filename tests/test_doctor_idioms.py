@@ -7,14 +7,26 @@ Every test builds the smallest graph with the idiom, shows what a run does with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from langchain.agents import AgentState, create_agent
+from langchain.tools import ToolRuntime
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
+from langchain_openai import ChatOpenAI
 from langgraph.errors import InvalidUpdateError
-from langgraph.graph import START, StateGraph
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from agentstate.doctor import Watch, diagnose
+from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.models.openai_replay import ReplayServer
+
+USER = {"messages": [{"role": "user", "content": "go"}]}
 
 
 def errors(report: Any) -> list[tuple[str, str]]:
@@ -141,3 +153,165 @@ def test_parallel_writers_renamed_or_callable_objects_are_found(make: Any):
     report = diagnose(build())
     assert errors(report) == [("unreduced-parallel-write", "summary")]
     assert report.errors[0].file == __file__
+
+
+# --- one tool call per reply, by configuration or by a guard in the model node ----------------
+
+
+class NotesState(AgentState):
+    notes: list[str]
+
+
+@tool
+def add_note(text: str, runtime: ToolRuntime) -> Command:
+    """Add a note."""
+    notes = [*runtime.state.get("notes", []), text]
+    return Command(
+        update={"notes": notes, "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)]}
+    )
+
+
+@tool
+def read_notes(runtime: ToolRuntime) -> str:
+    """Read the notes."""
+    return ", ".join(runtime.state.get("notes", []))
+
+
+def two_notes() -> ScriptedChatModel:
+    """A model that asks for two notes at once, then for the second again, then stops."""
+    return ScriptedChatModel(
+        script=[
+            reply(tool_call("add_note", text="a"), tool_call("add_note", text="b")),
+            reply(tool_call("add_note", text="b")),
+            reply(text="done"),
+        ]
+    )
+
+
+def openai_agent(base_url: str, **model_kwargs: Any) -> Any:
+    model = ChatOpenAI(
+        model="gpt-4o-mini", base_url=base_url, api_key="not-needed", model_kwargs=model_kwargs
+    )
+    return create_agent(model, tools=[add_note, read_notes], state_schema=NotesState)
+
+
+def test_parallel_tool_calls_false_in_model_kwargs_turns_the_error_into_info():
+    with ReplayServer(two_notes()) as server:
+        out = openai_agent(server.base_url, parallel_tool_calls=False).invoke(USER)
+        assert server.requests[0]["parallel_tool_calls"] is False
+    assert out["notes"] == ["a", "b"]  # one call per reply: nothing collides, nothing lost
+    with ReplayServer(two_notes()) as server, pytest.raises(InvalidUpdateError, match="notes"):
+        openai_agent(server.base_url).invoke(USER)
+
+    report = diagnose(openai_agent("http://127.0.0.1:9/v1", parallel_tool_calls=False))
+    assert report.codes() == []
+    (note,) = [f for f in report.of("unreduced-parallel-write")]
+    assert note.severity == "info"
+    assert "parallel_tool_calls" in note.message
+    reader = report.of("same-batch-read")
+    assert [f.severity for f in reader] == ["info"]
+    assert "one tool call per reply" in reader[0].message
+
+    plain = diagnose(openai_agent("http://127.0.0.1:9/v1"))
+    assert plain.codes() == ["same-batch-read", "unreduced-parallel-write"]
+
+
+class LoopState(MessagesState):
+    notes: list[str]
+
+
+@tool
+def note_down(text: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+    """Note one thing down."""
+    return Command(
+        update={"notes": [text], "messages": [ToolMessage("ok", tool_call_id=tool_call_id)]}
+    )
+
+
+def hand_built_loop(model: Any) -> Any:
+    def assistant(state: LoopState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(LoopState)
+    graph.add_node("assistant", assistant)
+    graph.add_node("tools", ToolNode([note_down]))
+    graph.add_edge(START, "assistant")
+    graph.add_conditional_edges("assistant", tools_condition)
+    graph.add_edge("tools", "assistant")
+    return graph.compile()
+
+
+def openai(base_url: str = "http://127.0.0.1:9/v1", **kwargs: Any) -> ChatOpenAI:
+    return ChatOpenAI(model="gpt-4o-mini", base_url=base_url, api_key="not-needed", **kwargs)
+
+
+def test_bind_tools_parallel_tool_calls_false_is_read_from_the_binding():
+    script = ScriptedChatModel(
+        script=[
+            reply(tool_call("note_down", text="a"), tool_call("note_down", text="b")),
+            reply(text="done"),
+        ]
+    )
+    with ReplayServer(script) as server:
+        bound = openai(server.base_url).bind_tools([note_down], parallel_tool_calls=False)
+        out = hand_built_loop(bound).invoke(USER)
+    assert out["notes"] == ["a"]  # the provider answered with the first call only
+
+    bound = openai().bind_tools([note_down], parallel_tool_calls=False)
+    report = diagnose(hand_built_loop(bound))
+    assert report.codes() == []
+    assert "`parallel_tool_calls=False` bound to the model" in report.findings[0].message
+    anthropic = ChatAnthropic(model="claude-sonnet-4-5", api_key="not-needed")
+    bound_anthropic = anthropic.bind_tools([note_down], parallel_tool_calls=False)
+    assert diagnose(hand_built_loop(bound_anthropic)).codes() == []
+    assert diagnose(hand_built_loop(openai().bind_tools([note_down]))).codes() == [
+        "unreduced-parallel-write"
+    ]
+
+
+class OneCallModel(ScriptedChatModel):
+    """A model class with a ``parallel_tool_calls`` field of its own."""
+
+    parallel_tool_calls: bool = False
+
+
+def test_a_parallel_tool_calls_field_on_the_model_object_counts():
+    report = diagnose(hand_built_loop(OneCallModel(script=[])))
+    assert report.codes() == []
+    assert "`parallel_tool_calls=False` on the model" in report.findings[0].message
+    assert diagnose(hand_built_loop(OneCallModel(script=[], parallel_tool_calls=True))).codes() == [
+        "unreduced-parallel-write"
+    ]
+
+
+def guarded_loop(model: Any, *, guard: str) -> Any:
+    def assert_guard(state: LoopState) -> dict[str, Any]:
+        message = model.invoke(state["messages"])
+        assert len(message.tool_calls) <= 1
+        return {"messages": [message]}
+
+    def raise_guard(state: LoopState) -> dict[str, Any]:
+        message = model.invoke(state["messages"])
+        if len(message.tool_calls) > 1:
+            raise ValueError("one tool call at a time")
+        return {"messages": [message]}
+
+    graph = StateGraph(LoopState)
+    graph.add_node("chatbot", assert_guard if guard == "assert" else raise_guard)
+    graph.add_node("tools", ToolNode([note_down]))
+    graph.add_edge(START, "chatbot")
+    graph.add_conditional_edges("chatbot", tools_condition)
+    graph.add_edge("tools", "chatbot")
+    return graph.compile()
+
+
+@pytest.mark.parametrize("guard", ["assert", "raise"])
+def test_a_model_node_that_refuses_several_tool_calls_is_one_call_per_reply(guard: str):
+    model = ScriptedChatModel(
+        script=[reply(tool_call("note_down", text="a"), tool_call("note_down", text="b"))]
+    )
+    with pytest.raises((AssertionError, ValueError)):  # refused before any tool ran
+        guarded_loop(model, guard=guard).invoke(USER)
+    report = diagnose(guarded_loop(model, guard=guard))
+    assert report.codes() == []
+    assert "refuses a reply with more than one tool call" in report.findings[0].message

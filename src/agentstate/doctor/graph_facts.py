@@ -30,6 +30,7 @@ from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
 from agentstate.doctor.names import code_names
 from agentstate.doctor.react import loops, reachable
+from agentstate.doctor.replies import one_call_setting
 from agentstate.doctor.steps import Steps
 from agentstate.doctor.tool_facts import (
     CodeFacts,
@@ -143,6 +144,17 @@ class GraphFacts:
     """The graphs run by this graph's nodes, by node name."""
     parent: GraphFacts | None = None
     kinds: dict[str, Kind] = field(default_factory=dict, repr=False)
+    one_call: dict[str, str] = field(default_factory=dict)
+    """Model nodes whose replies carry one tool call at most, with the setting that says so
+    (:mod:`agentstate.doctor.replies`)."""
+
+    def one_call_for(self, runner: str) -> str | None:
+        """The setting that keeps every model looping through ``runner`` to one tool call per
+        reply (None when one of them may make several)."""
+        models = [model for model, r in self.loops if r == runner]
+        if not models or not all(m in self.one_call for m in models):
+            return None
+        return self.one_call[models[0]]
 
     @property
     def react_loop(self) -> bool:
@@ -415,6 +427,10 @@ def graph_facts(
         parent=parent,
         kinds=kinds,
     )
+    for model_node, _ in facts.loops:
+        setting = one_call_setting(builder.nodes[model_node].runnable)
+        if setting is not None:
+            facts.one_call[model_node] = setting
     if kind != "subagent" and _depth(parent) < MAX_NESTING:
         for known in tools.values():
             for sub_name, sub in _subagent_graphs(known.tool).items():

@@ -29,7 +29,7 @@ def function_of(obj: object, depth: int = 0) -> types.FunctionType | None:
     if isinstance(obj, types.FunctionType):
         plain = inspect.unwrap(obj)
         return plain if isinstance(plain, types.FunctionType) else obj
-    if not isinstance(obj, type) and callable(obj) and hasattr(type(obj), "__call__"):
+    if not isinstance(obj, type) and callable(obj):
         method = inspect.getattr_static(type(obj), "__call__", None)
         if isinstance(method, types.FunctionType) and not method.__module__.startswith(
             ("langchain", "langgraph")

@@ -216,10 +216,7 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
         module = None
     if module is not None:
         for node in ast.walk(module):
-            if (
-                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                and node.name == name
-            ):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
                 tree = node
                 break
     _SOURCE_CACHE[code] = tree
