@@ -7,6 +7,10 @@ Every test builds the smallest graph with the idiom, shows what a run does with 
 
 from __future__ import annotations
 
+import asyncio
+import operator
+import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -16,10 +20,11 @@ from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langchain_openai import ChatOpenAI
-from langgraph.errors import InvalidUpdateError
-from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.errors import GraphRecursionError, InvalidUpdateError
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command
+from langgraph.store.memory import InMemoryStore
+from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
 from agentstate.doctor import Watch, diagnose
@@ -315,3 +320,228 @@ def test_a_model_node_that_refuses_several_tool_calls_is_one_call_per_reply(guar
     report = diagnose(guarded_loop(model, guard=guard))
     assert report.codes() == []
     assert "refuses a reply with more than one tool call" in report.findings[0].message
+
+
+# --- a plain tool that reads a file from disk and writes the same path back -------------------
+
+
+def disk_tools(folder: Path) -> list[Any]:
+    @tool
+    def edit_file(file_name: str, line: str) -> str:
+        """Append a line to a document (read it, add the line, write it back)."""
+        with (folder / file_name).open("r") as handle:
+            lines = handle.readlines()
+        lines.append(line + "\n")
+        with (folder / file_name).open("w") as handle:
+            handle.writelines(lines)
+        return "edited"
+
+    @tool
+    def add_line(file_name: str, line: str) -> str:
+        """Append a line without reading the file."""
+        with open(folder / file_name, "a") as handle:
+            handle.write(line + "\n")
+        return "added"
+
+    @tool
+    def copy_file(source: str, target: str) -> str:
+        """Copy one document to another name."""
+        text = (folder / source).read_text()
+        (folder / target).write_text(text)
+        return "copied"
+
+    return [edit_file, add_line, copy_file]
+
+
+def test_a_tool_that_reads_a_file_and_writes_the_same_path_back_is_found(tmp_path: Path):
+    edit_file, add_line, copy_file = disk_tools(tmp_path)
+    (tmp_path / "doc.txt").write_text("")
+    calls = [tool_call("edit_file", file_name="doc.txt", line=f"edit {i}") for i in range(5)]
+    lost = 0
+    held = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, as a loaded machine does
+    try:
+        for _ in range(20):
+            (tmp_path / "doc.txt").write_text("")
+            model = ScriptedChatModel(script=[reply(*calls), reply(text="done")])
+            create_agent(model, tools=[edit_file]).invoke(USER)
+            lost += 5 - len((tmp_path / "doc.txt").read_text().splitlines())
+            if lost:
+                break
+    finally:
+        sys.setswitchinterval(held)
+    assert lost > 0  # parallel calls of one reply each wrote back the file they read
+
+    report = diagnose(create_agent(model, tools=[edit_file, add_line, copy_file]))
+    assert errors(report) == [
+        ("file-read-modify-write", "edit_file:folder / file_name (one run-time path)")
+    ]
+    assert "from the disk" in report.errors[0].message
+
+
+# --- a tool named like memory that only writes state, and a store write the model does not choose
+
+
+class FactsState(AgentState):
+    facts: Annotated[list[str], operator.add]
+
+
+@tool
+def remember(fact: str, runtime: ToolRuntime) -> Command:
+    """Remember a fact for this conversation."""
+    return Command(
+        update={"facts": [fact], "messages": [ToolMessage("ok", tool_call_id=runtime.tool_call_id)]}
+    )
+
+
+def test_a_tool_named_remember_that_only_writes_state_is_not_long_term_memory():
+    store = InMemoryStore()
+    model = ScriptedChatModel(
+        script=[
+            reply(tool_call("remember", fact="tea"), tool_call("remember", fact="tea")),
+            reply(text="ok"),
+        ]
+    )
+    out = create_agent(model, tools=[remember], state_schema=FactsState, store=store).invoke(USER)
+    assert out["facts"] == ["tea", "tea"] and store.search(()) == []  # the thread's, not memory
+    report = diagnose(create_agent(model, tools=[remember], state_schema=FactsState))
+    assert report.of("memory-in-react-loop") == []
+
+
+@tool
+async def search_with_token(query: str, runtime: ToolRuntime) -> str:
+    """Search with the user's cached access token."""
+    token = await cached_token(runtime.store, "user-1")
+    return f"{query} searched with {token[:4]}"
+
+
+async def cached_token(store: Any, user_id: str) -> str:
+    found = await store.aget((user_id, "tokens"), "data")
+    if found is not None:
+        return str(found.value["token"])
+    token = "tok-" + user_id
+    await store.aput((user_id, "tokens"), "data", {"token": token})
+    return token
+
+
+@tool
+async def save_fact(fact: str, runtime: ToolRuntime) -> str:
+    """Save a fact about the user."""
+    await runtime.store.aput(("facts",), fact, {"fact": fact})
+    return "saved"
+
+
+def test_a_store_write_the_model_does_not_choose_is_not_memory_and_one_it_does_is():
+    store = InMemoryStore()
+    model = ScriptedChatModel(
+        script=[
+            reply(
+                tool_call("search_with_token", query="a"), tool_call("search_with_token", query="b")
+            ),
+            reply(text="ok"),
+        ]
+    )
+    asyncio.run(create_agent(model, tools=[search_with_token], store=store).ainvoke(USER))
+    assert [i.value for i in store.search(())] == [
+        {"token": "tok-user-1"}
+    ]  # code's, not the model's
+    assert diagnose(create_agent(model, tools=[search_with_token])).of("memory-in-react-loop") == []
+    both = diagnose(create_agent(model, tools=[search_with_token, save_fact]))
+    assert [(f.code, f.subject) for f in both.warnings] == [("memory-in-react-loop", "save_fact")]
+
+
+# --- a Send worker that hands its item back into the list it came from ------------------------
+
+
+class Research(TypedDict):
+    queries: Annotated[list[str], operator.add]
+    results: Annotated[list[str], operator.add]
+
+
+class Query(TypedDict):
+    queries: str
+
+
+def plan(state: Research) -> dict[str, Any]:
+    return {"queries": ["q1", "q2"]}
+
+
+def fan_out(state: Research) -> list[Send]:
+    return [Send("search", {"queries": q}) for q in state["queries"]]
+
+
+def search_echo(state: Query) -> dict[str, Any]:
+    return {"queries": [state["queries"]], "results": [f"found {state['queries']}"]}
+
+
+def search_clean(state: Query) -> dict[str, Any]:
+    return {"results": [f"found {state['queries']}"]}
+
+
+def research_graph(search: Any) -> Any:
+    graph = StateGraph(Research)
+    graph.add_node("plan", plan)
+    graph.add_node("search", search)
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", fan_out, ["search"])
+    return graph.compile()
+
+
+def test_a_send_worker_returning_its_item_into_the_list_doubles_it():
+    assert research_graph(search_echo).invoke({})["queries"] == ["q1", "q2", "q1", "q2"]
+    assert errors(diagnose(research_graph(search_echo))) == [
+        ("list-doubled-by-subagent", "search > queries")
+    ]
+    assert research_graph(search_clean).invoke({})["queries"] == ["q1", "q2"]
+    assert diagnose(research_graph(search_clean)).errors == []
+
+
+# --- a router that reads what nothing writes, or what its own schema leaves out ----------------
+
+
+class Loop(TypedDict):
+    draft: str
+    plan_revision_count: int
+    max_loops: int
+
+
+class Counted(TypedDict):
+    plan_revision_count: int
+
+
+def revise(state: Loop) -> dict[str, Any]:
+    count = state.get("plan_revision_count", 0) + 1
+    return {"draft": f"v{count}", "plan_revision_count": count}
+
+
+def wrong_key(s: Loop) -> str:
+    return "revise" if s.get("revisions_count", 0) < 2 else END
+
+
+def narrow(state: Counted) -> str:
+    return "revise" if state["plan_revision_count"] < state.get("max_loops", 5) else END
+
+
+def right(state: Loop) -> str:
+    return "revise" if state["plan_revision_count"] < state.get("max_loops", 5) else END
+
+
+def loop_graph(router: Any) -> Any:
+    graph = StateGraph(Loop)
+    graph.add_node("revise", revise)
+    graph.add_edge(START, "revise")
+    graph.add_conditional_edges("revise", router, ["revise", END])
+    return graph.compile()
+
+
+def test_a_router_reading_a_key_nothing_writes_loops_to_the_recursion_limit():
+    with pytest.raises(GraphRecursionError):
+        loop_graph(wrong_key).invoke({}, {"recursion_limit": 15})
+    assert errors(diagnose(loop_graph(wrong_key))) == [("unseen-key-read", "revisions_count")]
+
+
+def test_a_router_typed_with_a_narrower_schema_never_sees_the_inputs_setting():
+    assert loop_graph(narrow).invoke({"max_loops": 2})["plan_revision_count"] == 5  # ignored
+    assert loop_graph(right).invoke({"max_loops": 2})["plan_revision_count"] == 2
+    assert errors(diagnose(loop_graph(narrow))) == [("unseen-key-read", "max_loops")]
+    assert diagnose(loop_graph(right)).findings == []

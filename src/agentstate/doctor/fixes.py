@@ -67,6 +67,11 @@ def kind_of(annotation: object) -> Kind:
     return "unknown"
 
 
+def schema_hints(schema: object) -> dict[str, Any]:
+    """The keys a state schema declares, with their annotations (TypedDict, dataclass, pydantic)."""
+    return _hints(schema)
+
+
 def _hints(schema: object) -> dict[str, Any]:
     fields = getattr(schema, "model_fields", None)
     if isinstance(fields, dict):  # pydantic

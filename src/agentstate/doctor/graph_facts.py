@@ -29,7 +29,7 @@ from langgraph.prebuilt import ToolNode
 from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
 from agentstate.doctor.names import code_names
-from agentstate.doctor.react import loops, reachable
+from agentstate.doctor.react import holds_model, loops, reachable
 from agentstate.doctor.replies import one_call_setting
 from agentstate.doctor.steps import Steps
 from agentstate.doctor.tool_facts import (
@@ -147,6 +147,14 @@ class GraphFacts:
     one_call: dict[str, str] = field(default_factory=dict)
     """Model nodes whose replies carry one tool call at most, with the setting that says so
     (:mod:`agentstate.doctor.replies`)."""
+
+    model_nodes: set[str] = field(default_factory=set)
+    """Nodes that call a chat model (:func:`agentstate.doctor.react.holds_model`)."""
+
+    def leads_back(self, node: str, target: str) -> bool:
+        """True when ``node`` starts ``target`` again, directly or through one other node."""
+        after = self.steps.successors.get(node, set())
+        return target in after or any(target in self.steps.successors.get(n, set()) for n in after)
 
     def one_call_for(self, runner: str) -> str | None:
         """The setting that keeps every model looping through ``runner`` to one tool call per
@@ -427,6 +435,9 @@ def graph_facts(
         parent=parent,
         kinds=kinds,
     )
+    facts.model_nodes = {
+        n for n, spec in builder.nodes.items() if n in nodes and holds_model(spec.runnable)
+    }
     for model_node, _ in facts.loops:
         setting = one_call_setting(builder.nodes[model_node].runnable)
         if setting is not None:
