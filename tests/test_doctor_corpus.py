@@ -30,6 +30,7 @@ def test_a_run_proves_the_verdict_and_the_doctor_agrees(case: Case):
     false_errors = [f for f in report.errors if f.code not in case.expected]
     assert false_errors == []
     found = set(report.codes())
+    assert found <= case.expected  # no false warning either
     if case.watch is not None:
         found |= set(case.watch().codes())
     assert case.expected <= found

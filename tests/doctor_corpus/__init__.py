@@ -18,8 +18,10 @@ from tests.doctor_corpus import (
     multi_agent,
     nodes,
     react_loops,
+    research,
     routers,
     subgraphs,
+    trading,
 )
 from tests.doctor_corpus._kit import Case, Proof
 
@@ -32,6 +34,8 @@ CASES: list[Case] = [
     *memory.CASES,
     *deep.CASES,
     *nodes.CASES,
+    *research.CASES,
+    *trading.CASES,
 ]
 
 __all__ = ["CASES", "Case", "Proof"]

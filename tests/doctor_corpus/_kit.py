@@ -37,6 +37,15 @@ class Case:
     watch: Callable[[], Any] | None = None
     """A run under ``Watch`` returning its report, where static analysis cannot tell."""
 
+    @property
+    def origin(self) -> str:
+        """``langchain-ai`` (LangChain's own repositories, docs and course) or ``third-party``:
+        a ``follows`` that starts with another owner's ``owner/repo``."""
+        head = self.follows.split()[0]
+        if "/" in head and not head.startswith("langchain-ai/"):
+            return "third-party"
+        return "langchain-ai"
+
 
 def case(
     shape: str,
