@@ -39,12 +39,10 @@ class Case:
 
     @property
     def origin(self) -> str:
-        """``langchain-ai`` (LangChain's own repositories, docs and course) or ``third-party``:
-        a ``follows`` that starts with another owner's ``owner/repo``."""
-        head = self.follows.split()[0]
-        if "/" in head and not head.startswith("langchain-ai/"):
-            return "third-party"
-        return "langchain-ai"
+        """``langchain-ai`` (LangChain's own repositories, docs and course: a ``follows`` that
+        names ``langchain-ai/`` or starts with LangGraph or LangChain) or ``third-party``."""
+        own = "langchain-ai/" in self.follows or self.follows.startswith(("LangGraph", "LangChain"))
+        return "langchain-ai" if own else "third-party"
 
 
 def case(

@@ -332,6 +332,7 @@ class _Scanner:
         self.tree = function_ast(fn)
         self.assigns: dict[str, list[ast.expr]] = {}
         self.loop_values: dict[str, list[ast.expr]] = {}
+        """What a loop variable or an unpacked name is taken from (for what the model chose)."""
         self.item_keys: dict[str, list[ast.expr]] = {}
         self.state_names: set[str] = {"state"}
         self.file_names: set[str] = set()
@@ -413,6 +414,17 @@ class _Scanner:
                     self.store_names.add(name)
 
     def _assign(self, target: ast.expr, value: ast.expr) -> None:
+        if isinstance(target, ast.Tuple | ast.List):  # a, b = x, y / a, b = pair
+            pairs = (
+                zip(target.elts, value.elts, strict=True)
+                if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts)
+                else ((element, value) for element in target.elts)
+            )
+            for element, part in pairs:
+                for name in ast.walk(element):
+                    if isinstance(name, ast.Name):
+                        self.loop_values.setdefault(name.id, []).append(part)
+            return
         if isinstance(target, ast.Name):
             self.assigns.setdefault(target.id, []).append(value)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
