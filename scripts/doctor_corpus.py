@@ -31,6 +31,7 @@ from agentstate.doctor import Report, diagnose  # noqa: E402
 SHORT = {
     "unreduced-parallel-write": "parallel-write",
     "undeclared-key": "undeclared",
+    "unseen-key-read": "unseen-read",
     "same-batch-read": "same-batch",
     "list-doubled-by-subagent": "doubled",
     "memory-in-react-loop": "memory-loop",

@@ -421,18 +421,18 @@ class _Scanner:
                 else ((element, value) for element in target.elts)
             )
             for element, part in pairs:
-                for name in ast.walk(element):
-                    if isinstance(name, ast.Name):
-                        self.loop_values.setdefault(name.id, []).append(part)
+                for inner in ast.walk(element):
+                    if isinstance(inner, ast.Name):
+                        self.loop_values.setdefault(inner.id, []).append(part)
             return
         if isinstance(target, ast.Name):
             self.assigns.setdefault(target.id, []).append(value)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             self.item_keys.setdefault(target.value.id, []).append(target.slice)
             if target.value.id in self.state_names:
-                name = self._const(target.slice)
-                if name is not None:
-                    self.facts.state_sets.add(name)
+                key = self._const(target.slice)
+                if key is not None:
+                    self.facts.state_sets.add(key)
 
     def _spread_choice(self) -> None:
         """Names assigned (or looped over) from what the model chose are chosen too."""

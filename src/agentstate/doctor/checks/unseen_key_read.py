@@ -12,8 +12,10 @@ nothing. Two ways, both certain from the graph alone:
   ``state.get("max_research_loops")`` is ``None`` even when the input set it.
 
 The first is checked only where every writer's code is known (no library node,
-no key written under a name built at run time); a node started by ``Send``
-reads its payload, not the state, and is left alone.
+no key written under a name built at run time), and only for what the function
+itself reads (a helper's ``state`` may be another dict). A node started by
+``Send`` reads its payload, not the state, and is left alone; so is a key of a
+node's own typed schema that the graph's state lacks (a payload's key).
 """
 
 from __future__ import annotations
