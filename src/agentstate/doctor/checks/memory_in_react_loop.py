@@ -37,17 +37,24 @@ def is_memory_tool(name: str) -> bool:
 def is_memory(tool: ToolFacts) -> bool:
     """A tool that writes long-term memory the model chose.
 
-    Read from its code when it has code of its own: a store write of its arguments (a
-    store write of something else, such as a cached token, is not memory). By its name
-    when its code is not the user's (an MCP tool) or shows no write at all; a tool whose
-    code only updates the graph's state is not long-term memory, whatever its name.
+    Read from its code: a store write of its own arguments (followed into helpers). A
+    store write of something else (a cached token) is memory only under a memory tool's
+    name, where the doctor may have lost the argument on its way. By its name alone when
+    its code is not the user's (an MCP tool) or shows no write at all; a tool whose code
+    only updates the graph's state is not long-term memory, whatever its name.
     """
     code = tool.code
     if code.memory_writes:
         return True
-    if code.store_writes or not is_memory_tool(tool.name):
+    if not is_memory_tool(tool.name):
         return False
-    return tool.library or not code.analysed or not (code.writes - {"messages"})
+    state_only = (
+        not tool.library
+        and code.analysed
+        and not code.store_writes
+        and bool(code.writes - {"messages"})
+    )
+    return not state_only
 
 
 def _tools(facts: GraphFacts) -> list[Finding]:

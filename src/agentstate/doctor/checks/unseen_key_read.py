@@ -7,9 +7,10 @@ nothing. Two ways, both certain from the graph alone:
   is not declared, or not in the input schema): ``state.get("revisions_count",
   0)`` is ``0`` forever while the node writes ``plan_revision_count``, and the
   loop the router guards ends only at the recursion limit;
-- the function's state parameter is typed with a narrower schema that lacks the
-  key: LangGraph hands a router or a node only its schema's keys, so
-  ``state.get("max_research_loops")`` is ``None`` even when the input set it.
+- the reader's input schema (what LangGraph infers from its state parameter's
+  type, or was given) is narrower and lacks the key: LangGraph hands a router
+  or a node only that schema's keys, so ``state.get("max_research_loops")`` is
+  ``None`` even when the input set it.
 
 The first is checked only where every writer's code is known (no library node,
 no key written under a name built at run time), and only for what the function
@@ -20,9 +21,6 @@ node's own typed schema that the graph's state lacks (a payload's key).
 
 from __future__ import annotations
 
-import inspect
-import types
-import typing
 from collections.abc import Iterator
 
 from agentstate.doctor.findings import Finding, finding
@@ -35,8 +33,9 @@ from agentstate.doctor.tool_facts import CodeFacts, function_facts, is_library
 CODE = "unseen-key-read"
 
 
-def _readers(facts: GraphFacts) -> Iterator[tuple[str, object, CodeFacts]]:
-    """(label, function, what it reads) of each router and each node of the user's."""
+def _readers(facts: GraphFacts) -> Iterator[tuple[str, object, CodeFacts, object]]:
+    """(label, function, what it reads, the schema LangGraph hands it) of each router and each
+    node of the user's."""
     builder = facts.graph.builder
     for source, branches in sorted(builder.branches.items()):
         for branch in branches.values():
@@ -44,33 +43,22 @@ def _readers(facts: GraphFacts) -> Iterator[tuple[str, object, CodeFacts]]:
             plain = function_of(fn)
             if fn is None or plain is None or is_library(plain):
                 continue
-            yield f"router `{plain.__name__}` (after `{source}`)", fn, function_facts(fn, node=True)
+            label = f"router `{plain.__name__}` (after `{source}`)"
+            yield label, fn, function_facts(fn, node=True), branch.input_schema
     for name, node in sorted(facts.nodes.items()):
         if node.code is None or node.subgraph:
             continue
         if facts.steps.sends(name):
             continue  # a Send payload is its state: not the graph's keys
-        spec = builder.nodes[name].runnable
-        fn = getattr(spec, "func", None) or getattr(spec, "afunc", None)
-        yield f"node `{name}`", fn, node.code
+        spec = builder.nodes[name]
+        fn = getattr(spec.runnable, "func", None) or getattr(spec.runnable, "afunc", None)
+        yield f"node `{name}`", fn, node.code, spec.input_schema
 
 
-def _schema_keys(fn: object) -> tuple[str, set[str]] | None:
-    """The name and keys of the schema the first state parameter is typed with (None: none)."""
-    plain = function_of(fn)
-    if plain is None:
-        return None
-    try:
-        params = list(inspect.signature(plain).parameters.values())
-        hints = typing.get_type_hints(plain)
-    except (TypeError, ValueError, NameError):
-        return None
-    if isinstance(fn, types.MethodType) and params:
-        params = params[1:]
-    if not params or params[0].name not in hints:
-        return None
-    schema = hints[params[0].name]
-    if not isinstance(schema, type) or schema in (dict, object):
+def _schema_keys(schema: object, state_schema: object) -> tuple[str, set[str]] | None:
+    """The name and keys of the schema a reader is handed, when it is not the graph's state
+    (None: the whole state, or a schema the doctor cannot read)."""
+    if schema is None or schema is state_schema or not isinstance(schema, type):
         return None
     keys = set(schema_hints(schema))
     return (schema.__name__, keys) if keys else None
@@ -108,16 +96,17 @@ def check(facts: GraphFacts) -> list[Finding]:
     known = _writers_known(facts)
     written = _written(facts) | inputs
     out: list[Finding] = []
-    state_keys = set(schema_hints(facts.graph.builder.state_schema))
-    for label, fn, code in _readers(facts):
+    state_schema = facts.graph.builder.state_schema
+    state_keys = set(schema_hints(state_schema))
+    for label, fn, code, handed in _readers(facts):
         reads = code.own_reads - code.state_sets
-        schema = _schema_keys(fn)
+        schema = _schema_keys(handed, state_schema)
         own = schema[1] - state_keys if schema is not None else set()
         file, line = locate(fn)
         for key in sorted(reads):
             if schema is not None and key not in schema[1]:
                 why = (
-                    f"its state parameter is typed `{schema[0]}`, which lacks `{key}`: "
+                    f"its input schema is `{schema[0]}`, which lacks `{key}`: "
                     f"LangGraph hands it only that schema's keys, so it never sees `{key}`"
                 )
                 if facts.declares(key):
