@@ -1,10 +1,11 @@
 """The doctor on the corpus of real shapes (``tests/doctor_corpus``), and on the series' graphs.
 
-For each corpus graph: its shape, the public project it follows, the verdict a
-scripted run proves (and how), and what the doctor says (``diagnose``, plus
-``Watch`` on a run where static analysis cannot tell). Then precision and
-recall over (graph, hazard) pairs, the false errors (error findings no run
-reproduces), and the median ``diagnose`` time per graph. Then every graph of
+For each corpus graph: its shape, the public project it follows (langchain-ai's
+own or third-party), the verdict a scripted run proves (and how), and what the
+doctor says (``diagnose``, plus ``Watch`` on a run where static analysis cannot
+tell). Then precision and recall over (graph, hazard) pairs, the false errors
+(error findings no run reproduces), for langchain-ai shapes and third-party
+shapes separately, and the median ``diagnose`` time per graph. Then every graph of
 the series (``tests/test_doctor_series.py``): its lesson's hazard, what the
 doctor says, and its false errors.
 
@@ -30,6 +31,7 @@ from agentstate.doctor import Report, diagnose  # noqa: E402
 SHORT = {
     "unreduced-parallel-write": "parallel-write",
     "undeclared-key": "undeclared",
+    "unseen-key-read": "unseen-read",
     "same-batch-read": "same-batch",
     "list-doubled-by-subagent": "doubled",
     "memory-in-react-loop": "memory-loop",
@@ -61,13 +63,22 @@ def timed(graph: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
+def _rates(tp: int, fp: int, fn: int) -> tuple[float, float]:
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    return precision, recall
+
+
 def corpus(repeat: int) -> int:
     from tests.doctor_corpus import CASES
 
-    print(f"## Corpus: {len(CASES)} graphs, each verdict proven by a scripted run\n")
-    print("| # | shape | follows | verdict (run) | how the run proves it | doctor says | ms |")
-    print("|--:|:--|:--|:--|:--|:--|--:|")
-    tp = fp = fn = false_errors = 0
+    origins = sorted({c.origin for c in CASES})
+    counts = ", ".join(f"{sum(c.origin == o for c in CASES)} {o}" for o in origins)
+    print(f"## Corpus: {len(CASES)} graphs ({counts}), each verdict proven by a scripted run\n")
+    head = ["#", "shape", "follows", "origin", "verdict (run)", "how the run proves it"]
+    print("| " + " | ".join([*head, "doctor says", "ms"]) + " |")
+    print("|--:|:--|:--|:--|:--|:--|:--|--:|")
+    tally = {o: [0, 0, 0, 0] for o in origins}  # tp, fp, fn, false errors
     slowest = 0.0
     for number, case in enumerate(CASES, 1):
         proof = case.prove()
@@ -75,25 +86,33 @@ def corpus(repeat: int) -> int:
         report = diagnose(graph)
         watched = case.watch() if case.watch is not None else None
         found = set(report.codes()) | (set(watched.codes()) if watched is not None else set())
-        tp += len(found & case.expected)
-        fp += len(found - case.expected)
-        fn += len(case.expected - found)
-        false_errors += sum(1 for f in report.errors if f.code not in case.expected)
+        counts_of = tally[case.origin]
+        counts_of[0] += len(found & case.expected)
+        counts_of[1] += len(found - case.expected)
+        counts_of[2] += len(case.expected - found)
+        counts_of[3] += sum(1 for f in report.errors if f.code not in case.expected)
         ms = timed(graph, repeat) * 1000
         slowest = max(slowest, ms)
         mismatch = "" if proof.hazards == case.expected else " (RUN DISAGREES)"
         print(
-            f"| {number} | {case.shape} | {case.follows} | {verdict(proof.hazards)}{mismatch} "
-            f"| {proof.how} | {said(report, watched)} | {ms:.1f} |"
+            f"| {number} | {case.shape} | {case.follows} | {case.origin} "
+            f"| {verdict(proof.hazards)}{mismatch} | {proof.how} | {said(report, watched)} "
+            f"| {ms:.1f} |"
         )
-    precision = tp / (tp + fp) if tp + fp else 1.0
-    recall = tp / (tp + fn) if tp + fn else 1.0
-    print(
-        f"\nprecision {precision:.2f} ({tp} of {tp + fp} reported hazards reproduced by a run), "
-        f"recall {recall:.2f} ({tp} of {tp + fn} planted hazards found), "
-        f"false errors {false_errors}, slowest diagnose {slowest:.1f} ms (median of {repeat})"
-    )
-    return false_errors + fn
+    print()
+    problems = 0
+    for origin in origins:
+        tp, fp, fn, false_errors = tally[origin]
+        precision, recall = _rates(tp, fp, fn)
+        graphs = sum(c.origin == origin for c in CASES)
+        print(
+            f"{origin} ({graphs} graphs): precision {precision:.2f} ({tp} of {tp + fp} reported "
+            f"hazards reproduced by a run), recall {recall:.2f} ({tp} of {tp + fn} planted "
+            f"hazards found), false errors {false_errors}"
+        )
+        problems += false_errors + fn
+    print(f"slowest diagnose {slowest:.1f} ms (median of {repeat})")
+    return problems
 
 
 def series() -> int:

@@ -14,8 +14,9 @@ from agentstate.doctor import diagnose
 from tests.doctor_corpus import CASES, Case
 
 
-def test_the_corpus_has_at_least_twenty_graphs_each_after_a_public_project():
-    assert len(CASES) >= 20
+def test_the_corpus_has_45_graphs_15_of_them_third_party_each_after_a_public_project():
+    assert len(CASES) >= 45
+    assert sum(1 for c in CASES if c.origin == "third-party") >= 15
     assert len({c.shape for c in CASES}) == len(CASES)
     assert all(c.follows for c in CASES)
     assert sum(1 for c in CASES if c.expected) >= 8  # planted hazards, not only clean graphs
@@ -30,6 +31,7 @@ def test_a_run_proves_the_verdict_and_the_doctor_agrees(case: Case):
     false_errors = [f for f in report.errors if f.code not in case.expected]
     assert false_errors == []
     found = set(report.codes())
+    assert found <= case.expected  # no false warning either
     if case.watch is not None:
         found |= set(case.watch().codes())
     assert case.expected <= found

@@ -12,14 +12,20 @@ values intact. ``tests/test_doctor_corpus.py`` checks that the doctor agrees;
 from __future__ import annotations
 
 from tests.doctor_corpus import (
+    architectures,
+    courses,
     deep,
+    documents,
     fan_out,
     memory,
+    memory_template,
     multi_agent,
     nodes,
     react_loops,
+    research,
     routers,
     subgraphs,
+    trading,
 )
 from tests.doctor_corpus._kit import Case, Proof
 
@@ -30,8 +36,14 @@ CASES: list[Case] = [
     *multi_agent.CASES,
     *react_loops.CASES,
     *memory.CASES,
+    *memory_template.CASES,
     *deep.CASES,
     *nodes.CASES,
+    *research.CASES,
+    *trading.CASES,
+    *courses.CASES,
+    *documents.CASES,
+    *architectures.CASES,
 ]
 
 __all__ = ["CASES", "Case", "Proof"]

@@ -37,6 +37,13 @@ class Case:
     watch: Callable[[], Any] | None = None
     """A run under ``Watch`` returning its report, where static analysis cannot tell."""
 
+    @property
+    def origin(self) -> str:
+        """``langchain-ai`` (LangChain's own repositories, docs and course: a ``follows`` that
+        names ``langchain-ai/`` or starts with LangGraph or LangChain) or ``third-party``."""
+        own = "langchain-ai/" in self.follows or self.follows.startswith(("LangGraph", "LangChain"))
+        return "langchain-ai" if own else "third-party"
+
 
 def case(
     shape: str,

@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+from langchain.agents import AgentState, create_agent
+from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
+from langchain_openai import ChatOpenAI
+from langgraph.errors import InvalidUpdateError
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
@@ -19,11 +23,13 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from agentstate.models import reply, tool_call
+from agentstate.models.openai_replay import ReplayServer
 from tests.doctor_corpus._kit import USER, case, raises_invalid_update, scripted, shown
 
 # --- the quickstart chatbot: a module-global model, ToolNode and tools_condition -------------
 # Follows the LangGraph quickstart ("add tools", then "customize state": a human_assistance
-# tool that updates `name` and `birthday` through Command).
+# tool that updates `name` and `birthday` through Command), as a reader writes it without
+# the tutorial's `assert len(message.tool_calls) <= 1` (the graph after this one keeps it).
 
 
 class ChatState(TypedDict):
@@ -80,6 +86,129 @@ def prove_quickstart() -> Any:
         llm_with_tools = held
     return shown(
         "unreduced-parallel-write", raised, "two human_assistance calls of one reply raised"
+    )
+
+
+# --- the same chatbot as the tutorial has it: the model node asserts one call per reply --------
+# Follows the LangGraph quickstart "customize state": chatbot invokes the module-global
+# llm_with_tools and asserts len(message.tool_calls) <= 1 before returning (it interrupts
+# inside a tool, so a resume must not repeat a parallel call).
+
+
+def guarded_chatbot(state: ChatState) -> dict[str, Any]:
+    message = llm_with_tools.invoke(state["messages"])
+    assert len(message.tool_calls) <= 1
+    return {"messages": [message]}
+
+
+def guarded_quickstart_graph() -> Any:
+    graph = StateGraph(ChatState)
+    graph.add_node("chatbot", guarded_chatbot)
+    graph.add_node("tools", ToolNode(tools=[human_assistance]))
+    graph.add_conditional_edges("chatbot", tools_condition)
+    graph.add_edge("tools", "chatbot")
+    graph.add_edge(START, "chatbot")
+    return graph.compile()
+
+
+def prove_guarded_quickstart() -> Any:
+    global llm_with_tools
+    held = llm_with_tools
+    two = reply(
+        tool_call("human_assistance", name="Ada", birthday="1815-12-10"),
+        tool_call("human_assistance", name="Ada L.", birthday="1815-12-10"),
+    )
+    llm_with_tools = scripted(two, reply(text="done"))
+    try:
+        try:
+            guarded_quickstart_graph().invoke(USER)
+            refused = False
+        except AssertionError:
+            refused = True
+        llm_with_tools = scripted(
+            reply(tool_call("human_assistance", name="Ada", birthday="1815-12-10")),
+            reply(text="done"),
+        )
+        out = guarded_quickstart_graph().invoke(USER)
+    finally:
+        llm_with_tools = held
+    return shown(
+        "unreduced-parallel-write",
+        not refused or out["name"] != "Ada",
+        "a reply with two calls is refused before any tool runs; one call per reply is kept",
+    )
+
+
+# --- a CopilotKit-style food discovery agent: one tool call per reply by configuration -------
+# Follows a CopilotKit demo's src/food_discovery/agent.py, state.py and tools.py (public
+# code; found by code search): create_agent over ChatOpenAI(model="gpt-4.1",
+# model_kwargs={"parallel_tool_calls": False}), its state a plain `foodDiscovery` key that
+# every tool replaces through Command(update={"foodDiscovery": ...}) so the front end
+# re-renders. (The original's CopilotKitMiddleware is left out: not installed here.)
+
+
+class FoodDiscoveryAgentState(AgentState):
+    foodDiscovery: dict[str, Any] | None
+
+
+@tool
+def show_ai_interpretation(intent: str, runtime: ToolRuntime) -> Command:
+    """Show the AI interpretation screen for an intent."""
+    return Command(
+        update={
+            "foodDiscovery": {"screen": "aiInterpretation", "intent": intent, "results": []},
+            "messages": [ToolMessage(f"Showing {intent}", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+@tool
+def show_food_results(intent: str, sub_option: str, runtime: ToolRuntime) -> Command:
+    """Show the food results screen for a picked sub-option."""
+    return Command(
+        update={
+            "foodDiscovery": {"screen": "results", "intent": intent, "results": [sub_option]},
+            "messages": [ToolMessage("Showing results", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+def food_discovery_agent(base_url: str = "http://127.0.0.1:9/v1") -> Any:
+    model = ChatOpenAI(
+        model="gpt-4.1",
+        model_kwargs={"parallel_tool_calls": False},
+        base_url=base_url,
+        api_key="not-needed",
+    )
+    return create_agent(
+        model=model,
+        tools=[show_ai_interpretation, show_food_results],
+        state_schema=FoodDiscoveryAgentState,
+        system_prompt="Help the user find food.",
+    )
+
+
+def prove_food_discovery() -> Any:
+    script = scripted(
+        reply(
+            tool_call("show_ai_interpretation", intent="healthy"),
+            tool_call("show_food_results", intent="healthy", sub_option="Post-workout"),
+        ),
+        reply(tool_call("show_food_results", intent="healthy", sub_option="Post-workout")),
+        reply(text="Here you go."),
+    )
+    with ReplayServer(script) as server:
+        try:
+            out = food_discovery_agent(server.base_url).invoke(USER)
+            state = out["foodDiscovery"]
+        except InvalidUpdateError:
+            state = None
+        one_call = all(r.get("parallel_tool_calls") is False for r in server.requests)
+    return shown(
+        "unreduced-parallel-write",
+        state is None or not one_call,
+        "every request asked for one call per reply; the provider sent one, nothing collided "
+        f"(final screen {state and state['screen']})",
     )
 
 
@@ -226,7 +355,7 @@ def prove_reflection() -> Any:
 CASES = [
     case(
         "ReAct loop, module-global model, Command to plain keys",
-        "LangGraph quickstart: add tools + customize state",
+        "LangGraph quickstart: add tools + customize state, without the tutorial's assert",
         {"unreduced-parallel-write"},
         quickstart_graph,
         prove_quickstart,
@@ -251,5 +380,19 @@ CASES = [
         set(),
         reflection_graph,
         prove_reflection,
+    ),
+    case(
+        "quickstart chatbot that asserts one tool call per reply, Command to plain keys",
+        "LangGraph quickstart: customize state (chatbot asserts len(tool_calls) <= 1)",
+        set(),
+        guarded_quickstart_graph,
+        prove_guarded_quickstart,
+    ),
+    case(
+        "create_agent on ChatOpenAI with parallel_tool_calls=False, tools Command a plain key",
+        "CopilotKit food-discovery demo src/food_discovery/agent.py + tools.py",
+        set(),
+        food_discovery_agent,
+        prove_food_discovery,
     ),
 ]

@@ -34,6 +34,7 @@ CODES: dict[str, Code] = {
             "unreduced-parallel-write", "error", "02", "parallel writers of a key without a reducer"
         ),
         Code("undeclared-key", "error", "02", "a tool or a node writes a key the graph lacks"),
+        Code("unseen-key-read", "error", "02", "a router or a node reads a key it never sees"),
         Code("same-batch-read", "warning", "03", "a reader blind to its own batch's writes"),
         Code("subagent-drops-key", "error", "04", "a subagent writes a key its schema lacks"),
         Code(

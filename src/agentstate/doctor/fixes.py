@@ -17,7 +17,8 @@ import types
 import typing
 from typing import Any, Literal
 
-Kind = Literal["dict", "list", "messages", "str", "number", "unknown"]
+Kind = Literal["dict", "list", "messages", "str", "number", "root", "unknown"]
+"""``root``: the whole state of ``StateGraph(dict)``, one value in ``__root__``."""
 
 _WRAPPERS = {"NotRequired", "Required", "ReadOnly", "Optional"}
 
@@ -66,6 +67,11 @@ def kind_of(annotation: object) -> Kind:
     return "unknown"
 
 
+def schema_hints(schema: object) -> dict[str, Any]:
+    """The keys a state schema declares, with their annotations (TypedDict, dataclass, pydantic)."""
+    return _hints(schema)
+
+
 def _hints(schema: object) -> dict[str, Any]:
     fields = getattr(schema, "model_fields", None)
     if isinstance(fields, dict):  # pydantic
@@ -78,6 +84,8 @@ def _hints(schema: object) -> dict[str, Any]:
 
 def key_kind(graph: object, key: str) -> Kind:
     """The kind of ``key`` as the graph's state schemas declare it (``unknown`` if none says)."""
+    if key == "__root__":
+        return "root"
     builder = getattr(graph, "builder", None)
     schemas = getattr(builder, "schemas", None) or {}
     for schema in schemas:
@@ -118,6 +126,11 @@ def reducer_fix(kind: Kind) -> str:
         )
     if kind == "messages":
         return "Declare it with `Annotated[list, add_messages]`."
+    if kind == "root":
+        return (
+            "`StateGraph(dict)` keeps the whole state in one value, `__root__`, with no reducer: "
+            "declare a `TypedDict` state with a reducer on each key parallel nodes write."
+        )
     if kind == "str":
         return (
             "A string has no merge that keeps both values: keep one writer per step, or "

@@ -29,7 +29,8 @@ from langgraph.prebuilt import ToolNode
 from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
 from agentstate.doctor.names import code_names
-from agentstate.doctor.react import loops, reachable
+from agentstate.doctor.react import holds_model, loops, reachable
+from agentstate.doctor.replies import one_call_setting
 from agentstate.doctor.steps import Steps
 from agentstate.doctor.tool_facts import (
     CodeFacts,
@@ -143,15 +144,46 @@ class GraphFacts:
     """The graphs run by this graph's nodes, by node name."""
     parent: GraphFacts | None = None
     kinds: dict[str, Kind] = field(default_factory=dict, repr=False)
+    one_call: dict[str, str] = field(default_factory=dict)
+    """Model nodes whose replies carry one tool call at most, with the setting that says so
+    (:mod:`agentstate.doctor.replies`)."""
+
+    model_nodes: set[str] = field(default_factory=set)
+    """Nodes that call a chat model (:func:`agentstate.doctor.react.holds_model`)."""
+
+    def leads_back(self, node: str, target: str) -> bool:
+        """True when ``node`` starts ``target`` again, directly or through one other node."""
+        after = self.steps.successors.get(node, set())
+        return target in after or any(target in self.steps.successors.get(n, set()) for n in after)
+
+    def one_call_for(self, runner: str) -> str | None:
+        """The setting that keeps every model looping through ``runner`` to one tool call per
+        reply (None when one of them may make several)."""
+        models = [model for model, r in self.loops if r == runner]
+        if not models or not all(m in self.one_call for m in models):
+            return None
+        return self.one_call[models[0]]
 
     @property
     def react_loop(self) -> bool:
         """True when a model node and a node running its tool calls form a cycle."""
         return bool(self.loops)
 
+    @property
+    def root(self) -> bool:
+        """True when the state is one value (``StateGraph(dict)``): every key is part of it."""
+        return ROOT in self.channels
+
     def declares(self, key: str) -> bool:
-        """True when the graph has a channel for ``key``."""
-        return key in self.channels
+        """True when the graph has a channel for ``key`` (any key, when the state is one value)."""
+        return key in self.channels or self.root
+
+    def channels_written(self, keys: set[str]) -> set[str]:
+        """The channels a write of ``keys`` updates: the keys, or ``__root__`` when the state is
+        one value (a node's whole return replaces it)."""
+        if self.root:
+            return {ROOT} if keys else set()
+        return set(keys)
 
     def middleware_of(self, kind: type[AgentMiddleware]) -> list[AgentMiddleware]:
         """The attached middleware of one class (subclasses included)."""
@@ -217,11 +249,18 @@ def _channel(key: str, channel: object) -> ChannelFacts:
     return ChannelFacts(key, "other")
 
 
+ROOT = "__root__"
+"""The one channel of a graph whose state is a single value (``StateGraph(dict)``)."""
+
+
 def _declared(graph: Graph) -> dict[str, ChannelFacts]:
+    """The state keys the builder declares (a key may hold ``:``; LangGraph's own channels,
+    ``branch:to:...`` and ``__start__``, are not the builder's), and ``__root__``."""
+    keys = getattr(graph.builder, "channels", None) or {}
     return {
-        key: _channel(key, channel)
-        for key, channel in graph.channels.items()
-        if not key.startswith(("__", "branch:")) and ":" not in key
+        key: _channel(key, graph.channels.get(key, channel))
+        for key, channel in keys.items()
+        if key == ROOT or not key.startswith("__")
     }
 
 
@@ -396,6 +435,13 @@ def graph_facts(
         parent=parent,
         kinds=kinds,
     )
+    facts.model_nodes = {
+        n for n, spec in builder.nodes.items() if n in nodes and holds_model(spec.runnable)
+    }
+    for model_node, _ in facts.loops:
+        setting = one_call_setting(builder.nodes[model_node].runnable)
+        if setting is not None:
+            facts.one_call[model_node] = setting
     if kind != "subagent" and _depth(parent) < MAX_NESTING:
         for known in tools.values():
             for sub_name, sub in _subagent_graphs(known.tool).items():

@@ -29,6 +29,12 @@ def function_of(obj: object, depth: int = 0) -> types.FunctionType | None:
     if isinstance(obj, types.FunctionType):
         plain = inspect.unwrap(obj)
         return plain if isinstance(plain, types.FunctionType) else obj
+    if not isinstance(obj, type) and callable(obj):
+        method = inspect.getattr_static(type(obj), "__call__", None)
+        if isinstance(method, types.FunctionType) and not method.__module__.startswith(
+            ("langchain", "langgraph")
+        ):
+            return method  # a callable object of the user's: its class's ``__call__``
     for name in ("func", "coroutine", "afunc"):
         inner = getattr(obj, name, None)
         if inner is not None and inner is not obj:

@@ -28,3 +28,16 @@ def _names(code: types.CodeType) -> frozenset[str]:
 def code_names(fn: types.FunctionType) -> frozenset[str]:
     """Every global and attribute name the function's code (and its inner code) uses."""
     return _names(fn.__code__)
+
+
+@functools.lru_cache(maxsize=4096)
+def _strings(code: types.CodeType) -> frozenset[str]:
+    return frozenset(
+        const for inner in _codes(code) for const in inner.co_consts if isinstance(const, str)
+    )
+
+
+def code_strings(fn: types.FunctionType) -> frozenset[str]:
+    """The string constants of the function's code: ``getattr(msg, "tool_calls", [])`` names
+    an attribute as a string, not as a name."""
+    return _strings(fn.__code__)

@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableBinding, RunnableSequence
 from langgraph.prebuilt import ToolNode
 
 from agentstate.doctor.locate import function_of
-from agentstate.doctor.names import code_names
+from agentstate.doctor.names import code_names, code_strings
 from agentstate.doctor.tool_facts import is_library
 
 LIBRARY_MODEL_NODES = ("create_agent.<locals>.model_node", "create_react_agent.<locals>.call_model")
@@ -105,7 +105,9 @@ def holds_model(runnable: object) -> bool:
 def reads_tool_calls(fn: object) -> bool:
     """True when a user function reads a reply's ``tool_calls``."""
     plain = function_of(fn)
-    return plain is not None and not is_library(plain) and "tool_calls" in code_names(plain)
+    if plain is None or is_library(plain):
+        return False
+    return "tool_calls" in code_names(plain) or "tool_calls" in code_strings(plain)
 
 
 def runs_tools(runnable: object) -> bool:

@@ -50,6 +50,13 @@ LIBRARIES = frozenset(
 )
 """Top-level packages whose code the doctor does not follow from a user's tool."""
 
+INJECTED_NAMES = frozenset(
+    {"self", "cls", "runtime", "config", "store", "state", "tool_call_id", "run_manager",
+     "callbacks"}
+)  # fmt: skip
+INJECTED_TYPES = ("Injected", "ToolRuntime", "Runtime", "RunnableConfig", "Store", "Callback")
+"""What marks a tool parameter as the runtime's, not the model's."""
+
 BACKEND_READS = frozenset({"read", "aread", "download_files", "adownload_files"})
 BACKEND_WRITES = frozenset({"write", "awrite", "edit", "aedit", "upload_files", "aupload_files"})
 MAX_DEPTH = 5
@@ -78,6 +85,21 @@ class CodeFacts:
     backend_writes: set[str] = field(default_factory=set)
     store_writes: bool = False
     """Writes LangGraph's long-term store (``store.put``/``runtime.store.aput``)."""
+    memory_writes: bool = False
+    """Writes the store with what the model chose: a tool's own arguments, or (in a node)
+    what it read from the state, such as the reply's tool calls."""
+    disk_reads: set[str] = field(default_factory=set)
+    """Paths read from disk (``open(p)``, ``p.open()``, ``p.read_text()``), as their code."""
+    disk_writes: set[str] = field(default_factory=set)
+    """Paths written whole to disk (``open(p, "w")``, ``p.write_text(...)``), as their code."""
+    echoes: set[str] = field(default_factory=set)
+    """Keys a node returns with the value it was given under the same key in them
+    (``{"q": [state["q"]]}``): a ``Send`` worker handing its item back."""
+    own_reads: set[str] = field(default_factory=set)
+    """The keys the function's own body reads (``reads`` adds its helpers'): a helper's
+    ``state`` may be another dict."""
+    state_sets: set[str] = field(default_factory=set)
+    """Keys the function sets on the state object it was given (``state["k"] = v``)."""
     dynamic: list[str] = field(default_factory=list)
     """What could not be told (a key or path built at run time, an unreadable source)."""
     analysed: bool = True
@@ -91,6 +113,11 @@ class CodeFacts:
         self.backend_reads |= other.backend_reads
         self.backend_writes |= other.backend_writes
         self.store_writes = self.store_writes or other.store_writes
+        self.memory_writes = self.memory_writes or other.memory_writes
+        self.disk_reads |= other.disk_reads
+        self.disk_writes |= other.disk_writes
+        self.echoes |= other.echoes
+        self.state_sets |= other.state_sets
         self.dynamic.extend(d for d in other.dynamic if d not in self.dynamic)
 
 
@@ -125,7 +152,7 @@ def tool_functions(tool: BaseTool) -> list[Callable[..., object]]:
     return found
 
 
-Memo = dict[tuple[int, int, bool], CodeFacts]
+Memo = dict[tuple[int, int, bool, frozenset[str]], CodeFacts]
 
 _SOURCE_CACHE: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
 
@@ -193,7 +220,8 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
     if code in _SOURCE_CACHE:
         return _SOURCE_CACHE[code]
     tree: ast.FunctionDef | ast.AsyncFunctionDef | None = None
-    if fn.__name__ == "<lambda>":
+    name = code.co_name  # the ``def``'s own name: a factory may rename ``__name__``
+    if name == "<lambda>":
         body = _lambda_body(fn)
         if body is not None:
             names = [*code.co_varnames[: code.co_argcount]]
@@ -208,30 +236,42 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
         module = ast.parse(source)
     except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
         module = None  # no source (a REPL, a frozen module) or not this function's
-    if module is not None and fn.__name__ == "<lambda>":
+    if module is not None and name == "<lambda>":
         lam = _which_lambda(fn, [n for n in ast.walk(module) if isinstance(n, ast.Lambda)])
         if lam is not None:
             tree = _as_def(lam.body, lam.args)
         module = None
     if module is not None:
         for node in ast.walk(module):
-            if (
-                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-                and node.name == fn.__name__
-            ):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
                 tree = node
                 break
     _SOURCE_CACHE[code] = tree
     return tree
 
 
+def call_method(obj: object) -> types.FunctionType | None:
+    """The ``__call__`` a callable object's own class defines (None for functions, classes
+    and the libraries' objects): a node may be an instance of a class of the user's."""
+    if isinstance(obj, type | types.FunctionType | types.MethodType | functools.partial):
+        return None
+    method = inspect.getattr_static(type(obj), "__call__", None)
+    if isinstance(method, types.FunctionType) and not is_library(method):
+        return method
+    return None
+
+
 def _unwrap(fn: object) -> tuple[types.FunctionType | None, object]:
-    """The plain function behind ``fn`` and the ``self`` it is bound to (if any)."""
+    """The plain function behind ``fn`` and the ``self`` it is bound to (if any); a callable
+    object's ``__call__``, bound to the object."""
     bound: object = None
     while isinstance(fn, functools.partial):
         fn = fn.func
     if isinstance(fn, types.MethodType):
         bound, fn = fn.__self__, fn.__func__
+    method = call_method(fn)
+    if method is not None:
+        bound, fn = fn, method
     fn = inspect.unwrap(fn) if callable(fn) else fn
     return (fn if isinstance(fn, types.FunctionType) else None), bound
 
@@ -278,8 +318,10 @@ class _Scanner:
         depth: int,
         seen: set[types.CodeType],
         memo: Memo,
+        seeds: frozenset[str] | None = None,
     ) -> None:
         self.fn = fn
+        self.seeds = seeds
         self.bound = bound
         self.node_mode = node_mode
         self.depth = depth
@@ -289,12 +331,16 @@ class _Scanner:
         self.facts = CodeFacts()
         self.tree = function_ast(fn)
         self.assigns: dict[str, list[ast.expr]] = {}
+        self.loop_values: dict[str, list[ast.expr]] = {}
+        """What a loop variable or an unpacked name is taken from (for what the model chose)."""
         self.item_keys: dict[str, list[ast.expr]] = {}
         self.state_names: set[str] = {"state"}
         self.file_names: set[str] = set()
         self.own_returns: set[int] = set()
         self.backend_names: set[str] = {"backend"}
         self.store_names: set[str] = {"store"}
+        self.chosen: set[str] = set()
+        """Names holding what the model chose (a tool's arguments, a node's state)."""
 
     # --- entry ---
 
@@ -305,6 +351,7 @@ class _Scanner:
             return self.facts
         self._params()
         self._collect_assigns()
+        self._spread_choice()
         self.own_returns = {id(r) for r in _own_returns(self.tree)}
         for node in ast.walk(self.tree):
             self._visit(node)
@@ -312,6 +359,25 @@ class _Scanner:
 
     def _params(self) -> None:
         assert self.tree is not None
+        positional = [*self.tree.args.posonlyargs, *self.tree.args.args]
+        if self.bound is not None and positional:
+            positional = positional[1:]  # self
+        if self.node_mode and self.depth == 0 and positional:
+            self.state_names.add(positional[0].arg)  # a node's first parameter is its state
+        if self.seeds is not None:
+            self.chosen |= self.seeds
+        elif self.node_mode:
+            self.chosen |= self.state_names
+        else:  # a tool: what the model passes, not what the runtime injects
+            self.chosen |= {
+                a.arg
+                for a in [*positional, *self.tree.args.kwonlyargs]
+                if a.arg not in INJECTED_NAMES
+                and not any(
+                    word in (ast.unparse(a.annotation) if a.annotation is not None else "")
+                    for word in INJECTED_TYPES
+                )
+            }
         for arg in [*self.tree.args.args, *self.tree.args.kwonlyargs]:
             note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
             if "InjectedState" in note:
@@ -324,6 +390,10 @@ class _Scanner:
     def _collect_assigns(self) -> None:
         assert self.tree is not None
         for node in ast.walk(self.tree):
+            if isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                for target in ast.walk(node.target):
+                    if isinstance(target, ast.Name):
+                        self.loop_values.setdefault(target.id, []).append(node.iter)
             if isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._assign(target, node.value)
@@ -344,10 +414,75 @@ class _Scanner:
                     self.store_names.add(name)
 
     def _assign(self, target: ast.expr, value: ast.expr) -> None:
+        if isinstance(target, ast.Tuple | ast.List):  # a, b = x, y / a, b = pair
+            pairs = (
+                zip(target.elts, value.elts, strict=True)
+                if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts)
+                else ((element, value) for element in target.elts)
+            )
+            for element, part in pairs:
+                for inner in ast.walk(element):
+                    if isinstance(inner, ast.Name):
+                        self.loop_values.setdefault(inner.id, []).append(part)
+            return
         if isinstance(target, ast.Name):
             self.assigns.setdefault(target.id, []).append(value)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             self.item_keys.setdefault(target.value.id, []).append(target.slice)
+            if target.value.id in self.state_names:
+                key = self._const(target.slice)
+                if key is not None:
+                    self.facts.state_sets.add(key)
+
+    def _spread_choice(self) -> None:
+        """Names assigned (or looped over) from what the model chose are chosen too."""
+        sources = {
+            name: [*self.assigns.get(name, []), *self.loop_values.get(name, [])]
+            for name in {*self.assigns, *self.loop_values}
+        }
+        changed = True
+        while changed:
+            changed = False
+            for name, values in sources.items():
+                if name not in self.chosen and any(self._chosen(v) for v in values):
+                    self.chosen.add(name)
+                    changed = True
+
+    def _chosen(self, node: ast.AST) -> bool:
+        """True when ``node`` uses a name holding what the model chose."""
+        return any(isinstance(n, ast.Name) and n.id in self.chosen for n in ast.walk(node))
+
+    def _helper_seeds(
+        self, call: ast.Call, fn: types.FunctionType, bound: object
+    ) -> frozenset[str]:
+        """The helper's parameters that receive what the model chose at this call."""
+        tree = function_ast(fn)
+        if tree is None:
+            return frozenset()
+        positional = [a.arg for a in [*tree.args.posonlyargs, *tree.args.args]]
+        if bound is not None and positional:
+            positional = positional[1:]
+        named = positional + [a.arg for a in tree.args.kwonlyargs]
+        seeds: set[str] = set()
+        given: set[str] = set()
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                if self._chosen(arg.value):
+                    seeds |= set(positional[index:])
+                break
+            if index < len(positional):
+                given.add(positional[index])
+                if self._chosen(arg):
+                    seeds.add(positional[index])
+        for kw in call.keywords:
+            if kw.arg is not None:
+                given.add(kw.arg)
+                if self._chosen(kw.value):
+                    seeds.add(kw.arg)
+        for kw in call.keywords:
+            if kw.arg is None and self._chosen(kw.value):  # **tc["args"]
+                seeds |= set(named) - given
+        return frozenset(seeds)
 
     # --- what an expression is ---
 
@@ -431,9 +566,16 @@ class _Scanner:
             return None, None
         return fn, bound
 
-    def _sub(self, fn: types.FunctionType, bound: object, *, node_mode: bool) -> CodeFacts | None:
-        """What a helper does, scanned once per (function, bound object, mode)."""
-        key = (id(fn), id(bound), node_mode)
+    def _sub(
+        self,
+        fn: types.FunctionType,
+        bound: object,
+        *,
+        node_mode: bool,
+        seeds: frozenset[str] = frozenset(),
+    ) -> CodeFacts | None:
+        """What a helper does, scanned once per (function, bound object, mode, chosen params)."""
+        key = (id(fn), id(bound), node_mode, seeds)
         if key in self.memo:
             return self.memo[key]
         if self.depth >= MAX_DEPTH or fn.__code__ in self.seen:
@@ -446,6 +588,7 @@ class _Scanner:
             depth=self.depth + 1,
             seen=self.seen,
             memo=self.memo,
+            seeds=seeds,
         )
         facts = scanner.scan()
         self.seen.discard(fn.__code__)
@@ -463,6 +606,7 @@ class _Scanner:
                     self.facts.dynamic.append(f"reads a state key built at run time: {_expr(key)}")
                 else:
                     self.facts.reads.add(name)
+                    self.facts.own_reads.add(name)
         if isinstance(node, ast.Subscript) and self._is_files(node.value):
             self.facts.file_reads.add(self._path(node.slice))
         if isinstance(node, ast.Call):
@@ -492,11 +636,17 @@ class _Scanner:
             owner = func.value
             if func.attr in ("put", "aput") and self._is_store(owner):
                 self.facts.store_writes = True
+                values = [*node.args, *(kw.value for kw in node.keywords)]
+                if any(self._chosen(v) for v in values):
+                    self.facts.memory_writes = True
+            self._disk(node, func)
             if isinstance(owner, ast.Name | ast.Attribute) and self._is_backend(owner):
                 if func.attr in BACKEND_READS and node.args:
                     self.facts.backend_reads.add(self._path(node.args[0]))
                 if func.attr in BACKEND_WRITES and node.args:
                     self.facts.backend_writes.add(self._path(node.args[0]))
+        if isinstance(func, ast.Name) and func.id == "open" and node.args:
+            self._disk_open(node, node.args[0], 1)
         files_args = [a for a in node.args if self._is_files(a)]
         if files_args:
             others = [a for a in node.args if not self._is_files(a)]
@@ -504,9 +654,48 @@ class _Scanner:
                 self.facts.file_reads.add(self._path(others[0]))
         fn, bound = self._callee(func)
         if fn is not None:
-            helper = self._sub(fn, bound, node_mode=False)
+            helper = self._sub(
+                fn, bound, node_mode=False, seeds=self._helper_seeds(node, fn, bound)
+            )
             if helper is not None:
                 self.facts.merge(helper)
+
+    def _disk_path(self, node: ast.expr, hops: int = 0) -> str:
+        """A disk path as its code, a local name followed to the one value it is given."""
+        if isinstance(node, ast.Name) and hops < 4:
+            values = self.assigns.get(node.id, [])
+            if len(values) == 1:
+                return self._disk_path(values[0], hops + 1)
+        const = self._const(node)
+        return const if const is not None else _expr(node)
+
+    def _disk_open(self, call: ast.Call, path: ast.expr, mode_at: int) -> None:
+        """``open(path, mode)`` / ``path.open(mode)``: a read, or a whole-file write."""
+        mode: ast.expr | None = call.args[mode_at] if len(call.args) > mode_at else None
+        for kw in call.keywords:
+            if kw.arg == "mode":
+                mode = kw.value
+        text = "r" if mode is None else self._const(mode)
+        if text is None:
+            return  # a mode chosen at run time: not told
+        if "w" in text or "+" in text:
+            self.facts.disk_writes.add(self._disk_path(path))
+        elif "r" in text or text in ("", "b", "t"):
+            self.facts.disk_reads.add(self._disk_path(path))
+
+    def _disk(self, call: ast.Call, func: ast.Attribute) -> None:
+        """``pathlib``'s ``read_text``/``write_text``/``open`` on a path of the user's."""
+        owner = func.value
+        if isinstance(owner, ast.Name):
+            resolved = self._resolve_name(owner.id)
+            if isinstance(resolved, types.ModuleType | type) or owner.id in ("self", "cls"):
+                return  # Image.open(...), os.open(...): not a path
+        if func.attr in ("read_text", "read_bytes"):
+            self.facts.disk_reads.add(self._disk_path(owner))
+        elif func.attr in ("write_text", "write_bytes"):
+            self.facts.disk_writes.add(self._disk_path(owner))
+        elif func.attr == "open":
+            self._disk_open(call, owner, 0)
 
     def _is_store(self, node: ast.expr) -> bool:
         """LangGraph's store: ``store``, ``runtime.store``, ``get_store()``, a store param."""
@@ -545,6 +734,8 @@ class _Scanner:
                 self.facts.writes.add(name)
                 if name == "files":
                     self._file_writes(value)
+                if returned and self.node_mode and self._gives_back(value, name):
+                    self.facts.echoes.add(name)
         elif isinstance(node, ast.Name):
             values = self.assigns.get(node.id)
             if not values:
@@ -574,6 +765,15 @@ class _Scanner:
         elif isinstance(node, ast.IfExp):
             self._update(node.body, returned=returned, hops=hops + 1)
             self._update(node.orelse, returned=returned, hops=hops + 1)
+
+    def _gives_back(self, value: ast.expr, key: str) -> bool:
+        """True when ``value`` holds what the state gave under ``key`` (``[state["q"]]``)."""
+        for node in ast.walk(value):
+            if isinstance(node, ast.expr):
+                read = self._state_key(node)
+                if read is not None and self._const(read) == key:
+                    return True
+        return False
 
     @staticmethod
     def _is_dict_call(node: ast.Call) -> bool:
@@ -671,6 +871,7 @@ def function_facts(
         _FACTS_CACHE[key] = (cached, (plain, bound, *_cells(plain)))
     copy = CodeFacts(analysed=cached.analysed)
     copy.merge(cached)
+    copy.own_reads = set(cached.own_reads)
     return copy
 
 

@@ -282,7 +282,7 @@ class Watch(BaseCallbackHandler):
         out = []
         by_key: dict[str, list[_Task]] = {}
         for task in batch:
-            for key in task.writes:
+            for key in scope.channels_written(task.writes):
                 channel = scope.channels.get(key)
                 if channel is not None and channel.kind == "plain":
                     by_key.setdefault(key, []).append(task)

@@ -119,6 +119,16 @@ class LoopbackReplayServer:
         self.stop()
 
 
+def one_call_only(body: dict[str, Any]) -> bool:
+    """True when the request asks for one tool call per reply, as OpenAI's
+    ``parallel_tool_calls: false`` and Anthropic's ``disable_parallel_tool_use`` do: the
+    provider then answers with the first call only, and so does the replay."""
+    choice = body.get("tool_choice")
+    return body.get("parallel_tool_calls") is False or (
+        isinstance(choice, dict) and choice.get("disable_parallel_tool_use") is True
+    )
+
+
 class ReplayHandler(JsonHandler):
     """``POST`` of one chat request, answered by the server's model, in a subclass's wire format.
 
@@ -174,6 +184,8 @@ class ReplayHandler(JsonHandler):
             self._error(500, f"{type(exc).__name__}: {exc}", self.server_error)
             return
         name = str(body.get("model") or "replay")
+        if isinstance(reply, AIMessage) and len(reply.tool_calls) > 1 and one_call_only(body):
+            reply = reply.model_copy(update={"tool_calls": reply.tool_calls[:1]})
         if not isinstance(reply, AIMessage):
             self._error(500, f"the model replied {type(reply).__name__}", self.server_error)
         elif body.get("stream"):

@@ -17,6 +17,7 @@ from agentstate.doctor.checks import (
     subagent_drops_key,
     undeclared_key,
     unreduced_parallel_write,
+    unseen_key_read,
 )
 from agentstate.doctor.findings import Finding
 from agentstate.doctor.graph_facts import GraphFacts
@@ -27,6 +28,7 @@ CHECKS: dict[str, Check] = {
     "file-read-modify-write": file_read_modify_write.check,
     "unreduced-parallel-write": unreduced_parallel_write.check,
     "undeclared-key": undeclared_key.check,
+    "unseen-key-read": unseen_key_read.check,
     "same-batch-read": same_batch_read.check,
     "subagent-drops-key": subagent_drops_key.check,
     "list-doubled-by-subagent": list_doubled_by_subagent.check,

@@ -1,9 +1,14 @@
 """``file-read-modify-write`` (notebook 01): a custom tool reads a file and writes the same path.
 
 Parallel calls each read the file from before their batch and write the whole
-file back: one write survives (the last call of the reply). deepagents
-0.7.32's own ``write_file``/``edit_file``/``delete`` refuse a second mutation of
-one path in one reply, so only the user's own tools are checked.
+file back: one write survives (the last call of the reply). That holds for
+deepagents' ``files`` state, a deepagents backend, and a plain file on disk
+(``open(p)`` or ``p.open()``/``p.read_text()``, then ``open(p, "w")`` or
+``p.write_text(...)``: LangGraph's hierarchical agent teams' ``edit_document``);
+a path is compared as its code, so ``WORKING_DIRECTORY / file_name`` read and
+written by one call is one path. An append (``"a"``) keeps every write.
+deepagents 0.7.32's own ``write_file``/``edit_file``/``delete`` refuse a second
+mutation of one path in one reply, so only the user's own tools are checked.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ def check(facts: GraphFacts) -> list[Finding]:
         for where, reads, writes in (
             ("files state", code.file_reads, code.file_writes),
             ("backend", code.backend_reads, code.backend_writes),
+            ("disk", code.disk_reads, code.disk_writes),
         ):
             both = reads & writes
             for path in sorted(both):

@@ -5,13 +5,15 @@ from the parent comes back with it, and the parent's ``operator.add`` appends
 it again (``['pre', 'pre', 'new']``, a topic string ``"TT"``). That holds for
 a deepagents subagent that declares the key (``task`` returns it when it
 changed) and for any compiled graph used as a node, started by an edge or by
-``Send`` with the key in its payload. ``append_unique`` (or a merge by id) is
-idempotent; an output schema without the key keeps it home.
+``Send`` with the key in its payload; and for a plain node ``Send`` starts
+with an item of the list, that returns the item into the list another node
+filled (``{"q": [state["q"]]}``: ``q1, q2, q1, q2``). ``append_unique`` (or a
+merge by id) is idempotent; an output schema without the key keeps it home.
 """
 
 from __future__ import annotations
 
-from agentstate.doctor.findings import Finding, finding
+from agentstate.doctor.findings import Finding, finding, they
 from agentstate.doctor.fixes import declared_at, doubling_fix
 from agentstate.doctor.graph_facts import EXCLUDED_BY_TASK, GraphFacts
 from agentstate.doctor.subgraphs import handed_back
@@ -71,6 +73,47 @@ def _subgraph_nodes(facts: GraphFacts) -> list[Finding]:
     return out
 
 
+def _send_workers(facts: GraphFacts) -> list[Finding]:
+    """A node ``Send`` starts with a key of a concatenated list in its payload, that returns the
+    item it was given into that list, which another node fills: the item comes back twice."""
+    out: list[Finding] = []
+    for name, node in sorted(facts.nodes.items()):
+        if node.code is None or node.subgraph:
+            continue
+        payloads = facts.steps.sends(name)
+        if not payloads:
+            continue
+        for key in sorted(node.code.echoes):
+            channel = facts.channels.get(key)
+            if channel is None or not channel.concatenates:
+                continue
+            if not any(keys is None or key in keys for keys in payloads):
+                continue
+            fillers = sorted(
+                other
+                for other, facts_of in facts.nodes.items()
+                if other != name and facts_of.code is not None and key in facts_of.code.writes
+            )
+            if not fillers:
+                continue
+            kind = facts.key_kind(key)
+            out.append(
+                finding(
+                    CODE,
+                    f"{facts.prefix()}{name} > {key}",
+                    f"`{key}` is reduced by `{_reducer(facts, key)}`, which "
+                    f"{they(fillers, 'fills', 'fill')}; node `{name}` is started by `Send` "
+                    f"with an item of `{key}` and returns it into `{key}`: every item comes back "
+                    f"once more (['q1', 'q2', 'q1', 'q2']). Return the results under another "
+                    f"key, or {doubling_fix(kind)[0].lower()}{doubling_fix(kind)[1:]}",
+                    file=node.file,
+                    line=node.line,
+                )
+            )
+    return out
+
+
 def check(facts: GraphFacts) -> list[Finding]:
-    """An error per concatenated key a subagent declares or a subgraph node hands back."""
-    return _subagent(facts) + _subgraph_nodes(facts)
+    """An error per concatenated key a subagent declares, a subgraph node hands back, or a
+    ``Send`` worker returns its item into."""
+    return _subagent(facts) + _subgraph_nodes(facts) + _send_workers(facts)

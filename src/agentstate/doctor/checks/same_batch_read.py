@@ -49,6 +49,16 @@ def blind_pairs(facts: GraphFacts) -> dict[tuple[str, str], list[str]]:
     return pairs
 
 
+def _one_call(facts: GraphFacts) -> str | None:
+    """The setting that keeps every tool batch of this graph to one call (None if none does):
+    each tool node is driven only by models bound to one tool call per reply."""
+    settings = [
+        facts.one_call_for(node) if facts.steps.repeated(node) is None else None
+        for node in facts.tool_nodes
+    ]
+    return settings[0] if settings and all(settings) else None
+
+
 def check(facts: GraphFacts) -> list[Finding]:
     """A warning per key whose readers share a batch with uncovered writers; info for ``task``.
 
@@ -69,8 +79,20 @@ def check(facts: GraphFacts) -> list[Finding]:
         bucket = note if parent is not None and reader in parent.tools else warn
         bucket.setdefault(key, {})[reader] = writers
     out: list[Finding] = []
+    one_call = _one_call(facts)
     for key, readers in sorted(warn.items()):
         writers = sorted({w for ws in readers.values() for w in ws})
+        if one_call is not None:
+            out.append(
+                info(
+                    CODE,
+                    f"{facts.prefix()}{key}",
+                    f"{they(sorted(readers), 'reads', 'read')} `{key}`, which "
+                    f"{they(writers, 'writes', 'write')}, but the model makes one tool call per "
+                    f"reply ({one_call}), so a reader never shares its writers' batch.",
+                )
+            )
+            continue
         out.append(
             finding(
                 CODE,

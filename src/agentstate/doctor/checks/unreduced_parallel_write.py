@@ -34,14 +34,21 @@ def _guarded(tool: ToolFacts) -> bool:
     return tool.library and tool.name == "write_todos"
 
 
-def _tools_in_parallel(facts: GraphFacts) -> bool:
-    """True when a model's reply drives the ToolNode, or ``Send`` starts it several times."""
+def _tools_in_parallel(facts: GraphFacts) -> tuple[bool, str | None]:
+    """Whether a model's reply drives the ToolNode, or ``Send`` starts it several times; and,
+    when only models bound to one tool call per reply drive it, the setting that says so."""
     runners = facts.runners_in_loops()
+    parallel, settings = False, []
     for node in facts.tool_nodes:
         repeat = facts.steps.repeated(node)
-        if node in runners or (repeat is not None and repeat.sure):
-            return True
-    return False
+        if repeat is not None and repeat.sure:
+            return True, None
+        if node in runners:
+            parallel = True
+            settings.append(facts.one_call_for(node))
+    if parallel and settings and all(settings):
+        return True, settings[0]
+    return parallel, None
 
 
 def _tool_findings(facts: GraphFacts) -> list[Finding]:
@@ -52,16 +59,27 @@ def _tool_findings(facts: GraphFacts) -> list[Finding]:
         keys = set(tool.code.writes)
         if tool.name == "task" and tool.library:
             keys |= task_writes(facts)
-        for key in keys:
+        for key in facts.channels_written(keys):
             if _plain(facts, key):
                 writers.setdefault(key, []).append(tool.name)
-    parallel = _tools_in_parallel(facts)
+    parallel, one_call = _tools_in_parallel(facts)
     out: list[Finding] = []
     for key, names in sorted(writers.items()):
         names = sorted(names)
         file, line = facts.where_tool(names[0])
         subject = f"{facts.prefix()}{key}"
-        if parallel:
+        if one_call is not None:
+            out.append(
+                info(
+                    CODE,
+                    subject,
+                    f"`{key}` has no reducer and {they(names, 'writes', 'write')} it through "
+                    f"`Command`, but the model makes one tool call per reply ({one_call}), so "
+                    "two of those writes never share a step. Drop that setting and they can: "
+                    f"{reducer_fix(facts.key_kind(key))}",
+                )
+            )
+        elif parallel:
             out.append(
                 finding(
                     CODE,
@@ -115,7 +133,7 @@ def _node_finding(
 def _node_findings(facts: GraphFacts) -> list[Finding]:
     by_key: dict[str, list[str]] = {}
     for node in sorted(facts.nodes):
-        for key in writes(facts, node):
+        for key in facts.channels_written(writes(facts, node)):
             if _plain(facts, key):
                 by_key.setdefault(key, []).append(node)
     out: list[Finding] = []
