@@ -86,7 +86,8 @@ def test_github_annotations_land_on_the_finding_s_line_else_the_graph_s(project)
     lines = github_lines(diagnosed)
     assert lines[0] == (
         "::error file=src/tools.py,line=12,title=doctor unreduced-parallel-write::"
-        "agent: tags: two writers in one step (notebook 02)"
+        "agent: tags: two writers in one step (notebook 02; "
+        "agentstate doctor --explain unreduced-parallel-write)"
     )
     # a place outside the project, or none: where the graph is built
     assert lines[1].startswith("::warning file=graph.py,line=40,title=doctor memory-in-react")
@@ -113,7 +114,7 @@ def test_github_escapes_what_would_end_a_property_or_the_command(project):
     (line,) = github_lines(Diagnosed(odd))
     assert line == (
         "::error file=a%3Ab%2Cc.py,line=1,title=doctor undeclared-key::a,b: k: 100%25%0Asure"
-        " (notebook 02)"
+        " (notebook 02; agentstate doctor --explain undeclared-key)"
     )
 
 
@@ -127,8 +128,9 @@ def test_sarif_has_one_rule_per_code_with_its_page_and_level(project):
     assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-schema-2.1.0.json")
     (run,) = log["runs"]
     rules = run["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules] == list(CODES)
-    for r in rules:
+    # every code of the registry, then the CLI's own (a suppression that silences nothing)
+    assert [r["id"] for r in rules] == [*CODES, "unused-suppression"]
+    for r in rules[:-1]:
         code = CODES[r["id"]]
         assert r["helpUri"] == f"https://docs.test/doctor/{code.name}.md"
         assert r["shortDescription"] == {"text": code.title}
@@ -159,7 +161,7 @@ def test_sarif_results_sit_at_their_file_and_line(project):
     info = results["undeclared-key"]
     assert info["level"] == "note"
     assert info["locations"][0]["physicalLocation"]["region"] == {"startLine": 40}
-    fingerprints = {r["partialFingerprints"]["agentstateDoctor/v1"] for r in results.values()}
+    fingerprints = {r["partialFingerprints"]["agentstateDoctor/v2"] for r in results.values()}
     assert len(fingerprints) == len(results)
 
 
