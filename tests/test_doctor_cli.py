@@ -200,3 +200,14 @@ def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, m
         "agentstate doctor: error: agents.py:clean: the doctor failed on it (a bug, please report "
         "it): KeyError: 'a node the checks did not expect'\n"
     )
+
+
+def test_json_with_another_format_is_refused_in_one_line(project):
+    """Before: ``--json --format github`` printed JSON and said nothing."""
+    done = doctor("agents.py:build_broken", "--json", "--format", "github", cwd=project)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "agentstate doctor: error: --json and --format github disagree: give one of them\n"
+    )
+    same = doctor("agents.py:build_broken", "--json", "--format", "json", cwd=project)
+    assert same.returncode == 1 and json.loads(same.stdout)["graphs"][0]["graph"]

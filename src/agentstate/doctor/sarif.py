@@ -15,7 +15,6 @@ in notebooks 01-06.
 from __future__ import annotations
 
 import hashlib
-import linecache
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
@@ -93,6 +92,24 @@ def _locations(f: Finding, diagnosed: Diagnosed, base: Path) -> list[dict[str, o
     return []
 
 
+def line_text(file: str | None, line: int | None) -> str:
+    """The text of ``file``'s line ``line``, stripped (``""`` when it cannot be read).
+
+    Read afresh each time (no cache that a file rewritten in the same clock tick
+    could outlive); a report has a handful of findings.
+    """
+    if not file or not line:
+        return ""
+    try:
+        with open(file, encoding="utf-8", errors="replace") as source:
+            for number, text in enumerate(source, 1):
+                if number == line:
+                    return text.strip()
+    except (OSError, ValueError):
+        return ""
+    return ""
+
+
 def fingerprint(f: Finding, diagnosed: Diagnosed, base: Path) -> str:
     """What identifies a result across runs: graph, code, subject, file and the line's text.
 
@@ -102,7 +119,7 @@ def fingerprint(f: Finding, diagnosed: Diagnosed, base: Path) -> str:
     """
     file, line = place(f, diagnosed, base)
     own = f.file if f.file and file and places.under(f.file, base) == file else diagnosed.file
-    text = linecache.getline(own, line).strip() if own and line else ""
+    text = line_text(own, line)
     key = "\0".join((diagnosed.report.graph, f.code, f.subject, file or "", text))
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
@@ -132,7 +149,7 @@ def result(f: Finding, diagnosed: Diagnosed, index: int, base: Path) -> dict[str
 def _unused_result(f: Finding, index: int, base: Path) -> dict[str, object]:
     file = places.under(f.file, base) if f.file else None
     locations = [_location(file, f.line, relative=True)] if file else []
-    text = linecache.getline(f.file, f.line).strip() if f.file and f.line else ""
+    text = line_text(f.file, f.line)
     key = "\0".join((f.code, file or f.file or "", text, f.subject))
     return {
         "ruleId": f.code,
