@@ -8,7 +8,7 @@ chosen by ``[tool.agentstate.doctor]`` and ``--select``/``--ignore``
 (:mod:`.config`), findings silenced by ``# agentstate: ignore[code]``
 (:mod:`.suppression`). ``--format`` prints a table (``text``), ``json``,
 ``github`` annotations or ``sarif`` (:mod:`.output`, :mod:`.sarif`);
-``--explain CODE`` prints a code's page (:mod:`.pages`). Exit status 1 when a
+``--explain CODE`` prints a code's page (:mod:`.explain`). Exit status 1 when a
 finding is an error (``--fail-on warning``: or a warning), 0 when none is
 (always, with ``--exit-zero``), 2 with one line on stderr per target that
 cannot be loaded (the others are reported all the same) or for a usage error.
@@ -147,8 +147,27 @@ def _kept(d: Diagnosed, loaded: Loaded, rules: Rules, ledger: Ledger) -> Diagnos
             points.append((d.file, d.line))  # where a finding without a place of its own shows
         if ledger.silences(f, points, channels, roots) is None:
             kept.append(f)
+    ledger.checked(*_made_of(loaded, d))
     report = Report(d.report.graph, kept, (*d.report.notes, *target.notes))
     return Diagnosed(report, d.file, d.line, d.label)
+
+
+def _made_of(
+    loaded: Loaded, d: Diagnosed
+) -> tuple[list[tuple[str | None, int | None]], list[frozenset[str]]]:
+    """The places (nodes', tools', the graph's own line) and the keys of a checked graph."""
+    from agentstate.doctor.graph_facts import graph_facts
+
+    places: list[tuple[str | None, int | None]] = [(d.file, d.line)]
+    schemas: list[frozenset[str]] = []
+    try:
+        for scope in graph_facts(loaded.graph, d.report.graph).scopes():
+            schemas.append(frozenset(scope.channels))
+            places += [(n.file, n.line) for n in scope.nodes.values()]
+            places += [(t.file, t.line) for t in scope.tools.values()]
+    except Exception:  # noqa: BLE001 - diagnose read it; without it every comment is judged
+        schemas.append(frozenset(getattr(loaded.graph, "channels", None) or {}))
+    return places, schemas
 
 
 def check(specs: Sequence[str], settings: Settings) -> Outcome:
@@ -234,7 +253,7 @@ def _write(shown: str, stream: TextIO, output_file: str | None) -> None:
 
 def explain(code: str, stream: TextIO, output_file: str | None) -> int:
     """Print ``code``'s page (``agentstate doctor --explain CODE``), as ``ruff rule`` does."""
-    from agentstate.doctor.pages import page
+    from agentstate.doctor.explain import page
 
     known = config.known_codes()
     if code not in known:

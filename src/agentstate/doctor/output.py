@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentstate.doctor import places
+from agentstate.doctor.explain import reference
 from agentstate.doctor.findings import Finding, Report
-from agentstate.doctor.pages import reference
 
 LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 """A finding's severity as a GitHub annotation's level."""

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from agentstate.doctor import places
+from agentstate.doctor.explain import reference
 from agentstate.doctor.findings import CODES, NOTEBOOKS, Code, Finding
 from agentstate.doctor.output import Diagnosed, place
-from agentstate.doctor.pages import reference
 from agentstate.doctor.suppression import UNUSED
 from agentstate.doctor.version import version
 

@@ -79,6 +79,9 @@ class Source:
     path: str
     suppressions: dict[int, Suppression] = field(default_factory=dict)
     declarations: list[Declaration] = field(default_factory=list)
+    definitions: frozenset[int] = frozenset()
+    """The lines a ``def`` or a module-level assignment (a graph's definition) is on: a
+    comment there belongs to the function or graph, which this run may not check."""
 
 
 def comments(path: str, text: str) -> dict[int, Suppression]:
@@ -107,10 +110,22 @@ def _typed_dict_call(node: ast.Call) -> ast.Dict | None:
     return node.args[1]
 
 
-def declarations(text: str) -> list[Declaration]:
+def definitions(tree: ast.Module) -> frozenset[int]:
+    """The ``def`` lines of every function, and every line of a module-level assignment."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines.add(node.lineno)
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign | ast.AnnAssign):
+            lines.update(range(statement.lineno, (statement.end_lineno or statement.lineno) + 1))
+    return frozenset(lines)
+
+
+def declarations(text: str | ast.Module) -> list[Declaration]:
     """Every key a class body or a functional ``TypedDict`` declares, with its lines."""
     try:
-        tree = ast.parse(text)
+        tree = ast.parse(text) if isinstance(text, str) else text
     except (SyntaxError, ValueError):
         return []
     out: list[Declaration] = []
@@ -150,7 +165,12 @@ def scan(path: str) -> Source:
         return source
     source.suppressions = comments(path, text)
     if source.suppressions:
-        source.declarations = declarations(text)
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return source
+        source.declarations = declarations(tree)
+        source.definitions = definitions(tree)
     return source
 
 
@@ -201,6 +221,18 @@ class Ledger:
         self.used: dict[tuple[str, int], set[str]] = {}
         self.enabled: set[str] = set()
         """Codes some graph of the run reports: a suppression of another code is not unused."""
+        self.places: set[tuple[str, int]] = set()
+        """The ``def`` lines of the checked graphs' nodes and tools, and the lines defining
+        the graphs: a comment on another ``def`` or assignment serves a graph not checked."""
+        self.schemas: list[frozenset[str]] = []
+        """The keys of every checked graph (and graph inside one)."""
+
+    def checked(
+        self, places: Iterable[tuple[str | None, int | None]], schemas: Iterable[frozenset[str]]
+    ) -> None:
+        """Record what one checked graph is made of (see :meth:`unused`)."""
+        self.places.update((os.path.abspath(f), n) for f, n in places if f and n)
+        self.schemas.extend(schemas)
 
     def source(self, path: str) -> Source:
         """The scanned file at ``path`` (scanned once)."""
@@ -250,12 +282,30 @@ class Ledger:
                         return self._use(s, finding.code)
         return None
 
+    def judged(self, source: Source, s: Suppression) -> bool:
+        """False for a comment that may serve a graph this run does not check.
+
+        That is a comment on a key of a schema no checked graph has, or on a
+        ``def`` or module-level assignment that is no checked graph's node, tool
+        or definition. Any other comment is judged (one left behind by a move),
+        and so is an unknown code anywhere.
+        """
+        covering = [d for d in source.declarations if d.first <= s.line <= d.last]
+        if covering:
+            return any(d.fields <= keys for d in covering for keys in self.schemas)
+        if s.line in source.definitions:
+            return (source.path, s.line) in self.places
+        return True
+
     def unused(self) -> list[Finding]:
         """A finding per suppression that silenced nothing, or names an unknown code."""
         known = set(known_codes())
         out = []
         for source in self.sources.values():
             for s in source.suppressions.values():
+                typo = s.codes is not None and any(c not in known for c in s.codes)
+                if not typo and not self.judged(source, s):  # a typo is wrong anywhere
+                    continue
                 message = self._why_unused(s, known)
                 if message is not None:
                     out.append(unused_finding(s, message))
