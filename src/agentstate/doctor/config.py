@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentstate.doctor import places
 from agentstate.doctor.files import TargetError, read_small_text, short
 from agentstate.doctor.findings import CODES, Severity
 
@@ -112,21 +113,26 @@ def resolve(layers: Sequence[Layer]) -> Rules:
     return Rules(frozenset(enabled), tuple(per_graph), fail_on, timeout, sources)
 
 
+def shown(path: Path) -> str:
+    """``path`` as an error names it: relative to the current directory when under it."""
+    return places.shown(str(path.resolve()), Path.cwd().resolve())
+
+
 def _section(path: Path) -> dict[str, object] | None:
     """The ``[tool.agentstate.doctor]`` table of a ``pyproject.toml``, None if it has none."""
-    shown = short(str(path))
-    text = read_small_text(path, shown)
+    shown_as = shown(path)
+    text = read_small_text(path, shown_as)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{shown} is not TOML: {exc}") from None
+        raise ConfigError(f"{shown_as} is not TOML: {exc}") from None
     table: object = data
     for key in ("tool", "agentstate", "doctor"):
         if not isinstance(table, dict) or key not in table:
             return None
         table = table[key]
     if not isinstance(table, dict):
-        raise ConfigError(f"{shown}: {SECTION} is not a table")
+        raise ConfigError(f"{shown_as}: {SECTION} is not a table")
     return table
 
 
@@ -154,7 +160,7 @@ def read(path: Path) -> Layer:
     table = _section(path)
     if table is None:
         return Layer(path=path)
-    where = f"{short(str(path))} {SECTION}"
+    where = f"{shown(path)} {SECTION}"
     unknown = [k for k in table if k not in KEYS]
     if unknown:
         raise ConfigError(
