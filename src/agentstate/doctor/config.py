@@ -15,7 +15,6 @@ Used by :mod:`agentstate.doctor.cli` (the hazards of notebooks 01-06).
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +119,8 @@ def shown(path: Path) -> str:
 
 def _section(path: Path) -> dict[str, object] | None:
     """The ``[tool.agentstate.doctor]`` table of a ``pyproject.toml``, None if it has none."""
+    import tomllib  # here: `agentstate doctor --help` never parses TOML
+
     shown_as = shown(path)
     text = read_small_text(path, shown_as)
     try:

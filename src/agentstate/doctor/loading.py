@@ -17,8 +17,6 @@ of notebooks 01-06).
 from __future__ import annotations
 
 import ast
-import asyncio
-import concurrent.futures
 import hashlib
 import importlib
 import importlib.util
@@ -381,6 +379,9 @@ async def _settle(made: object) -> object:
 
 def _run(made: object) -> object:
     """:func:`_settle` on a new event loop (in a thread when one already runs here)."""
+    import asyncio  # here: `agentstate doctor --help` does not wait for asyncio's import
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
