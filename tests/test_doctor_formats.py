@@ -185,6 +185,17 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(project):
     text = importlib.resources.files(schema_package).joinpath("sarif-2.1.0.json").read_text()
     validator = jsonschema.Draft4Validator(json.loads(text))
     assert list(validator.iter_errors(sarif(project))) == []
+    # a graph that could not load, and a suppression that silences nothing
+    from agentstate.doctor.suppression import Suppression, unused_finding
+
+    failed = Diagnosed(Report("broken"), label="langgraph.json > broken", error="no model")
+    stale = Suppression(str(project / "state.py"), 3, ("undeclared-key",), "# agentstate: ...")
+    log = sarif_log(
+        [Diagnosed(report(project)), failed], base=project, unused=[unused_finding(stale, "x")]
+    )
+    assert list(validator.iter_errors(log)) == []
+    assert log["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    assert log["runs"][0]["results"][-1]["ruleId"] == "unused-suppression"
     broken = sarif(project)
     broken["runs"][0]["results"][0]["level"] = "fatal"  # the validator does look
     assert list(validator.iter_errors(broken)) != []

@@ -23,6 +23,7 @@ hazards of notebooks 01-06).
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import os
 import re
@@ -174,6 +175,7 @@ def scan(path: str) -> Source:
     return source
 
 
+@functools.cache
 def _installed_roots() -> tuple[Path, ...]:
     paths = sysconfig.get_paths()
     roots = {paths.get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
@@ -198,10 +200,13 @@ def is_project_file(path: str, roots: Iterable[Path]) -> bool:
 def project_files(roots: Iterable[Path]) -> list[str]:
     """The files of every imported module that lies under ``roots`` (the project's own)."""
     roots = tuple(roots)
+    prefixes = tuple({str(r) for r in roots} | {str(Path(r).resolve()) for r in roots})
     files = []
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if isinstance(file, str) and is_project_file(file, roots):
+        if not isinstance(file, str) or not file.startswith(prefixes):
+            continue  # most modules are the libraries': not even resolved
+        if is_project_file(file, roots):
             files.append(os.path.abspath(file))
     return sorted(set(files))
 
