@@ -5,10 +5,12 @@
 passes it to langgraph-api's ``run_server``, which reads a file with
 python-dotenv (``DotEnv(dotenv_path=env).dict()``: ``${VAR}`` interpolated, a
 missing file read as empty) and sets every variable with ``patch_environment``
-before the graphs are imported: a value from ``env`` replaces one already set
-in the shell (langgraph-api 0.16.7, ``langgraph_api/cli.py``, ``run_server``:
-the only names it keeps are the server's own settings). The doctor does the
-same, so a project whose key lives in ``.env`` loads here as it does there.
+before the graphs are imported: there a value from ``env`` replaces one
+already set in the shell (langgraph-api 0.16.7, ``langgraph_api/cli.py``,
+``run_server``). The doctor sets every variable the shell has NOT set, so a
+project whose key lives in ``.env`` loads here as it does there, while a
+value the caller set on purpose (a CI job's dummy key, say) wins, as with
+python-dotenv's ``load_dotenv`` and ruff-style tools.
 Used by :mod:`agentstate.doctor.loading` (the hazards of notebooks 01-06).
 """
 
@@ -57,6 +59,6 @@ def env_of(value: object, root: Path, shown: str) -> tuple[Variables, tuple[str,
 
 
 def apply(variables: Variables) -> None:
-    """Set ``variables`` in this process, replacing what is set, as ``langgraph dev`` does."""
+    """Set those of ``variables`` this process does not have yet (the shell's values win)."""
     for name, value in variables:
-        os.environ[name] = value
+        os.environ.setdefault(name, value)
