@@ -220,6 +220,22 @@ def check_store_path(path: str | Path) -> Path:
     return path
 
 
+def tighten_side_files(path: Path) -> None:
+    """Tighten the store's existing ``-wal``, ``-shm`` and ``-journal`` files to 0600.
+
+    SQLite creates them with the store's mode, but one left by a crash or copied
+    in with the store keeps its own (0644, say) while conversations are appended
+    to it. Each is checked like the store (:func:`agentstate.private_files.own_file`:
+    a symlink or anything but a regular file is refused); a missing one is left
+    for SQLite to create. Called with the writer's lock held, so no other server
+    is using them.
+    """
+    for side in ("-wal", "-shm", "-journal"):
+        side_path = path.with_name(path.name + side)
+        if check_own_file(side_path, "the store's side file") is not None:
+            own_file(side_path, "the store's side file")
+
+
 def _lock_writer(path: Path) -> int:
     """Hold an exclusive lock on ``<db>.lock`` for this process's lifetime, or refuse.
 
@@ -262,6 +278,7 @@ class MemoryStore:
         try:
             own_file(self.path, "the store")  # 0600, refused if it is not a regular file
             self._lock_fd: int | None = _lock_writer(self.path)
+            tighten_side_files(self.path)
         except OSError as exc:
             raise MemoryInputError(str(exc)) from None
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
