@@ -12,8 +12,13 @@ import sqlite3
 import stat
 
 import pytest
+from langchain_core.messages import ChatMessage
 
-from agentstate.memory.service.store import MemoryStore
+from agentstate.memory.capture.graph import InvalidTurn, check_turn
+from agentstate.memory.client import MemoryClient, MemoryToolError
+from agentstate.memory.service.process import ServerProcess
+from agentstate.memory.service.store import MemoryInputError, MemoryStore
+from agentstate.served import event_message
 
 pytestmark = pytest.mark.anyio
 
@@ -53,3 +58,56 @@ def test_existing_0644_wal_and_shm_are_tightened_to_0600_when_the_store_opens(tm
     finally:
         store.close()
         crashed.close()
+
+
+# --- item 8: msg_idx bounded; positions never used up by one huge msg_idx ----------------
+
+
+def entry(idx) -> dict:
+    return {"entry_id": f"e{idx}", "vault_id": V, "raw_entry": "hi", "summary": "s",
+            "tags": {"role": "user", "msg_idx": idx}}  # fmt: skip
+
+
+def test_a_huge_msg_idx_is_refused_and_positions_go_on(tmp_path):
+    store = MemoryStore(tmp_path / "m.sqlite")
+    store.create_memory(V, M)
+    try:
+        with pytest.raises(MemoryInputError, match=r"msg_idx 9007199254740991 is past 2147483647"):
+            store.enqueue(M, "entry", entry(2**53 - 1), {})
+        assert store.pending_count(M) == 0  # nothing was queued
+        assert store.assign_position(M, "next") == 1
+        # the largest msg_idx a writer may give still leaves positions for every later message
+        store.enqueue(M, "entry", entry(2**31 - 1), {})
+        assert store.assign_position(M, "after-the-largest") == 2**31
+        # a position the memory assigned is a msg_idx it takes, past the bound or not
+        assert store.enqueue(M, "entry", entry(2**31), {}, key="k") is not None
+        with pytest.raises(MemoryInputError, match="past 2147483647 and past the last position"):
+            store.assign_position(M, "huge-after", after=2**53 - 2)
+        assert store.assign_position(M, "later") == 2**31 + 1
+    finally:
+        store.close()
+
+
+async def test_the_server_refuses_a_huge_msg_idx_in_one_line_and_assigns_positions_after(tmp_path):
+    with ServerProcess(tmp_path / "memory.sqlite") as proc:
+        async with MemoryClient(proc.url, retry_for=5) as client:
+            await client.call("create_memory", vault_id=V, memory_id=M)
+            args = {"vault_id": V, "memory_id": M, "raw_entry": "x", "summary": "s"}
+            with pytest.raises(MemoryToolError) as refused:
+                await client.call("add_entry", tags={"msg_idx": 2**53 - 1}, **args)
+            message = str(refused.value)
+            assert "\n" not in message and "past 2147483647" in message, message
+            for n in (1, 2):
+                position = await client.call(
+                    "assign_position", vault_id=V, memory_id=M, message_key=f"k{n}"
+                )
+                assert position == str(n)
+
+
+def test_the_served_graph_refuses_a_huge_msg_idx_in_one_line():
+    with pytest.raises(
+        ValueError, match=r"^msg_idx must be at most 2147483647, got 9007199254740991$"
+    ):
+        event_message({"role": "user", "content": "hi", "msg_idx": 2**53 - 1}, 0)
+    with pytest.raises(InvalidTurn, match="past 9007199254740991"):
+        check_turn(ChatMessage(role="user", content="hi", additional_kwargs={"msg_idx": 2**64}))
