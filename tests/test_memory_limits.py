@@ -10,13 +10,15 @@ ASCII), refused at server start in one line and by the client before it sends.
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 
 import pytest
 from langchain_core.messages import ChatMessage
 
 from agentstate.memory.capture.graph import InvalidTurn, check_turn
-from agentstate.memory.client import MemoryClient, MemoryToolError
-from agentstate.memory.service.process import ServerProcess
+from agentstate.memory.client import MemoryAccessDenied, MemoryClient, MemoryToolError
+from agentstate.memory.service.process import ServerProcess, free_port
 from agentstate.memory.service.store import MemoryInputError, MemoryStore
 from agentstate.served import event_message
 
@@ -105,9 +107,42 @@ async def test_the_server_refuses_a_huge_msg_idx_in_one_line_and_assigns_positio
 
 
 def test_the_served_graph_refuses_a_huge_msg_idx_in_one_line():
-    with pytest.raises(
-        ValueError, match=r"^msg_idx must be at most 2147483647, got 9007199254740991$"
-    ):
+    huge = r"^msg_idx must be at most 2147483647, got 9007199254740991$"
+    with pytest.raises(ValueError, match=huge):
         event_message({"role": "user", "content": "hi", "msg_idx": 2**53 - 1}, 0)
     with pytest.raises(InvalidTurn, match="past 9007199254740991"):
         check_turn(ChatMessage(role="user", content="hi", additional_kwargs={"msg_idx": 2**64}))
+
+
+# --- item 15: a token must be what an HTTP header carries --------------------------------
+
+
+def serve(*args, env):
+    return subprocess.run(
+        [sys.executable, "-m", "agentstate.cli", "memory", "serve", *args],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("token", ["tökén-secret", "\u0441ecret-cyrillic"])
+def test_a_token_an_http_header_cannot_carry_is_refused_at_start_in_one_line(tmp_path, token):
+    db = tmp_path / "m.sqlite"
+    clean = {k: v for k, v in os.environ.items() if k != "AGENTSTATE_MEMORY_TOKEN"}
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n", encoding="utf-8")
+    http = ["--db", str(db), "--transport", "http", "--port", str(free_port())]
+    for args, env in (
+        (http, {**clean, "AGENTSTATE_MEMORY_TOKEN": token}),
+        ([*http, "--token-file", str(token_file)], clean),
+    ):
+        done = serve(*args, env=env)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr[-800:]
+        assert "visible ASCII" in lines[0] and token not in done.stderr, lines[0]
+    assert not db.exists()  # nothing was started or created
+
+
+async def test_the_client_refuses_such_a_token_by_name_not_as_a_missing_server(tmp_path):
+    with ServerProcess(tmp_path / "memory.sqlite") as proc:
+        with pytest.raises(MemoryAccessDenied, match="AGENTSTATE_MEMORY_TOKEN .*visible ASCII"):
+            MemoryClient(proc.url, token="tökén", retry_for=0)

@@ -42,7 +42,7 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
-from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint
+from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint, token_problem
 from agentstate.memory.service.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
@@ -276,7 +276,8 @@ class MemoryClient:
     ``retry_for`` is how long a call waits for a missing server (0: fail at
     once with the hint that says how to start it); ``timeout`` bounds each
     attempt. ``stats`` counts retries, for the notebook's restart lesson.
-    ``token`` defaults to ``$AGENTSTATE_MEMORY_TOKEN``. Text that UTF-8
+    ``token`` defaults to ``$AGENTSTATE_MEMORY_TOKEN``; one an HTTP header
+    cannot carry is refused here (``MemoryAccessDenied``). Text that UTF-8
     cannot carry (a lone surrogate) is refused before anything is sent.
     """
 
@@ -291,6 +292,9 @@ class MemoryClient:
         self.url = url
         self.retry_for = retry_for
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        problem = token_problem(token) if token else None
+        if problem:  # httpx could not send it: say so now, not "no memory server answers"
+            raise MemoryAccessDenied(f"{TOKEN_ENV} (or token=) is unusable: {problem}")
         self.connection = http_connection(url, token)
         self._session = _SessionTask(self.connection, timeout)
         self.stats = {"retries": 0}

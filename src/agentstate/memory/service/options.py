@@ -131,9 +131,26 @@ def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
             error(f"{source} is set but empty; set a token, or unset it to serve without one")
     else:
         return None
-    if any(c.isspace() or not c.isprintable() for c in token):
-        error(f"{source}: the token must be one word of printable characters")
+    problem = token_problem(token)
+    if problem:
+        error(f"{source}: {problem}")
     return token
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be a bearer token, or None: it must be visible ASCII, one word.
+
+    An HTTP header carries ASCII (RFC 9110 field values; RFC 6750's ``b64token``
+    is stricter still): a token with ``é`` or a space would start a server its
+    client cannot reach (httpx cannot encode the header, and the client would
+    report no server at all). The message never quotes the token.
+    """
+    if any(not "!" <= c <= "~" for c in token):
+        return (
+            "the token must be one word of visible ASCII characters (what an HTTP header "
+            "carries: letters, digits and punctuation, no spaces, no accented letters)"
+        )
+    return None
 
 
 def preflight(args: argparse.Namespace, error) -> None:
