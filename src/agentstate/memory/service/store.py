@@ -120,6 +120,14 @@ class StoreInUseError(RuntimeError):
     """Another process already serves this SQLite file (one writer per file)."""
 
 
+class StoreUnavailableError(RuntimeError):
+    """The store's database cannot be reached (Postgres down or restarting), in one line.
+
+    Nothing was acknowledged: a write that got this error is sent again with its
+    key, and lands once.
+    """
+
+
 def now() -> str:
     """The current time as RFC3339 UTC with microseconds (``...Z``)."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -298,6 +306,8 @@ class MemoryStore:
     anything but a regular file (decided by ``lstat``, before any open or
     chmod: :mod:`agentstate.private_files`), or if the file is not an SQLite database.
     """
+
+    blocking = False  # fast local calls: the server runs them on its event loop
 
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
         self.path = Path(path)
@@ -578,6 +588,13 @@ class MemoryStore:
                 (payload["vault_id"], item["memory_id"], payload["content"], stamp),
             )
         return [write, mark]
+
+    def drain(self) -> int:
+        """Apply every queued write in one transaction; return how many there were."""
+        queued = self.pending()
+        if queued:
+            self.apply_many(queued)
+        return len(queued)
 
     def pending_count(self, memory_id: str) -> int:
         """Queued writes of ``memory_id`` not applied yet, counted in the database."""
