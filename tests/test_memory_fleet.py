@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -27,8 +30,11 @@ from agentstate.memory.capture.conversations import load
 from agentstate.memory.capture.observer import CaptureRun
 from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient, MemoryToolError
+from agentstate.memory.fleet import Fleet, write_in_flight
+from agentstate.memory.service.process import free_port
 from agentstate.memory.service.store_postgres import PostgresMemoryStore
 from agentstate.memory.service.stores import read_memory_rows
+from agentstate.memory.service.targets import split_password
 from tests import memory_backends
 
 pytestmark = [pytest.mark.anyio, pytest.mark.extras("memory", "persistence")]
@@ -44,31 +50,6 @@ def anyio_backend():
 @pytest.fixture
 def url(postgres):
     return memory_backends.fresh_database(postgres)
-
-
-class Fleet:
-    """``n`` replicas of the memory server on one database; all stopped at the end."""
-
-    def __init__(self, url, folder, n, **options):
-        self.url = url
-        self.replicas = [memory_backends.memory_server(url, folder, **options) for _ in range(n)]
-
-    def __enter__(self):
-        try:
-            for replica in self.replicas:
-                replica.start(timeout=60)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        for replica in self.replicas:
-            replica.stop()
-
-    @property
-    def urls(self):
-        return [r.url for r in self.replicas]
 
 
 def entry_args(memory_id, position, text):
@@ -255,17 +236,6 @@ def _apply_waiting(url: str) -> None:
 # --- faults: a replica killed mid-write, Postgres restarted under load --------------------
 
 
-def _holding_a_write(url: str, pid: int) -> bool:
-    """True while the replica ``pid`` has an apply transaction open (claimed, not committed)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-            "AND state = 'idle in transaction'",
-            (f"agentstate-memory-{pid}",),
-        ).fetchone()
-    return bool(row and row[0])
-
-
 async def test_a_replica_killed_mid_write_loses_and_doubles_nothing(url, tmp_path):
     """The capture graph writes a conversation through a client that knows two replicas.
     Replica A is SIGKILLed while it holds a claimed write uncommitted (seen in
@@ -286,7 +256,7 @@ async def test_a_replica_killed_mid_write_loses_and_doubles_nothing(url, tmp_pat
 
             async def kill_mid_write():
                 deadline = time.monotonic() + 60
-                while not await asyncio.to_thread(_holding_a_write, url, a.pid):
+                while not await asyncio.to_thread(write_in_flight, url, a.pid):
                     assert time.monotonic() < deadline, "replica A never held a write"
                     await asyncio.sleep(0.01)
                 a.kill()  # SIGKILL: its open transaction dies with its connection
@@ -361,3 +331,32 @@ async def test_postgres_restarted_under_load_errors_in_one_line_or_retries_never
 def _stored_keys(url: str) -> list[str]:
     with psycopg.connect(url, autocommit=True) as conn:
         return [r[0] for r in conn.execute("SELECT write_key FROM queue WHERE memory_id = 'm'")]
+
+
+# --- the command line: one line for every way --db can be wrong ---------------------------
+
+
+def serve(db, env):
+    return subprocess.run(
+        [sys.executable, "-m", "agentstate.cli", "memory", "serve", "--db", db,
+         "--transport", "http", "--port", str(free_port())],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+
+
+def test_a_bad_postgres_db_is_refused_in_one_line_and_no_password_is_shown(postgres):
+    env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"}
+    shown, password = split_password(postgres.url)
+    nobody_home = f"postgresql://agentstate@127.0.0.1:{free_port()}/memory"
+    cases = [
+        (postgres.url, env, "a password in --db is readable by every local user"),
+        (shown.rsplit("/", 1)[0], env, "name the database"),
+        (nobody_home, env, "cannot reach the memory database"),
+        (shown, {**env, "PGPASSWORD": "wrong-" + password}, "password authentication failed"),
+    ]
+    for db, environment, message in cases:
+        done = serve(db, environment)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr[-1500:]
+        assert lines[0].startswith("agentstate memory serve: error: --db") and message in lines[0]
+        assert password not in done.stderr and "Traceback" not in done.stderr
