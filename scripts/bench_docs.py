@@ -215,6 +215,54 @@ def render_memory_profile(data: Data) -> str:
     ])  # fmt: skip
 
 
+# --- stage 06's fleet: replicas on one Postgres (scripts/bench_memory.py --fleet) ----------
+
+
+def render_memory_fleet(data: Data) -> str:
+    from agentstate.memory.fleet import fleet_medians  # the notebook's table reads the same
+
+    med = fleet_medians(data)
+    per, rounds = data["messages_per_conversation"], data["rounds"]
+    rows = []
+    order = sorted(med, key=lambda k: (k[2], k[0] != "sqlite", k[1]))  # width, SQLite first
+    for backend, replicas, width in order:
+        m = med[(backend, replicas, width)]
+        base = med[("sqlite", 1, width)]["rate"]
+        setup = "SQLite, one service" if backend == "sqlite" else f"Postgres, {replicas} replica"
+        setup += "s" if replicas > 1 else ""
+        ms = {k: f"{m[k] * 1e3:.2f}" for k in m if k.endswith("_s")}
+        rows.append((setup, width, f"{m['rate']:,.0f}", f"{m['rate'] / base:.2f}",
+                     f"{m['floor_rate']:,.0f}", f"{m['rate'] / m['floor_rate']:.2f}",
+                     ms["store_floor_s"], ms["client_cpu_s"], ms["servers_cpu_s"],
+                     ms["postgres_cpu_s"]))  # fmt: skip
+    header = ["setup", "side by side", "msg/s", "to SQLite", "floor msg/s", "actual / floor",
+              "store ms", "client cpu ms", "servers cpu ms", "postgres cpu ms"]  # fmt: skip
+    wide = max(data["widths"])
+    four = med[("postgres", 4, wide)]
+    cpu = {k: four[k] * 1e3 for k in ("client_cpu_s", "servers_cpu_s", "postgres_cpu_s")}
+    total = sum(cpu.values())
+    cores = data["provenance"]["cores"]
+    rates = [m["rate"] for (b, _, w), m in med.items() if w == wide]
+    return "\n".join([
+        provenance_line(data, f"; Postgres {data['postgres_major']}, {per} messages per "
+                        f"conversation, medians of {rounds} rounds"),
+        "",
+        table(header, rows, "lrrrrrrrrr"),
+        "",
+        f"With {wide} conversations side by side every setup reached {min(rates):,.0f}-"
+        f"{max(rates):,.0f} msg/s. Per message, the 4-replica fleet spent {total:.1f} ms of CPU: "
+        f"{cpu['client_cpu_s']:.1f} ms in the client process, {cpu['servers_cpu_s']:.1f} ms in "
+        f"the replicas together and {cpu['postgres_cpu_s']:.1f} ms in Postgres. On {cores} "
+        f"cores that bounds any split at {cores * 1000 / total:,.0f} msg/s, so more replicas "
+        "cannot go faster here: they share the same cores. On more machines the replicas' "
+        f"{cpu['servers_cpu_s']:.1f} ms divides across their cores, and what one database "
+        f"sets is its own {cpu['postgres_cpu_s']:.1f} ms: about "
+        f"{1000 / cpu['postgres_cpu_s']:,.0f} msg/s per core Postgres gets"
+        + (f", {1000 / cpu['servers_cpu_s']:,.0f} msg/s per core a replica gets."
+           if cpu["servers_cpu_s"] else "."),
+    ])  # fmt: skip
+
+
 # --- stage 03: the turn cache (scripts/bench_turn_cache.py) ---------------------------------
 
 
@@ -499,6 +547,7 @@ RENDERERS: dict[str, Callable[[Data], str]] = {
     "engine_restart": render_engine_restart,
     "memory": render_memory,
     "memory/profile": render_memory_profile,
+    "memory_fleet": render_memory_fleet,
     "turn_cache": render_turn_cache,
     "turn_cache_never_writes": render_turn_cache_never_writes,
     "checkpointers": render_checkpointers,
