@@ -313,6 +313,8 @@ async def test_postgres_restarted_under_load_errors_in_one_line_or_retries_never
         await asyncio.gather(restart_under_load(), *(writer(n) for n in range(4)))
         assert len(acked) + len(refused) == 160
         assert refused, "the brief replica should have refused calls while Postgres was down"
+        patient_log = patient.replicas[0].log_path.read_text()
+        assert "memory database unavailable, retrying" in patient_log  # it waited, then went on
         for message in refused.values():
             assert "\n" not in message and "memory database" in message, message
             assert postgres.password not in message
