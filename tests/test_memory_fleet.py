@@ -274,6 +274,45 @@ async def test_a_replica_killed_mid_write_loses_and_doubles_nothing(url, tmp_pat
         assert "Traceback" not in b.log_path.read_text()
 
 
+def test_a_capture_worker_given_two_replicas_finishes_after_one_is_killed(url, tmp_path):
+    """The capture worker process, as a machine of the fleet runs it (``--url`` twice): replica A
+    is SIGKILLed while it holds a write; the worker goes on through B and prints done; the
+    auditor finds every message of both threads once."""
+    conversation = load("two_threads")
+    with Fleet(url, tmp_path, 2, write_delay=0.2) as fleet, open(tmp_path / "err", "w") as errors:
+        a = fleet.replicas[0]
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "agentstate.memory.capture.worker", "--url", fleet.urls[0],
+             "--url", fleet.urls[1], "--checkpoints", str(tmp_path / "ck.sqlite"),
+             "--conversation", "two_threads", "--run", "fleet", "--pace", "0.02"],
+            stdout=subprocess.PIPE, stderr=errors, text=True,
+        )  # fmt: skip
+        try:
+            first_lines = [worker.stdout.readline() for _ in range(4)]  # two threads, two sent
+            assert sum(line.startswith("sent") for line in first_lines) == 2, first_lines
+            deadline = time.monotonic() + 120
+            while not write_in_flight(url, a.pid):  # early in the run: calls follow the kill
+                assert worker.poll() is None and time.monotonic() < deadline, "A never wrote"
+                time.sleep(0.01)
+            a.kill()
+            out = "".join(first_lines) + worker.communicate(timeout=180)[0]
+        finally:
+            worker.kill()
+        errors.flush()
+        why = out[-1500:] + (tmp_path / "err").read_text()[-1500:]
+        assert worker.returncode == 0 and out.strip().endswith("done"), why
+        assert "replicas: failed over 1 time(s)" in out  # it wrote through A, then through B
+        memories = {t: f"fleet.{t}" for t in conversation.threads}
+        asyncio.run(_settle(fleet.urls[1], memories.values()))
+    assert audit(url, conversation, memories) == []
+
+
+async def _settle(url, memory_ids):
+    async with MemoryClient(url) as client:
+        for memory_id in memory_ids:
+            assert await client.call("await_consistency", memory_id=memory_id) == "consistent"
+
+
 async def test_postgres_restarted_under_load_errors_in_one_line_or_retries_never_a_false_ack(
     url, tmp_path, postgres
 ):
