@@ -20,11 +20,15 @@ from agentstate.memory.capture.graph import InvalidTurn, check_turn
 from agentstate.memory.client import MemoryAccessDenied, MemoryClient, MemoryToolError
 from agentstate.memory.service.process import ServerProcess, free_port
 from agentstate.memory.service.store import MemoryInputError, MemoryStore
+from agentstate.memory.service.stores import open_store
 from agentstate.served import event_message
+from tests import memory_backends
 
 pytestmark = pytest.mark.anyio
 
 V, M = "v", "m"
+postgres = memory_backends.postgres
+memory_db = memory_backends.memory_db
 
 
 @pytest.fixture
@@ -70,8 +74,8 @@ def entry(idx) -> dict:
             "tags": {"role": "user", "msg_idx": idx}}  # fmt: skip
 
 
-def test_a_huge_msg_idx_is_refused_and_positions_go_on(tmp_path):
-    store = MemoryStore(tmp_path / "m.sqlite")
+def test_a_huge_msg_idx_is_refused_and_positions_go_on(memory_db):
+    store = open_store(memory_db)  # SQLite, then Postgres (issue 35): the same limits
     store.create_memory(V, M)
     try:
         with pytest.raises(MemoryInputError, match=r"msg_idx 9007199254740991 is past 2147483647"):
