@@ -399,22 +399,15 @@ class PostgresMemoryStore:
     def drain_on(conn: psycopg.Connection, memories: int = 16, *, delay: float = 0.0) -> int:
         """:meth:`drain` on a connection the caller holds (the paging test interleaves two)."""
         with conn.transaction():
-            waiting = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT memory_id FROM queue WHERE applied_at IS NULL "
-                    "ORDER BY memory_id LIMIT %s",
-                    (memories * 4,),
-                )
-            ]
-            if not waiting:
-                return 0
+            # SKIP LOCKED with LIMIT goes on past the memories other writers hold, so a writer
+            # never idles while some memory with queued writes is free
             claimed = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT memory_id FROM heads WHERE memory_id = ANY(%s) "
+                    "SELECT memory_id FROM heads WHERE memory_id IN "
+                    "(SELECT memory_id FROM queue WHERE applied_at IS NULL) "
                     "ORDER BY memory_id LIMIT %s FOR UPDATE SKIP LOCKED",
-                    (waiting, 1 if delay else memories),
+                    (1 if delay else memories,),
                 )
             ]
             if not claimed:
