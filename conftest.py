@@ -22,6 +22,7 @@ LONGEST_FIRST = (
     "tests/test_openai_wire.py",
     "tests/test_memory_reliability.py",
     "tests/test_memory_exactly_once.py",
+    "tests/test_memory_fleet.py",
     "tests/test_turn_cache_middleware.py",
     "tests/test_secrets_providers.py",
 )

@@ -215,6 +215,66 @@ def render_memory_profile(data: Data) -> str:
     ])  # fmt: skip
 
 
+# --- stage 06's fleet: replicas on one Postgres (scripts/bench_memory.py --fleet) ----------
+
+
+def render_memory_fleet(data: Data) -> str:
+    from agentstate.memory.fleet import fleet_medians  # the notebook's table reads the same
+
+    med = fleet_medians(data)
+    per, rounds = data["messages_per_conversation"], data["rounds"]
+    rows = []
+    order = sorted(med, key=lambda k: (k[2], k[0] != "sqlite", k[1]))  # width, SQLite first
+    for backend, replicas, width in order:
+        m = med[(backend, replicas, width)]
+        base = med[("sqlite", 1, width)]["rate"]
+        setup = "SQLite, one service" if backend == "sqlite" else f"Postgres, {replicas} replica"
+        setup += "s" if replicas > 1 else ""
+        ms = {k: f"{m[k] * 1e3:.2f}" for k in m if k.endswith("_s")}
+        rows.append((setup, width, f"{m['rate']:,.0f}", f"{m['rate'] / base:.2f}",
+                     f"{m['floor_rate']:,.0f}", f"{m['rate'] / m['floor_rate']:.2f}",
+                     ms["store_floor_s"], ms["client_cpu_s"], ms["servers_cpu_s"],
+                     ms["postgres_cpu_s"]))  # fmt: skip
+    header = ["setup", "side by side", "msg/s", "to SQLite", "floor msg/s", "actual / floor",
+              "store ms", "client cpu ms", "servers cpu ms", "postgres cpu ms"]  # fmt: skip
+    wide = max(data["widths"])
+    rate = {(b, r): m["rate"] for (b, r, w), m in med.items() if w == wide}
+    sqlite = rate[("sqlite", 1)]
+    fleet = [rate[("postgres", r)] for r in (1, 2, 4)]
+    four = med[("postgres", 4, wide)]
+    cpu = {k: four[k] * 1e3 for k in ("client_cpu_s", "servers_cpu_s", "postgres_cpu_s")}
+    total = sum(cpu.values())
+    cores = data["provenance"]["cores"]
+    load = data["provenance"]["load_average_before"]
+    shared = f"load average {load[0]:.0f} at the start" if load else "its load unknown"
+    crowd = (
+        f" More replicas came out faster here, and that is the shared machine as much as the "
+        f"design ({shared}): each runnable process gets a share of the {cores} cores, and 4 "
+        "replicas are 4 processes. The CPU per message is what holds on a machine of one's own."
+        if fleet[-1] > sqlite
+        else f" More replicas do not add throughput on {cores} cores: they share them."
+    )
+    return "\n".join([
+        provenance_line(data, f"; Postgres {data['postgres_major']}, {per} messages per "
+                        f"conversation, medians of {rounds} rounds"),
+        "",
+        table(header, rows, "lrrrrrrrrr"),
+        "",
+        f"With {wide} conversations side by side: SQLite {sqlite:,.0f} msg/s, Postgres with 1, "
+        f"2 and 4 replicas {fleet[0]:,.0f}, {fleet[1]:,.0f} and {fleet[2]:,.0f} msg/s "
+        f"({', '.join(f'{r / sqlite:.2f}x' for r in fleet)} of SQLite); every run passed the "
+        f"auditor (each message stored once). Per message, the 4-replica fleet spent "
+        f"{total:.1f} ms of CPU: {cpu['client_cpu_s']:.1f} ms in the client process, "
+        f"{cpu['servers_cpu_s']:.1f} ms in the replicas together and "
+        f"{cpu['postgres_cpu_s']:.1f} ms in Postgres, so {cores} cores bound it at "
+        f"{cores * 1000 / total:,.0f} msg/s.{crowd} On more machines the replicas' "
+        f"{cpu['servers_cpu_s']:.1f} ms divides across their cores ("
+        f"{1000 / cpu['servers_cpu_s']:,.0f} msg/s per core the replicas get), and what the one "
+        f"database must do sets the fleet's ceiling: {cpu['postgres_cpu_s']:.1f} ms, about "
+        f"{1000 / cpu['postgres_cpu_s']:,.0f} msg/s per core Postgres gets.",
+    ])  # fmt: skip
+
+
 # --- stage 03: the turn cache (scripts/bench_turn_cache.py) ---------------------------------
 
 
@@ -499,6 +559,7 @@ RENDERERS: dict[str, Callable[[Data], str]] = {
     "engine_restart": render_engine_restart,
     "memory": render_memory,
     "memory/profile": render_memory_profile,
+    "memory_fleet": render_memory_fleet,
     "turn_cache": render_turn_cache,
     "turn_cache_never_writes": render_turn_cache_never_writes,
     "checkpointers": render_checkpointers,

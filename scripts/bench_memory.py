@@ -33,6 +33,13 @@ of msg/s per layer (``--figure``).
 
     python scripts/bench_memory.py                        # 1000 messages, 3 rounds
     python scripts/bench_memory.py --messages 300 --rounds 1 --out /tmp/memory.json
+    python scripts/bench_memory.py --fleet --rounds 3     # the fleet case (issue 35)
+
+``--fleet`` runs only the fleet case (``scripts/bench_memory_fleet.py``): the
+capture calls of 4 and 8 conversations side by side against the single SQLite
+service and against 1, 2 and 4 replicas on one Postgres, each beside its floor,
+with the CPU per message of the client, the replicas and Postgres; written to
+``data/results/memory_fleet_benchmark.json``.
 """
 
 from __future__ import annotations
@@ -331,7 +338,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--figure", type=Path, help="where to write the figure (default: the run's temp folder)"
     )
+    parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="only the fleet case: 1, 2 and 4 replicas on one Postgres against the single SQLite "
+        "service, 4 and 8 conversations side by side (data/results/memory_fleet_benchmark.json)",
+    )
+    parser.add_argument(
+        "--fleet-messages", type=int, default=60, help="fleet case: messages per conversation"
+    )
     args = parser.parse_args(argv)
+    if args.fleet:
+        from bench_memory_fleet import run_fleet
+
+        if args.fleet_messages < 12 or args.rounds < 1:
+            parser.error("--fleet-messages must be >= 12 and --rounds >= 1")
+        path = run_fleet(args, planned_calls)
+        print("\n" + render("memory_fleet", json.loads(path.read_text())))
+        print(f"written {path}", file=sys.stderr)
+        return 0
     if args.messages < 12 or args.rounds < 1:
         parser.error("--messages must be >= 12 and --rounds >= 1")
     provenance = start_provenance("bench_memory.py", argv, ["mcp", "httpx", "uvicorn"])

@@ -14,7 +14,8 @@ from agentstate.memory.capture.conversations import load
 from agentstate.memory.capture.observer import CaptureRun, ReactRun
 from agentstate.memory.capture.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.service.process import ServerProcess
+from tests import memory_backends
+from tests.memory_backends import memory_server
 
 pytestmark = pytest.mark.anyio
 
@@ -24,9 +25,17 @@ def anyio_backend():
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with ServerProcess(tmp_path_factory.mktemp("memory") / "memory.sqlite") as proc:
+postgres = memory_backends.postgres
+
+
+@pytest.fixture(scope="module", params=memory_backends.BACKENDS)
+def server(request, tmp_path_factory):
+    """One server for the module, over SQLite, then over a real Postgres (issue 35)."""
+    folder = tmp_path_factory.mktemp("memory")
+    db = folder / "memory.sqlite"
+    if request.param == "postgres":
+        db = memory_backends.fresh_database(request.getfixturevalue("postgres"))
+    with memory_server(db, folder) as proc:
         yield proc
     assert proc.proc is None  # stopped, nothing left behind
 

@@ -21,15 +21,20 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.memory.capture.baselines.auditor import read_memory
 from agentstate.memory.client import MemoryClient
-from agentstate.memory.service.process import ServerProcess
 from agentstate.served import MEMORY_URL_VAR, build_served_capture
+from tests import memory_backends
+from tests.memory_backends import memory_server
 
 ALREADY = "add_entry: the server already had this write (same key), nothing stored again"
 
 
+postgres = memory_backends.postgres  # every test runs on SQLite and on a real Postgres
+memory_db = memory_backends.memory_db
+
+
 @pytest.fixture
-def server(tmp_path):
-    proc = ServerProcess(tmp_path / "memory.sqlite").start()
+def server(memory_db, tmp_path):
+    proc = memory_server(memory_db, tmp_path).start()
     yield proc
     proc.stop()
 
@@ -157,6 +162,8 @@ import asyncio, json, sys, time
 from pathlib import Path
 from agentstate.memory.capture.checkpoints import async_capture_checkpointer
 from agentstate.served import MEMORY_URL_VAR, build_served_capture
+from tests import memory_backends
+from tests.memory_backends import memory_server
 
 url, checkpoints, thread, go, events = sys.argv[1:6]
 
@@ -206,6 +213,9 @@ def run_workers(server, tmp_path, thread: str, batches: list[list[dict]]) -> lis
     return [json.loads(out.strip().splitlines()[-1]) for out in outputs]
 
 
+# two worker processes each (a LangGraph import apiece: the slowest tests here); on Postgres the
+# same store semantics are covered by tests/test_memory_fleet.py's 3 replicas and 6 writers
+@pytest.mark.parametrize("memory_db", ["sqlite"], indirect=True)
 def test_two_worker_processes_with_their_own_checkpointers_store_both_messages(server, tmp_path):
     first = {"role": "user", "content": "Find me a hotel in Porto.", "id": "p-1"}
     second = {"role": "assistant", "content": "Three options near the river.", "id": "p-2"}
@@ -218,6 +228,7 @@ def test_two_worker_processes_with_their_own_checkpointers_store_both_messages(s
     assert one["already_stored"] == [] == two["already_stored"]
 
 
+@pytest.mark.parametrize("memory_db", ["sqlite"], indirect=True)  # as above
 def test_a_message_two_workers_both_send_is_stored_once_and_the_second_says_so(server, tmp_path):
     """The same message (its id) reaches two workers: one entry; the run that stored nothing
     reports it in ``already_stored``, not in ``tool_calls``."""

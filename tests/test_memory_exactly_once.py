@@ -20,8 +20,9 @@ from agentstate.memory.capture.conversations import load
 from agentstate.memory.capture.observer import CaptureRun
 from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.memory.service.process import ServerProcess
 from agentstate.served import MEMORY_URL_VAR, build_served_capture
+from tests import memory_backends
+from tests.memory_backends import memory_server
 
 pytestmark = pytest.mark.anyio
 
@@ -31,9 +32,13 @@ def anyio_backend():
     return "asyncio"
 
 
+postgres = memory_backends.postgres  # every test runs on SQLite and on a real Postgres
+memory_db = memory_backends.memory_db
+
+
 @pytest.fixture
-def server(tmp_path):
-    proc = ServerProcess(tmp_path / "memory.sqlite").start()
+def server(memory_db, tmp_path):
+    proc = memory_server(memory_db, tmp_path).start()
     yield proc
     proc.stop()
 

@@ -6,7 +6,8 @@ three entries on one timestamp, 17 or 18 of 20. The stores here are written
 with a clock that does exactly that (the store's ``now`` replaced while the
 entries are queued, the only place a stamp comes from), then paged through a
 REAL server process over MCP, backwards from the newest page and forwards
-from a time before them all, following each page's ``next``.
+from a time before them all, following each page's ``next``; on SQLite and on
+a real Postgres (issue 35: one store interface, the same tests on both).
 """
 
 import itertools
@@ -16,13 +17,18 @@ import pytest
 
 from agentstate.memory.client import MemoryClient, MemoryToolError
 from agentstate.memory.service import store as store_module
-from agentstate.memory.service.process import ServerProcess
+from agentstate.memory.service import store_postgres as postgres_module
 from agentstate.memory.service.store import MemoryStore
+from agentstate.memory.service.stores import open_store
+from tests import memory_backends
+from tests.memory_backends import memory_server
 
 pytestmark = pytest.mark.anyio
 V, M = "vault", "paged"
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 BEFORE_ALL = "2020-01-01T00:00:00Z"
+postgres = memory_backends.postgres  # every paging test but the last runs on SQLite and Postgres
+memory_db = memory_backends.memory_db
 
 
 @pytest.fixture
@@ -52,16 +58,17 @@ CLOCKS = {"clock stepped back an hour": clock_stepped_back, "three on one timest
 def fill(db, stamps: list[str], monkeypatch) -> list[str]:
     """A store whose entries e0..eN were queued at ``stamps``; returns their texts in order."""
     clock = itertools.chain(stamps, itertools.repeat(stamp(T0)))
-    store = MemoryStore(db)
+    store = open_store(db)
     store.create_memory(V, M)
     texts = [f"e{i}" for i in range(len(stamps))]
     with monkeypatch.context() as patch:
-        patch.setattr(store_module, "now", lambda: next(clock))
+        for module in (store_module, postgres_module):
+            patch.setattr(module, "now", lambda: next(clock))
         for text in texts:
             payload = {"entry_id": f"id-{text}", "vault_id": V, "raw_entry": text,
                        "summary": text, "tags": {}}  # fmt: skip
             store.enqueue(M, "entry", payload, {})
-    store.apply_many(store.pending())
+    store.drain()
     store.close()
     return texts
 
@@ -82,19 +89,19 @@ async def page_through(client, limit: int, **start) -> list[str]:
 @pytest.mark.parametrize("clock", CLOCKS)
 @pytest.mark.parametrize("limit", [3, 4, 7])
 async def test_paging_reaches_every_entry_once_whatever_the_clock_did(
-    tmp_path, monkeypatch, clock, limit
+    memory_db, tmp_path, monkeypatch, clock, limit
 ):
-    texts = fill(tmp_path / "memory.sqlite", CLOCKS[clock](), monkeypatch)
-    with ServerProcess(tmp_path / "memory.sqlite") as server:
+    texts = fill(memory_db, CLOCKS[clock](), monkeypatch)
+    with memory_server(memory_db, tmp_path) as server:
         async with MemoryClient(server.url) as client:
             assert await page_through(client, limit) == texts  # backwards from the newest
             assert await page_through(client, limit, after=BEFORE_ALL) == texts  # forwards
             assert await page_through(client, limit, after=0) == texts  # from the start, by seq
 
 
-async def test_cursors_are_seqs_and_every_entry_carries_its_seq(tmp_path, monkeypatch):
-    fill(tmp_path / "memory.sqlite", equal_stamps(), monkeypatch)
-    with ServerProcess(tmp_path / "memory.sqlite") as server:
+async def test_cursors_are_seqs_and_every_entry_carries_its_seq(memory_db, tmp_path, monkeypatch):
+    fill(memory_db, equal_stamps(), monkeypatch)
+    with memory_server(memory_db, tmp_path) as server:
         async with MemoryClient(server.url) as client:
             page = await client.call("list_entries", vault_id=V, memory_id=M, limit=5)
             seqs = [e["seq"] for e in page["entries"]]
@@ -111,13 +118,13 @@ async def test_cursors_are_seqs_and_every_entry_carries_its_seq(tmp_path, monkey
                     await client.call("list_entries", vault_id=V, memory_id=M, after=bad)
 
 
-def test_a_timestamp_is_a_point_in_the_stored_order(tmp_path, monkeypatch):
+def test_a_timestamp_is_a_point_in_the_stored_order(memory_db, monkeypatch):
     """``after=T``: from the first entry stamped later than T on, in stored order;
     ``before=T``: the entries stored before the first one stamped T or later. With a
     steady clock that is the time filter it always was; after a step back it is still one
     unbroken stretch of the stored order, so its pages continue by seq without a gap."""
-    fill(tmp_path / "memory.sqlite", clock_stepped_back(), monkeypatch)
-    store = MemoryStore(tmp_path / "memory.sqlite")
+    fill(memory_db, clock_stepped_back(), monkeypatch)
+    store = open_store(memory_db)
     try:
         t5 = stamp(T0 + timedelta(seconds=5))
         after, _ = store.list_entries(M, 50, after=t5)

@@ -16,9 +16,15 @@ from agentstate.memory.capture.conversations import load
 from agentstate.memory.capture.observer import CaptureRun
 from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.memory.service.process import ServerProcess
+from agentstate.memory.service.targets import is_postgres
+from tests import memory_backends
+from tests.memory_backends import memory_server
 
 pytestmark = pytest.mark.anyio
+
+
+postgres = memory_backends.postgres  # the server tests run on SQLite and on a real Postgres
+memory_db = memory_backends.memory_db
 
 
 @pytest.fixture
@@ -51,10 +57,10 @@ async def settled_audit(server, conversation, memories):
     return audit(server.db, conversation, memories)
 
 
-async def test_capture_process_killed_mid_conversation_then_resumed(tmp_path):
+async def test_capture_process_killed_mid_conversation_then_resumed(memory_db, tmp_path):
     conversation = load("two_threads")
     memories = {t: f"crash.{t}" for t in conversation.threads}
-    with ServerProcess(tmp_path / "memory.sqlite") as server:
+    with memory_server(memory_db, tmp_path) as server:
         cmd = worker(server, tmp_path / "checkpoints.sqlite", "two_threads", pace=0.03)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         try:
@@ -71,18 +77,20 @@ async def test_capture_process_killed_mid_conversation_then_resumed(tmp_path):
         assert done.stdout.strip().endswith("done")
         assert "events handled" in done.stdout
         assert await settled_audit(server, conversation, memories) == []
-    for private in (tmp_path / "checkpoints.sqlite", tmp_path / "memory.sqlite"):
+    for private in (tmp_path / "checkpoints.sqlite", memory_db):
+        if is_postgres(private):
+            continue
         assert stat.S_IMODE(os.stat(private).st_mode) == 0o600, private
 
 
-async def test_lost_reply_is_resent_and_stored_once(tmp_path):
+async def test_lost_reply_is_resent_and_stored_once(memory_db, tmp_path):
     """Deterministic version of the crash window: add_entry ran, its checkpoint did not.
 
     The resumed turn sends the write again with its idempotency key; the server has it.
     """
     conversation = load("solo_travel")
     events = list(conversation.events)
-    with ServerProcess(tmp_path / "memory.sqlite") as server:
+    with memory_server(memory_db, tmp_path) as server:
         async with (
             MemoryClient(server.url) as client,
             AsyncSqliteSaver.from_conn_string(str(tmp_path / "ck.sqlite")) as saver,
@@ -111,10 +119,12 @@ async def test_lost_reply_is_resent_and_stored_once(tmp_path):
         assert await settled_audit(server, conversation, run.memories(conversation)) == []
 
 
-async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_duplicate(tmp_path):
+async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_duplicate(
+    memory_db, tmp_path
+):
     conversation = load("solo_travel")
     events = list(conversation.events)
-    server = ServerProcess(tmp_path / "memory.sqlite", write_delay=0.2).start()
+    server = memory_server(memory_db, tmp_path, write_delay=0.2).start()
     try:
         async with MemoryClient(server.url, retry_for=30) as client:
             run = CaptureRun(
@@ -144,9 +154,9 @@ async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_dupli
         server.stop()
 
 
-async def test_a_write_sent_again_with_its_key_is_stored_once(tmp_path):
+async def test_a_write_sent_again_with_its_key_is_stored_once(memory_db, tmp_path):
     """The server's own check: a key it already has is answered, not stored again."""
-    with ServerProcess(tmp_path / "memory.sqlite") as server:
+    with memory_server(memory_db, tmp_path) as server:
         async with MemoryClient(server.url) as client:
             await client.call("create_memory", vault_id="v", memory_id="m")
             args = {

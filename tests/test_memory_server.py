@@ -7,9 +7,14 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from agentstate.memory.service.targets import is_postgres, split_password
+from tests import memory_backends
+
 pytestmark = pytest.mark.anyio
 
 V, M = "vault-1", "chat-1"
+postgres = memory_backends.postgres  # SQLite and a real Postgres (issue 35)
+memory_db = memory_backends.memory_db
 
 
 @pytest.fixture
@@ -17,10 +22,13 @@ def anyio_backend():
     return "asyncio"
 
 
-def server_params(db):
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", "agentstate.memory.service.server", "--db", str(db)]
-    )
+def server_params(db, module="agentstate.memory.service.server"):
+    """The server over stdio; a Postgres URL's password goes by environment, never argv."""
+    shown, password = split_password(str(db)) if is_postgres(db) else (str(db), None)
+    command = ["-m", module, "--db", shown] if module.endswith("server") else ["-m", module,
+               "memory", "serve", "--db", shown]  # fmt: skip
+    env = {"PGPASSWORD": password} if password else None
+    return StdioServerParameters(command=sys.executable, args=command, env=env)
 
 
 async def call(session, tool, **args):
@@ -29,8 +37,8 @@ async def call(session, tool, **args):
     return result.isError, text
 
 
-async def test_tools_over_stdio_round_trip(tmp_path):
-    async with stdio_client(server_params(tmp_path / "m.sqlite")) as (read, write):
+async def test_tools_over_stdio_round_trip(memory_db):
+    async with stdio_client(server_params(memory_db)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             names = {t.name for t in (await session.list_tools()).tools}
@@ -139,8 +147,8 @@ async def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):
             )
 
 
-async def test_writes_survive_a_server_restart(tmp_path):
-    db = tmp_path / "m.sqlite"
+async def test_writes_survive_a_server_restart(memory_db):
+    db = memory_db
     async with stdio_client(server_params(db)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -186,12 +194,9 @@ async def test_langchain_mcp_adapters_load_the_tools(tmp_path):
             assert "consistent" in str(await tools["await_consistency"].ainvoke({"memory_id": M}))
 
 
-async def test_agentstate_memory_serve_is_the_same_server(tmp_path):
-    """The command a user runs (`agentstate memory serve --db PATH`) speaks MCP over stdio."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "agentstate.cli", "memory", "serve", "--db", str(tmp_path / "cli.sqlite")],
-    )
+async def test_agentstate_memory_serve_is_the_same_server(memory_db):
+    """The command a user runs (`agentstate memory serve --db PATH|URL`) speaks MCP over stdio."""
+    params = server_params(memory_db, "agentstate.cli")
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -201,4 +206,5 @@ async def test_agentstate_memory_serve_is_the_same_server(tmp_path):
             )
             _, found = await call(session, "search_memories", memory_id=M, query="nothing")
             assert json.loads(found) == {"entries": [], "contexts": []}
-    assert (tmp_path / "cli.sqlite").exists()
+    if not is_postgres(memory_db):
+        assert memory_db.exists()

@@ -17,10 +17,13 @@ from agentstate.memory.capture.conversations import load, parse, synthetic
 from agentstate.memory.capture.graph import curated, guard
 from agentstate.memory.capture.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy
 from agentstate.memory.capture.prompt import ids_from, system_prompt
-from agentstate.memory.service.store import MemoryInputError, MemoryStore
-from agentstate.memory.service.writer import Writer
+from agentstate.memory.service.store import MemoryInputError
+from agentstate.memory.service.stores import open_service, open_store
+from tests import memory_backends
 
 V, M = "vault", "mem"
+postgres = memory_backends.postgres  # SQLite and a real Postgres: every store test runs on both
+memory_db = memory_backends.memory_db
 
 
 def test_conversations_number_messages_per_thread_and_type_controls():
@@ -123,10 +126,9 @@ def test_curated_input_keeps_controls_and_conversation_only():
     assert [m.content for m in kept] == ["SESSION_START", "q"]
 
 
-def _store_with(tmp_path, entries, ops_extra=()):
-    store = MemoryStore(tmp_path / "m.sqlite")
+def _store_with(db, entries, ops_extra=()):
+    store, writer = open_service(db)
     store.create_memory(V, M)
-    writer = Writer(store)
     for n, (role, idx, text) in enumerate(entries):
         tags = {"role": role, "msg_idx": idx} if idx is not None else {"role": role}
         with writer.submitting(M):
@@ -147,10 +149,10 @@ def _store_with(tmp_path, entries, ops_extra=()):
     writer.wait(M, 10)
     writer.close()
     store.close()
-    return tmp_path / "m.sqlite"
+    return db
 
 
-def test_auditor_names_each_violation(tmp_path):
+def test_auditor_names_each_violation(memory_db):
     conv = parse(
         {
             "events": [
@@ -163,7 +165,7 @@ def test_auditor_names_each_violation(tmp_path):
         }
     )
     db = _store_with(
-        tmp_path,
+        memory_db,
         [
             ("system", None, "SESSION_START"),  # system persisted
             ("user", 1, "a"),
@@ -188,7 +190,7 @@ def test_auditor_names_each_violation(tmp_path):
     assert set(found) <= set(KINDS)
 
 
-def test_auditor_checks_roles_flushes_and_awaits(tmp_path):
+def test_auditor_checks_roles_flushes_and_awaits(memory_db):
     conv = parse(
         {
             "events": [
@@ -200,7 +202,7 @@ def test_auditor_checks_roles_flushes_and_awaits(tmp_path):
     )
     assert expected_flushes(conv, "main") == [1]
     db = _store_with(
-        tmp_path,
+        memory_db,
         [("user", 1, "a"), ("user", 2, "b")],
         ops_extra=["put_context", "await_consistency", "put_context"],
     )
@@ -216,9 +218,9 @@ def test_auditor_checks_roles_flushes_and_awaits(tmp_path):
     ]
 
 
-def test_side_by_side_table_has_a_total_row(tmp_path):
+def test_side_by_side_table_has_a_total_row(memory_db):
     conv = parse({"events": [{"role": "user", "content": "a"}]})
-    db = _store_with(tmp_path, [])
+    db = _store_with(memory_db, [])
     rows = side_by_side({"react": audit(db, conv, {"main": M}), "capture": []})
     assert rows == [
         {"violation": "missing", "react": 1, "capture": 0},
@@ -226,8 +228,8 @@ def test_side_by_side_table_has_a_total_row(tmp_path):
     ]
 
 
-def test_store_rejects_bad_ids_and_unknown_memories(tmp_path):
-    store = MemoryStore(tmp_path / "s.sqlite")
+def test_store_rejects_bad_ids_and_unknown_memories(memory_db):
+    store = open_store(memory_db)
     with pytest.raises(MemoryInputError, match="vault_id is required"):
         store.create_memory("", M)
     with pytest.raises(MemoryInputError, match="must be 1-128 letters"):
@@ -240,8 +242,8 @@ def test_store_rejects_bad_ids_and_unknown_memories(tmp_path):
     store.close()
 
 
-def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(tmp_path):
-    store = MemoryStore(tmp_path / "q.sqlite")
+def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(memory_db):
+    store = open_store(memory_db)
     store.create_memory(V, M)
     for i in range(3):
         store.enqueue(
@@ -253,12 +255,13 @@ def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(tmp_path):
     store.enqueue(M, "context", {"vault_id": V, "content": "ctx"}, {})
     assert store.list_entries(M) == ([], None) and len(store.pending()) == 4  # queued, not applied
     store.close()
-    reopened = MemoryStore(tmp_path / "q.sqlite")  # as a restarted server would
-    assert len(reopened.pending()) == 4  # the queue survived the close
+    again = open_store(memory_db)
+    assert len(again.pending()) == 4  # the queue survived the close
+    again.close()
+    reopened, writer = open_service(memory_db)  # as a restarted server would
     # The new writer counts the queue when it starts and drains it (without that count it
     # would wait for a write that never comes, and the entries below would be missing). Its
     # thread may drain the queue at once, so the count is not read here: that raced.
-    writer = Writer(reopened)
     writer.wait(M, 10)
     assert writer.pending(M) == 0 and reopened.pending() == []
     assert [e["raw_entry"] for e in reopened.list_entries(M)[0]] == ["r0", "r1", "r2"]
@@ -280,8 +283,8 @@ def test_cli_registers_memory_serve():
         build_parser().parse_args(["memory", "serve"])  # --db is required
 
 
-def test_ops_detail_is_json(tmp_path):
-    store = MemoryStore(tmp_path / "o.sqlite")
+def test_ops_detail_is_json(memory_db):
+    store = open_store(memory_db)
     store.create_memory(V, M)
     store.log_op(M, "list_entries", {"limit": 10})
     rows = store._rows("SELECT detail FROM ops")

@@ -379,7 +379,9 @@ knob_widget = widgets.interact(
 # - The package's `build_capture_graph` adds bootstraps, flushes,
 #   idempotent retries and acknowledged writes, and stores the same entries.
 # - Going further: [the auditor's rules, three conversations and the kill
-#   tests](going_further/06_audit_and_kill_tests.ipynb).
+#   tests](going_further/06_audit_and_kill_tests.ipynb); [the memory service
+#   for a fleet](going_further/06_memory_fleet.ipynb), several replicas over
+#   one Postgres.
 #
 # ## Exercises
 # 1. Let the teaching guard take the model's `raw_entry` instead of the

@@ -54,7 +54,7 @@ from agentstate.memory.capture.graph import InvalidTurn, build_capture_graph, ch
 from agentstate.memory.capture.observer import VAULT
 from agentstate.memory.capture.policy import CapturePolicy
 from agentstate.memory.client import DUPLICATE, WRITE_TOOLS, MemoryClient
-from agentstate.memory.service.store import MemoryInputError, check_key
+from agentstate.memory.service.store import MAX_MSG_IDX, MemoryInputError, check_key
 from agentstate.models import get_chat_model, model_settings, reply, tool_call
 from agentstate.models.policy import PolicyChatModel
 from agentstate.rds import (
@@ -267,6 +267,8 @@ def event_message(event: Mapping[str, Any], last_msg_idx: int) -> BaseMessage:
             "a control event needs control SESSION_START, FLUSH_CONTEXT or SESSION_END"
         )
     idx = event.get("msg_idx")
+    if isinstance(idx, int) and idx > MAX_MSG_IDX:  # a huge one would use up the positions
+        raise ValueError(f"msg_idx must be at most {MAX_MSG_IDX}, got {idx}")
     idx = last_msg_idx + 1 if idx is None else idx
     if isinstance(idx, bool) or not isinstance(idx, int) or idx < 1:
         raise ValueError(f"msg_idx must be a positive integer, got {idx!r}")

@@ -6,7 +6,9 @@ Two halves that meet only over MCP:
   server process: ``store`` (SQLite: durable write queue, entries with FTS5,
   context snapshots, call log), ``writer`` (drains the queue), ``server`` (the
   FastMCP tools), ``options`` and ``cli`` (``agentstate memory serve``),
-  ``process`` (start/stop it on 127.0.0.1).
+  ``process`` (start/stop it on 127.0.0.1); for a fleet, ``store_postgres``
+  (one Postgres database behind several replicas) and ``fleet_writer``, with
+  ``stores`` choosing the backend ``--db`` names and ``targets`` reading it.
 - ``capture/``: stage 06's fix, the tool-only graph (``graph``, its ``guard``),
   the rules (``calls``, ``prompt``), offline models (``policy``), the recorded
   input (``conversations``), ``observer``, ``checkpoints``, ``worker``; and in
@@ -15,7 +17,9 @@ Two halves that meet only over MCP:
 
 Between them, ``client`` (the agent side of the wire: tools through
 langchain-mcp-adapters over one kept session, retries made safe by each write's
-``idempotency_key``); on top, ``lesson`` (the notebook's helpers).
+``idempotency_key``; with several URLs it fails over between replicas); on top,
+``lesson`` (the notebook's helpers) and ``fleet`` (replicas started together,
+the recorded fleet benchmark).
 
 The names below are the public API: ``from agentstate.memory import
 build_capture_graph``. They are imported on first use, so ``import
@@ -64,8 +68,15 @@ _HOMES = {
     "ServerProcess": "service.process",  # the server as a real process on 127.0.0.1
     "StoreInUseError": "service.store",  # another server process already serves the file
     "TOKEN_ENV": "service.options",  # AGENTSTATE_MEMORY_TOKEN
-    "build_server": "service.server",  # the FastMCP app over one SQLite file
+    "build_server": "service.server",  # the FastMCP app over an SQLite file or a Postgres URL
     "port_open": "service.process",  # is something listening on 127.0.0.1:port
+    # a fleet: several replicas over one Postgres database (issue 35)
+    "Fleet": "fleet",  # start N replicas of the server on one database URL
+    "PostgresMemoryStore": "service.store_postgres",  # the store over Postgres, shared by replicas
+    "StoreUnavailableError": "service.store",  # the database is down: one line, nothing acked
+    "fleet_rows": "fleet",  # the recorded fleet benchmark as table rows
+    "open_store": "service.stores",  # the store --db names: an SQLite path or a Postgres URL
+    "write_in_flight": "fleet",  # does a replica hold a claimed write uncommitted right now
     # checking and teaching
     "FAULTS": "lesson",  # the notebook's knob: fault name -> Faults
     "Violation": "capture.baselines.auditor",  # one broken capture rule

@@ -31,6 +31,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -42,7 +43,7 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
-from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint
+from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint, token_problem
 from agentstate.memory.service.process import port_open
 
 WRITE_TOOLS = ("add_entry", "put_context")
@@ -271,29 +272,49 @@ def _status(exc: BaseException) -> int | None:
 
 
 class MemoryClient:
-    """Tools and direct calls against one memory server, with retry after a restart.
+    """Tools and direct calls against a memory server (or a fleet's replicas), with retry.
 
     ``retry_for`` is how long a call waits for a missing server (0: fail at
     once with the hint that says how to start it); ``timeout`` bounds each
-    attempt. ``stats`` counts retries, for the notebook's restart lesson.
-    ``token`` defaults to ``$AGENTSTATE_MEMORY_TOKEN``. Text that UTF-8
+    attempt. ``stats`` counts retries and fail-overs, for the notebooks' restart
+    lessons. ``token`` defaults to ``$AGENTSTATE_MEMORY_TOKEN``; one an HTTP
+    header cannot carry is refused here (``MemoryAccessDenied``). Text that UTF-8
     cannot carry (a lone surrogate) is refused before anything is sent.
+
+    ``url`` may be a list: the replicas of one fleet (servers on one Postgres
+    database). Calls go to one replica; when it stops answering (killed,
+    restarted) the call is sent again, with the same idempotency key, to the
+    next replica whose port answers, so a write that reached the dead one
+    before it died is answered "already enqueued", not stored twice.
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         retry_for: float = 30.0,
         timeout: float = 60.0,
         token: str | None = None,
     ) -> None:
-        self.url = url
+        self.urls = [url] if isinstance(url, str) else list(url)
+        if not self.urls:
+            raise ValueError("MemoryClient needs the URL of at least one memory server")
         self.retry_for = retry_for
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
-        self.connection = http_connection(url, token)
-        self._session = _SessionTask(self.connection, timeout)
-        self.stats = {"retries": 0}
+        problem = token_problem(token) if token else None
+        if problem:  # httpx could not send it: say so now, not "no memory server answers"
+            raise MemoryAccessDenied(f"{TOKEN_ENV} (or token=) is unusable: {problem}")
+        self._token = token
+        self._timeout = timeout
+        self._use(0)
+        self.stats = {"retries": 0, "failovers": 0}
+
+    def _use(self, replica: int) -> None:
+        """Send the next calls to ``urls[replica]``, over a session of its own."""
+        self.replica = replica
+        self.url = self.urls[replica]
+        self.connection = http_connection(self.url, self._token)
+        self._session = _SessionTask(self.connection, self._timeout)
 
     async def __aenter__(self) -> MemoryClient:
         return self
@@ -308,7 +329,8 @@ class MemoryClient:
     async def tools(self) -> list[BaseTool]:
         """The server's tools as LangChain tools, every call routed through this client."""
         if not port_open(port_of(self.url)):
-            raise MemoryServerUnavailable(start_hint(self.url))
+            if not await self._fail_over(self._session, time.monotonic()):
+                raise MemoryServerUnavailable(start_hint(self.url))
         return await load_mcp_tools(
             None,
             connection=self.connection,
@@ -338,19 +360,36 @@ class MemoryClient:
             args = {**args, KEY: f"call-{uuid.uuid4().hex}"}  # the same key on every retry
         deadline = time.monotonic() + self.retry_for
         while True:
+            session = self._session
             try:
-                return await self._session.call(name, args)
+                return await session.call(name, args)
             except MemoryServerUnavailable:
                 if time.monotonic() >= deadline:
                     raise
                 self.stats["retries"] += 1
-                await self._wait_for_server(deadline)
+                if not await self._fail_over(session, deadline):
+                    raise MemoryServerUnavailable(start_hint(self.url)) from None
 
-    async def _wait_for_server(self, deadline: float) -> None:
-        port = port_of(self.url)
-        while not port_open(port):
+    async def _fail_over(self, failed: _SessionTask, deadline: float) -> bool:
+        """Wait until a replica answers (the next one first; with one URL, that URL).
+
+        False at ``deadline``. Calls that failed together move once: a caller
+        whose session was already replaced just retries on the new one.
+        """
+        while True:
+            if self._session is not failed:
+                return True
+            count = len(self.urls)
+            for step in range(1, count + 1) if count > 1 else (0,):
+                replica = (self.replica + step) % count
+                if port_open(port_of(self.urls[replica])):
+                    if replica != self.replica:
+                        self.stats["failovers"] += 1
+                        self._use(replica)
+                        await failed.close()
+                    return True
             if time.monotonic() >= deadline:
-                raise MemoryServerUnavailable(start_hint(self.url))
+                return False
             await asyncio.sleep(0.1)
 
 

@@ -58,7 +58,7 @@ from langgraph.graph.message import add_messages
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.conversations import CONTROLS
 from agentstate.memory.capture.prompt import system_prompt, turn_line
-from agentstate.memory.service.store import MemoryInputError, check_text
+from agentstate.memory.service.store import MAX_POSITION, MemoryInputError, check_text
 
 MODEL_WINDOW = 24  # conversation messages shown to the model (the newest ones)
 
@@ -110,6 +110,8 @@ def check_turn(turn: Any) -> BaseMessage:
         idx = turn.additional_kwargs.get("msg_idx")
         if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
             raise InvalidTurn(f"msg_idx must be a non-negative int, got {idx!r}")
+        if idx > MAX_POSITION:
+            raise InvalidTurn(f"msg_idx {idx} is past {MAX_POSITION}, the largest position")
         if not isinstance(turn.content, str):
             raise InvalidTurn("a conversation message's content must be a string")
         if turn.role in STORED_ROLES:

@@ -2,7 +2,9 @@
 
 ``python -m agentstate.memory.capture.worker --url URL --checkpoints PATH --conversation NAME``
 replays a conversation through the tool-only graph with a SQLite checkpointer
-(``checkpoints.async_capture_checkpointer``: a 0600 file, WAL).
+(``checkpoints.async_capture_checkpointer``: a 0600 file, WAL). ``--url`` given
+several times names the replicas of a fleet; the client fails over between them,
+and the worker prints how many times before ``done``.
 Started again on the same checkpoint file, it first finishes any turn the
 killed process left half done (``CaptureRun.resume``), then sends only the
 events the checkpoints do not show as handled. It prints ``sent <thread>
@@ -39,8 +41,8 @@ def preflight(args: argparse.Namespace):
     check_db_path(args.checkpoints)
     check_own_file(args.checkpoints, "the checkpoint file")  # a FIFO or a symlink: refused
     conversation = conversation_of(args.conversation)
-    if args.retry_for <= 0 and not port_open(port_of(args.url)):
-        raise ConnectionError(start_hint(args.url))
+    if args.retry_for <= 0 and not any(port_open(port_of(url)) for url in args.url):
+        raise ConnectionError(start_hint(args.url[0]))
     return conversation
 
 
@@ -74,6 +76,8 @@ async def run(args: argparse.Namespace, conversation) -> int:
             print(f"sent {event.thread} {event.position}", flush=True)
             if args.pace:
                 await asyncio.sleep(args.pace)
+        if len(args.url) > 1:
+            print(f"replicas: failed over {client.stats['failovers']} time(s)", flush=True)
     print("done", flush=True)
     return 0
 
@@ -84,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m agentstate.memory.capture.worker", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
-        "--url", required=True, help="the memory server, e.g. http://127.0.0.1:8765/mcp"
+        "--url",
+        required=True,
+        action="append",
+        help="the memory server, e.g. http://127.0.0.1:8765/mcp; repeat it for the replicas of "
+        "a fleet (one Postgres database): a call fails over to the next one that answers",
     )
     parser.add_argument("--checkpoints", required=True, help="SQLite file for the checkpointer")
     parser.add_argument(

@@ -22,7 +22,9 @@ import socket
 import sys
 from typing import NoReturn
 
+from agentstate._extras import require
 from agentstate.loopback import HOST, port_argument
+from agentstate.memory.service.targets import check_postgres_url, is_postgres, redact
 from agentstate.private_files import NotOwnFileError, read_small_file
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
@@ -42,7 +44,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
     ``--token`` is still parsed, only to refuse it with the reason (see :func:`resolve_token`).
     """
-    parser.add_argument("--db", required=True, help="SQLite file (created 0600 if missing)")
+    parser.add_argument(
+        "--db",
+        required=True,
+        help="SQLite file (created 0600 if missing), or postgresql://USER@HOST:PORT/DB for one "
+        "replica of a fleet sharing that database (password from PGPASSWORD or ~/.pgpass)",
+    )
     parser.add_argument(
         "--transport",
         choices=["stdio", "http"],
@@ -69,6 +76,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         type=float,
         default=0.0,
         help=argparse.SUPPRESS,  # seconds the writer waits before each queued write (tests)
+    )
+    parser.add_argument(
+        "--db-retry-for",
+        type=float,
+        default=10.0,
+        help=argparse.SUPPRESS,  # Postgres: seconds a call waits for the database (tests)
     )
     return parser
 
@@ -131,9 +144,26 @@ def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
             error(f"{source} is set but empty; set a token, or unset it to serve without one")
     else:
         return None
-    if any(c.isspace() or not c.isprintable() for c in token):
-        error(f"{source}: the token must be one word of printable characters")
+    problem = token_problem(token)
+    if problem:
+        error(f"{source}: {problem}")
     return token
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be a bearer token, or None: it must be visible ASCII, one word.
+
+    An HTTP header carries ASCII (RFC 9110 field values; RFC 6750's ``b64token``
+    is stricter still): a token with ``é`` or a space would start a server its
+    client cannot reach (httpx cannot encode the header, and the client would
+    report no server at all). The message never quotes the token.
+    """
+    if any(not "!" <= c <= "~" for c in token):
+        return (
+            "the token must be one word of visible ASCII characters (what an HTTP header "
+            "carries: letters, digits and punctuation, no spaces, no accented letters)"
+        )
+    return None
 
 
 def preflight(args: argparse.Namespace, error) -> None:
@@ -148,6 +178,15 @@ def preflight(args: argparse.Namespace, error) -> None:
     args.token = resolve_token(args, error)
     if args.transport == "http" and not port_free(args.port):
         error(f"--port {args.port}: {HOST}:{args.port} is already in use")
+    if is_postgres(args.db):
+        try:
+            check_postgres_url(args.db)
+            require("memory", "the memory server on Postgres")
+        except ValueError as exc:  # a password in the URL, no database named
+            error(f"--db {exc}")
+        except ImportError as exc:  # psycopg missing: which extra installs it
+            error(f"--db {redact(args.db)}: {exc}")
+        return
     try:
         check_store_path(args.db)
     except MemoryInputError as exc:

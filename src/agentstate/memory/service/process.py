@@ -7,7 +7,10 @@ picks a free loopback port, waits until the port answers, and on ``stop()``
 ``kill()`` is a real SIGKILL, for the restart lessons. The server's own log
 goes to ``<db>.log`` (0600, like the store), never to the notebook. Ports, readiness, stopping and
 errors (:class:`~agentstate.loopback.LoopbackServerError`) come from
-:mod:`agentstate.loopback`, shared with stage 05's engine.
+:mod:`agentstate.loopback`, shared with stage 05's engine. ``db`` may be a
+``postgresql://`` URL: then the process is one replica of a fleet (start
+several on one URL), its log goes where ``log_path`` says, and a password in
+the URL reaches the child as ``PGPASSWORD``, never as an argument.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from pathlib import Path
 
 from agentstate.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
+from agentstate.memory.service.targets import is_postgres, split_password
 from agentstate.private_files import own_file
 
 __all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
@@ -31,10 +35,27 @@ class ServerProcess(LoopbackProcess):
     hint = "start one yourself with `agentstate memory serve --db PATH --transport http`"
     slug = "memory"
 
-    def __init__(self, db: str | Path, port: int | None = None, write_delay: float = 0.0):
-        self.db = Path(db)
-        super().__init__(port=port, log_path=f"{self.db}.log")
+    def __init__(
+        self,
+        db: str | Path,
+        port: int | None = None,
+        write_delay: float = 0.0,
+        *,
+        log_path: str | Path | None = None,
+        db_retry_for: float | None = None,
+    ):
+        self.db: str | Path
+        self._password: str | None = None
+        if is_postgres(db):  # one replica of a fleet; the password goes by environment
+            self.db = str(db)  # what readers (the auditor) use: the full URL, never shown
+            self._password = split_password(self.db)[1]
+            if log_path is None:
+                raise ValueError("a memory server on Postgres needs log_path= (no file to sit by)")
+        else:
+            self.db = Path(db)
+        super().__init__(port=port, log_path=log_path or f"{self.db}.log")
         self.write_delay = write_delay
+        self.db_retry_for = db_retry_for
         atexit.register(self.stop)
 
     @property
@@ -49,15 +70,21 @@ class ServerProcess(LoopbackProcess):
 
     def command(self) -> list[str]:
         """The server's argv."""
-        args = [sys.executable, "-m", "agentstate.memory.service.server", "--db", str(self.db),
+        db = split_password(str(self.db))[0] if is_postgres(self.db) else str(self.db)
+        args = [sys.executable, "-m", "agentstate.memory.service.server", "--db", db,
                 "--transport", "http", "--port", str(self.port)]  # fmt: skip
         if self.write_delay:
             args += ["--write-delay", str(self.write_delay)]
+        if self.db_retry_for is not None:
+            args += ["--db-retry-for", str(self.db_retry_for)]
         return args
 
     def environment(self) -> dict[str, str]:
         """Unbuffered output, so the log shows what happened before a crash."""
-        return {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self._password is not None:  # never on the command line (/proc/<pid>/cmdline)
+            env["PGPASSWORD"] = self._password
+        return env
 
     def start(self, timeout: float = 20.0, *, detach: bool = False) -> ServerProcess:
         """Launch the server and wait until its port answers (20 s by default).

@@ -1,4 +1,4 @@
-"""The memory MCP server: the Mycelian Memory tools over SQLite, run as its own process.
+"""The memory MCP server: the Mycelian Memory tools over SQLite or Postgres, as its own process.
 
 Tools (names and parameters of Mycelian Memory's MCP server): ``add_entry``,
 ``list_entries``, ``get_entry``, ``put_context``, ``get_context``,
@@ -18,7 +18,12 @@ http --port N`` (streamable HTTP, bound to 127.0.0.1 only). Over HTTP any
 local process can read and write unless a bearer token is set
 (``AGENTSTATE_MEMORY_TOKEN`` or ``--token-file``, never a visible argument);
 then a request without ``Authorization: Bearer <token>`` gets HTTP 401. One
-server per SQLite file: a second one on the same file exits with an error. Taught in notebook 06.
+server per SQLite file: a second one on the same file exits with an error.
+``--db postgresql://...`` instead makes this process one replica of a fleet:
+any number of them serve one database, each write stored once whichever
+replica gets it (:mod:`.store_postgres`); a database that is down or
+restarting is retried, then reported in one line, never acknowledged. Taught
+in notebook 06 (the fleet: going-further 06b).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import functools
 import hmac
+import inspect
 import json
 import logging
 import sqlite3
@@ -56,15 +62,16 @@ from agentstate.memory.service.store import (  # noqa: E402
     MAX_POSITION,
     MAX_TAGS_CHARS,
     MemoryInputError,
-    MemoryStore,
     StoreInUseError,
+    StoreUnavailableError,
     check_id,
     check_key,
     check_text,
     new_entry_id,
     parse_time,
 )
-from agentstate.memory.service.writer import Writer  # noqa: E402
+from agentstate.memory.service.stores import QueueWriter, Store, open_service  # noqa: E402
+from agentstate.memory.service.targets import redact  # noqa: E402
 
 CONSISTENCY_TIMEOUT = 30.0
 DUPLICATE = "already enqueued"  # a write whose idempotency_key the memory already has
@@ -146,18 +153,21 @@ def _tags(tags: Any) -> dict[str, Any]:
 class MemoryServer(FastMCP[Any]):
     """The FastMCP app with its store and writer, for closing them and in-process inspection."""
 
-    agentstate_store: MemoryStore
-    agentstate_writer: Writer
+    agentstate_store: Store
+    agentstate_writer: QueueWriter
 
 
-def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0) -> MemoryServer:
-    """A FastMCP app over the SQLite file at ``db_path`` (created 0600 if missing).
+def build_server(
+    db_path: str | Path, port: int = 8765, write_delay: float = 0.0, db_retry_for: float = 10.0
+) -> MemoryServer:
+    """A FastMCP app over the SQLite file at ``db_path`` (created 0600 if missing), or over
+    the Postgres database a ``postgresql://`` URL names (one replica of a fleet).
 
-    Raises ``MemoryInputError`` for a path that cannot be a store and
-    ``StoreInUseError`` if another process serves the file.
+    Raises ``MemoryInputError`` for a path that cannot be a store,
+    ``StoreInUseError`` if another process serves the SQLite file and
+    ``StoreUnavailableError`` if the Postgres database cannot be reached.
     """
-    store = MemoryStore(db_path)
-    writer = Writer(store, delay=write_delay)
+    store, writer = open_service(db_path, write_delay, retry_for=db_retry_for)
     mcp = MemoryServer(
         "agentstate-memory",
         host=HOST,
@@ -181,22 +191,26 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         @functools.wraps(fn)
         async def wrapper(*args, **kwargs):
             try:
-                return await fn(*args, **kwargs)
-            except (MemoryInputError, TimeoutError) as exc:
+                if inspect.iscoroutinefunction(fn):
+                    return await fn(*args, **kwargs)
+                if store.blocking:  # a database across the network: off the event loop
+                    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+                return fn(*args, **kwargs)
+            except (MemoryInputError, TimeoutError, StoreUnavailableError) as exc:
                 raise ToolError(str(exc)) from None
 
         returns_text = fn.__annotations__.get("return") in ("str", str)
         return mcp.tool(structured_output=not returns_text)(wrapper)
 
     @tool
-    async def create_memory(vault_id: str, memory_id: str, title: str = "") -> str:
+    def create_memory(vault_id: str, memory_id: str, title: str = "") -> str:
         """Create a memory in a vault (memory ids are unique). Returns "created" or "exists"."""
         if title:
             check_text(title, "title")
         return "created" if store.create_memory(vault_id, memory_id, title) else "exists"
 
     @tool
-    async def add_entry(
+    def add_entry(
         vault_id: str,
         memory_id: str,
         raw_entry: str,
@@ -234,7 +248,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return "enqueued"
 
     @tool
-    async def list_entries(
+    def list_entries(
         vault_id: str,
         memory_id: str,
         limit: Limit = 25,
@@ -259,9 +273,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return {"entries": entries, "next": more}
 
     @tool
-    async def assign_position(
-        vault_id: str, memory_id: str, message_key: str, after: After = 0
-    ) -> str:
+    def assign_position(vault_id: str, memory_id: str, message_key: str, after: After = 0) -> str:
         """The position (msg_idx) of one message in this memory, assigned once, atomically.
 
         The same ``message_key`` (the message's own id, up to 200 characters)
@@ -277,7 +289,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return str(store.assign_position(memory_id, key, after))
 
     @tool
-    async def get_entry(vault_id: str, memory_id: str, entry_id: str) -> dict[str, Any]:
+    def get_entry(vault_id: str, memory_id: str, entry_id: str) -> dict[str, Any]:
         """One entry: entry_id, raw_entry, summary, tags, created_at."""
         store.require_memory(vault_id, memory_id)
         check_id(entry_id, "entry_id")
@@ -286,7 +298,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return entry
 
     @tool
-    async def put_context(
+    def put_context(
         vault_id: str, memory_id: str, content: str, idempotency_key: Key = None
     ) -> str:
         """Queue a new context snapshot (plain text; every write kept). Returns "enqueued".
@@ -300,7 +312,7 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
         return _queue(memory_id, "context", payload, {"chars": len(content)}, key)
 
     @tool
-    async def get_context(vault_id: str, memory_id: str) -> str:
+    def get_context(vault_id: str, memory_id: str) -> str:
         """The latest context snapshot, or "context not found"."""
         store.require_memory(vault_id, memory_id)
         latest = store.contexts(memory_id, 1)
@@ -310,13 +322,17 @@ def build_server(db_path: str | Path, port: int = 8765, write_delay: float = 0.0
     @tool
     async def await_consistency(memory_id: str) -> str:
         """Wait until every queued write of the memory is applied. Returns "consistent"."""
-        store.vault_of(memory_id)
-        await anyio.to_thread.run_sync(writer.wait, memory_id, CONSISTENCY_TIMEOUT)
-        store.log_op(memory_id, "await_consistency")
+
+        def settle() -> None:  # in a worker thread: it waits, and may ask the database
+            store.vault_of(memory_id)
+            writer.wait(memory_id, CONSISTENCY_TIMEOUT)
+            store.log_op(memory_id, "await_consistency")
+
+        await anyio.to_thread.run_sync(settle)
         return "consistent"
 
     @tool
-    async def search_memories(
+    def search_memories(
         memory_id: str, query: str, top_ke: TopKe = 5, top_kc: TopKc = 1
     ) -> dict[str, Any]:
         """Full-text search of entries (top_ke 0..25) plus the latest contexts (top_kc 1..10)."""
@@ -415,9 +431,17 @@ def run(args: argparse.Namespace, error) -> int:
     """
     token = args.token  # resolved by preflight: environment or --token-file, never argv
     try:
-        server = build_server(args.db, port=args.port, write_delay=args.write_delay)
-    except (MemoryInputError, StoreInUseError, sqlite3.Error, OSError) as exc:
-        error(f"--db {args.db}: {exc}")
+        server = build_server(
+            args.db, port=args.port, write_delay=args.write_delay, db_retry_for=args.db_retry_for
+        )
+    except (
+        MemoryInputError,
+        StoreInUseError,
+        StoreUnavailableError,
+        sqlite3.Error,
+        OSError,
+    ) as exc:
+        error(f"--db {redact(str(args.db))}: {exc}")
     try:
         if args.transport == "http":
             url = f"http://{HOST}:{args.port}/mcp"

@@ -83,6 +83,10 @@ BACKFILL_POSITIONS = """UPDATE memories SET last_position = COALESCE((
     WHERE queue.memory_id = memories.memory_id AND kind = 'entry'
     AND json_type(payload, '$.tags.msg_idx') = 'integer'), 0)"""
 MAX_POSITION = 2**53 - 1  # the largest integer every JSON reader keeps exact
+# The largest msg_idx a writer may choose itself. Positions (``assign_position``) go on past it
+# to MAX_POSITION, so one huge msg_idx can never use up a memory's positions: a writer that
+# numbers its own messages moves the next assigned position to at most MAX_MSG_IDX + 1.
+MAX_MSG_IDX = 2**31 - 1
 LAST_SEQ = 2**63 - 1  # past every seq SQLite assigns
 
 # Whole-string patterns, used with ``fullmatch``: ``$`` alone would accept a trailing newline.
@@ -103,8 +107,25 @@ class MemoryInputError(ValueError):
     """Bad input or an unknown memory: the message says which and why; nothing was written."""
 
 
+def check_after(memory_id: str, after: int, last: int) -> None:
+    """Refuse an ``assign_position`` ``after`` that would move the memory's positions too far."""
+    if after > MAX_MSG_IDX and after > last:
+        raise MemoryInputError(
+            f"after {after} is past {MAX_MSG_IDX} and past the last position of memory "
+            f"{memory_id!r} ({last}); nothing was assigned"
+        )
+
+
 class StoreInUseError(RuntimeError):
     """Another process already serves this SQLite file (one writer per file)."""
+
+
+class StoreUnavailableError(RuntimeError):
+    """The store's database cannot be reached (Postgres down or restarting), in one line.
+
+    Nothing was acknowledged: a write that got this error is sent again with its
+    key, and lands once.
+    """
 
 
 def now() -> str:
@@ -175,6 +196,20 @@ def check_encodable(value: str, name: str) -> str:
     return value
 
 
+def written_msg_idx(tags: dict[str, Any]) -> int | None:
+    """The integer ``msg_idx`` of an entry's tags (None if it has none, or another type)."""
+    idx = tags.get("msg_idx")
+    return idx if isinstance(idx, int) and not isinstance(idx, bool) else None
+
+
+def msg_idx_refusal(memory_id: str, idx: int) -> MemoryInputError:
+    """The one-line refusal of a ``msg_idx`` past :data:`MAX_MSG_IDX` the memory never assigned."""
+    return MemoryInputError(
+        f"msg_idx {idx} is past {MAX_MSG_IDX}, the largest a writer may give, and is not a "
+        f"position memory {memory_id!r} assigned (ask assign_position for one); nothing was stored"
+    )
+
+
 def check_key(value: Any, name: str = "idempotency_key") -> str | None:
     """A key (a write's, a message's): None, or 1-200 characters without control characters."""
     if value is None:
@@ -220,6 +255,22 @@ def check_store_path(path: str | Path) -> Path:
     return path
 
 
+def tighten_side_files(path: Path) -> None:
+    """Tighten the store's existing ``-wal``, ``-shm`` and ``-journal`` files to 0600.
+
+    SQLite creates them with the store's mode, but one left by a crash or copied
+    in with the store keeps its own (0644, say) while conversations are appended
+    to it. Each is checked like the store (:func:`agentstate.private_files.own_file`:
+    a symlink or anything but a regular file is refused); a missing one is left
+    for SQLite to create. Called with the writer's lock held, so no other server
+    is using them.
+    """
+    for side in ("-wal", "-shm", "-journal"):
+        side_path = path.with_name(path.name + side)
+        if check_own_file(side_path, "the store's side file") is not None:
+            own_file(side_path, "the store's side file")
+
+
 def _lock_writer(path: Path) -> int:
     """Hold an exclusive lock on ``<db>.lock`` for this process's lifetime, or refuse.
 
@@ -256,12 +307,15 @@ class MemoryStore:
     chmod: :mod:`agentstate.private_files`), or if the file is not an SQLite database.
     """
 
+    blocking = False  # fast local calls: the server runs them on its event loop
+
     def __init__(self, path: str | Path, fsync: bool = False) -> None:
         self.path = Path(path)
         check_store_path(self.path)  # before anything touches it: bad input changes nothing
         try:
             own_file(self.path, "the store")  # 0600, refused if it is not a regular file
             self._lock_fd: int | None = _lock_writer(self.path)
+            tighten_side_files(self.path)
         except OSError as exc:
             raise MemoryInputError(str(exc)) from None
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
@@ -363,9 +417,19 @@ class MemoryStore:
 
         With ``key``: None, and nothing written or logged, if this memory already
         has a write with that key (checked inside the transaction, so two
-        concurrent sends of one write store it once).
+        concurrent sends of one write store it once). An entry's ``msg_idx`` past
+        :data:`MAX_MSG_IDX` is refused unless this memory assigned that position.
         """
+        idx = written_msg_idx(payload.get("tags", {})) if kind == "entry" else None
         with self._lock:
+            if (
+                idx is not None
+                and idx > MAX_MSG_IDX
+                and not self._rows(
+                    "SELECT 1 FROM positions WHERE memory_id = ? AND position = ?", (memory_id, idx)
+                )
+            ):
+                raise msg_idx_refusal(memory_id, idx)
             if key is not None and self._rows(
                 "SELECT 1 FROM queue WHERE memory_id = ? AND write_key = ?", (memory_id, key)
             ):
@@ -393,9 +457,10 @@ class MemoryStore:
                 ),
             ),
         ]
-        idx = payload.get("tags", {}).get("msg_idx") if kind == "entry" else None
-        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx <= MAX_POSITION:
+        idx = written_msg_idx(payload.get("tags", {})) if kind == "entry" else None
+        if idx is not None and 0 <= idx <= MAX_MSG_IDX:
             # a message written with its own msg_idx: a position assigned later comes after it
+            # (an assigned position past MAX_MSG_IDX is already the memory's last_position)
             statements.append(
                 (
                     "UPDATE memories SET last_position = MAX(last_position, ?) WHERE memory_id = ?",
@@ -413,7 +478,9 @@ class MemoryStore:
         the same position every time, a new key the next free one, greater than
         ``after``, than every position assigned before and than every integer
         ``msg_idx`` this memory was written with. Two writers that read the same
-        count at once therefore never give two messages one position.
+        count at once therefore never give two messages one position. An ``after``
+        past both :data:`MAX_MSG_IDX` and the memory's last position is refused:
+        like a huge ``msg_idx``, it would use up the positions of the memory.
         """
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -428,6 +495,7 @@ class MemoryStore:
                     last = self._conn.execute(
                         "SELECT last_position FROM memories WHERE memory_id = ?", (memory_id,)
                     ).fetchone()[0]
+                    check_after(memory_id, after, int(last))
                     position, new = max(int(last), after) + 1, True
                     if position > MAX_POSITION:
                         raise MemoryInputError(f"memory {memory_id!r} has no position left")
@@ -520,6 +588,13 @@ class MemoryStore:
                 (payload["vault_id"], item["memory_id"], payload["content"], stamp),
             )
         return [write, mark]
+
+    def drain(self) -> int:
+        """Apply every queued write in one transaction; return how many there were."""
+        queued = self.pending()
+        if queued:
+            self.apply_many(queued)
+        return len(queued)
 
     def pending_count(self, memory_id: str) -> int:
         """Queued writes of ``memory_id`` not applied yet, counted in the database."""

@@ -1,7 +1,8 @@
 """The auditor of notebook 06: compare the store with the conversation it should hold.
 
-It opens the server's SQLite file read-only and never looks at an agent's
-state: what counts is what was persisted. Per thread it checks the entries
+It opens the server's database read-only (the SQLite file, or the Postgres
+database a fleet of replicas shares) and never looks at an agent's state nor
+at a server's: what counts is what was persisted. Per thread it checks the entries
 (one per message, in order, role and content byte-identical, no system
 messages, nothing extra), the flushes (a ``put_context`` after each
 msg_idx % 6 == 0, FLUSH_CONTEXT and SESSION_END, each preceded by
@@ -13,8 +14,6 @@ too: an audit is only meaningful once the store is consistent.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.conversations import CONTROLS, Conversation, Event
+from agentstate.memory.service.stores import decoded, read_memory_rows
 
 KINDS = (
     "missing",
@@ -60,40 +60,23 @@ class Violation:
         }
 
 
-def _connect(db: str | Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(f"file:{Path(db)}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
 def read_memory(db: str | Path, memory_id: str) -> dict[str, list[dict[str, Any]]]:
-    """Entries, call log and pending queue of one memory, oldest first (volatile fields dropped)."""
-    with _connect(db) as conn:
-        entries = [
-            {"raw_entry": r["raw_entry"], "tags": json.loads(r["tags"])}
-            for r in conn.execute(
-                "SELECT raw_entry, tags FROM entries WHERE memory_id = ? ORDER BY seq", (memory_id,)
-            )
-        ]
-        ops = [
-            {"tool": r["tool"], **json.loads(r["detail"])}
-            for r in conn.execute(
-                "SELECT tool, detail FROM ops WHERE memory_id = ? ORDER BY seq", (memory_id,)
-            )
-        ]
-        pending = conn.execute(
-            "SELECT COUNT(*) FROM queue WHERE memory_id = ? AND applied_at IS NULL", (memory_id,)
-        ).fetchone()[0]
-        contexts = [
-            r[0]
-            for r in conn.execute(
-                "SELECT content FROM contexts WHERE memory_id = ? ORDER BY snapshot", (memory_id,)
-            )
-        ]
-    conn.close()
+    """Entries, call log and pending queue of one memory, oldest first (volatile fields dropped).
+
+    ``db`` is the SQLite file or the Postgres URL the servers write to: read
+    from the database, never from a server (a fleet's replicas hold nothing of their own).
+    """
+    stored = decoded(read_memory_rows(db, memory_id))
+    entries = [{"raw_entry": e["raw_entry"], "tags": e["tags"]} for e in stored["entries"]]
+    ops = stored["ops"]
     for op in ops:
         op.pop("entry_id", None)
-    return {"entries": entries, "ops": ops, "contexts": contexts, "pending": pending}
+    return {
+        "entries": entries,
+        "ops": ops,
+        "contexts": stored["contexts"],
+        "pending": stored["pending"],
+    }
 
 
 def audit(db: str | Path, conversation: Conversation, memories: dict[str, str]) -> list[Violation]:
