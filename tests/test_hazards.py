@@ -49,6 +49,13 @@ def test_every_reproduction_ran_in_every_set_and_is_on_the_page():
         assert f"### Runs of {name}" in page
 
 
+def test_the_matrix_says_what_produced_it():
+    p = matrix()["provenance"]
+    assert p["git_dirty"] is False, "the committed matrix comes from committed code"
+    assert p["command"].startswith("python scripts/hazards_by_version.py")
+    assert p["cores"] >= 1 and p["cpu"]
+
+
 def test_the_matrix_has_at_least_eight_version_sets_that_ran():
     assert len(ran_sets()) >= 8
     assert {"pins", "lowest", "newest"} <= {s["name"] for s in ran_sets()}

@@ -1,4 +1,4 @@
-"""``python -m agentstate.hazards [--json] [NAME ...]``: which hazards live in the versions here.
+"""``python -m agentstate.hazards``: which hazards of notebooks 01-06 live in the versions here.
 
 Prints one line per hazard (its lesson, the outcome of a run here, the
 evidence) under the versions of the libraries that decide it; ``--json``
@@ -18,6 +18,7 @@ from agentstate.hazards.registry import HAZARDS, installed_versions, results_jso
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the hazards named (or all) and print what each run showed; exit status 0."""
     parser = argparse.ArgumentParser(
         prog="python -m agentstate.hazards",
         description="Run the series' hazards against the libraries installed here.",

@@ -49,6 +49,7 @@ def system_prompts(layout: Callable[[str], str]) -> list[str]:
 
 
 def shared_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share (what a prefix cache could reuse)."""
     return len(os.path.commonprefix([a, b]))
 
 

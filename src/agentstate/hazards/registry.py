@@ -34,6 +34,7 @@ class Result:
     """One line a reader can check: the counts or the error the run produced."""
 
     def as_dict(self) -> dict[str, str]:
+        """The result as JSON-ready fields."""
         return asdict(self)
 
 
@@ -190,4 +191,5 @@ def installed_versions() -> dict[str, str]:
 
 
 def results_json(results: Iterable[Result]) -> list[dict[str, str]]:
+    """``results`` as JSON-ready dicts, in order."""
     return [r.as_dict() for r in results]

@@ -52,8 +52,8 @@ def render_page(data: dict[str, Any]) -> str:
         cells = [
             WORDS[s["results"][h.name]["outcome"]] if h.name in s["results"] else "-" for s in ran
         ]
-        anchor = f'<a id="{h.name}"></a>'
-        lines.append(_row([h.lesson, f"{anchor}[{h.name}](#runs-of-{h.name})", *cells]))
+        row_id = f'<a id="{h.name}"></a>'
+        lines.append(_row([h.lesson, f"{row_id}[{h.name}](#runs-of-{h.name})", *cells]))
     lines += [
         "",
         "## The version sets",

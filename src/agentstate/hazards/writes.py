@@ -47,6 +47,7 @@ def field_writer(key: str) -> Any:
 
 
 def five_stores() -> list[dict[str, Any]]:
+    """One ``store_field`` call per field of :data:`FIELDS`, in order."""
     return [tool_call("store_field", name=k, value=v) for k, v in FIELDS.items()]
 
 
