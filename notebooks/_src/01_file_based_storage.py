@@ -19,9 +19,9 @@
 # [glossary](../docs/glossary.md).
 #
 # ## Goals
-# - Reproduce the loss, first in a toy graph, then in a real agent.
-# - See one super-step drawn: what each call read, what it wrote, what the reducer kept.
-# - Fix it with one file per field, and check the fix keeps all five.
+# - Reproduce the loss in a toy graph, then in a real agent.
+# - See one super-step drawn: what each call read and wrote, what the reducer kept.
+# - Fix it with one file per field.
 
 # %% [markdown]
 # ## 1. Reproduce: a toy first
@@ -312,14 +312,14 @@ knob_widget = widgets.interact(
 # ## Summary
 # - Five parallel calls that read the file, add a field and write it back
 #   kept **one** field, while every tool said "Stored".
-# - The calls ran in one super-step, and each read the state from before it.
-#   The `files` reducer folded the writes in call order, each replacing the
-#   whole file, so the **last call of the reply** survived.
+# - Each call read the state from before the super-step. The `files`
+#   reducer folded the whole-file writes in call order, so the **last call
+#   of the reply** survived.
 # - One file per field keeps all five. [Lesson 02](02_state_reducer.ipynb)
-#   merges the fields in a state key with a reducer instead.
+#   uses a reducer instead.
 # - Going further: [inside a super-step](going_further/01_inside_a_super_step.ipynb)
-#   shows the state after every step, the calls in time, and the guard
-#   deepagents' own file tools have had since 0.7.16.
+#   has the state after every step, the calls in time, and deepagents'
+#   own guard (since 0.7.16).
 #
 # ## Exercises
 # 1. In the toy, make `replace_path` merge a write's fields into the file

@@ -22,8 +22,8 @@
 # - Write the turn cache whole and prove it agrees with the package's.
 #
 # ## 1. Reproduce: readers next to the writers
-# Lesson 02's state and writer, and two readers that read `runtime.state`.
-# The first reader prints what it read while `show_reads` is on.
+# Lesson 02's state and writer, and two readers of `runtime.state`. The
+# first prints what it read while `show_reads` is on.
 
 # %%
 import json
@@ -142,21 +142,21 @@ print("fields the late reader saw:", seen(late))
 print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).invoke(TURN)))
 
 # %% [markdown]
-# The seven calls ran in one super-step on several threads, so the tools
-# are not "single-threaded". The late reader still saw nothing: writes
-# apply at the end of the **super-step**, not of the turn. A reader in the
-# next reply sees them all. A dict that every tool shares does not help
-# either: nothing makes a reader wait for the writers on other threads
-# ([going further](going_further/03_caches_that_fail.ipynb) shows the race).
+# The seven calls ran in one super-step on several threads: the tools are
+# not "single-threaded". The late reader still saw nothing. Writes apply at
+# the end of the **super-step**, not of the turn. A dict shared by every
+# tool does not help: nothing makes a reader wait for the writers on other
+# threads ([going further](going_further/03_caches_that_fail.ipynb) shows
+# the race).
 #
 # ## 3. When is a turn cache worth it?
-# The cheap fix is the one above: the readers in the next reply. It costs
-# one more model call, a second or two with a real model, and no code. A
-# line in the prompt asking for readers after writers is often enough. A
-# turn cache costs the thread synchronisation below, and each waiting
-# reader holds a thread. It is worth it only when you cannot choose the
-# order: a model that batches readers with writers anyway, or a check that
-# must run on the batch's own writes.
+# The cheap fix is above: the readers in the next reply. It costs one more
+# model call, a second or two with a real model, and no code. A line in the
+# prompt asking for readers after writers is often enough. A turn cache
+# costs the thread synchronisation below, and each waiting reader holds a
+# thread. It is worth it only when you cannot choose the order: a model
+# that batches readers with writers anyway, or a check that must run on the
+# batch's own writes.
 #
 # ## 4. The fix: a turn cache whose readers wait for their batch
 # A **batch** is the tool calls of one reply. A middleware wraps each tool
@@ -171,8 +171,8 @@ print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).i
 # 4. **Drop**: the batch's last call to finish forgets the batch.
 #
 # First, one batch through the package's `TurnCacheMiddleware`, each store
-# slowed to 50 ms and a thread for each call (`max_concurrency=7`). The
-# readers start with the writers, wait, and end just after the last writer.
+# slowed to 50 ms, a thread per call (`max_concurrency=7`). The readers
+# start with the writers, wait, and end just after the last writer.
 
 # %% tags=["nbval-ignore-output"]
 from agentstate.core import TurnCacheMiddleware
@@ -244,9 +244,8 @@ class TurnCache(AgentMiddleware):
 # ## 5. Prove it: 100 turns, and the package agrees
 # The package's `TurnCacheMiddleware` does the same four steps. It adds an
 # async twin, a batch per conversation, and clear errors when a writer is
-# rejected, fails or never gets a thread. The plain agent and both caches
-# run 100 turns, each tool call delayed by a seeded random 0-5 ms standing
-# in for real I/O (about 15 s):
+# rejected, fails or never gets a thread. 100 turns each, every tool call
+# delayed by a seeded random 0-5 ms standing in for real I/O (about 15 s):
 
 # %%
 from agentstate.simulation import ToolLatencyMiddleware
@@ -304,9 +303,8 @@ knob_widget = widgets.interact(
 # %% [markdown]
 # ## Summary
 # - A reader in the writers' own reply sees the state from before the
-#   super-step, even when it reads after they returned. Writes apply at the
-#   end of the super-step. A reader in the next reply sees everything.
-# - The calls of one reply run on several threads at once.
+#   super-step, even when it reads after they returned. The calls run on
+#   several threads at once.
 # - A reader in the next reply is the cheap fix. A turn cache, whose
 #   readers wait for their batch and read its writes merged, is worth its
 #   threads only when you cannot choose the order.
