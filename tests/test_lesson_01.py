@@ -29,6 +29,7 @@ from agentstate.fixtures import (
     store_then_read_model,
     user_turn,
 )
+from agentstate.hazards import hazard
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
 from agentstate.tracing import ToolTimeline, superstep, tool_replies
@@ -48,7 +49,6 @@ TEACHING = (
     "one_reply",
     "fields_kept",
     "LAYOUTS",
-    "survivors",
     "show_reads",
     "fields_in",
     "replace_path",
@@ -149,7 +149,15 @@ def test_one_call_per_reply_keeps_every_field_at_a_model_call_per_field(lesson):
     assert model.position == len(POSTGRES_FIELDS) + 1
 
 
-# --- deepagents' own guard (0.7.32, upstream PR #6446) ---
+# --- deepagents' own guard (since deepagents 0.7.16: docs/hazards-by-version.md) ---
+
+
+def test_the_hazard_rows_the_lesson_links_agree_with_the_pins():
+    """agentstate.hazards' reproductions of lesson 01: the custom tool loses, deepagents'
+    own edit_file refuses (the guard arrived in 0.7.16; the pins are newer)."""
+    custom, builtin = hazard("file-read-modify-write").run(), hazard("builtin-parallel-edit").run()
+    assert (custom.outcome, custom.evidence) == ("reproduced", "kept 1 of 5 (az)")
+    assert builtin.outcome == "refused" and builtin.evidence.startswith("1 of 5 edits applied")
 
 
 def test_write_file_refuses_every_later_mutation_of_one_path_in_one_reply():
@@ -254,18 +262,17 @@ def test_the_package_per_field_storage_refuses_a_bad_value_and_writes_nothing():
 def test_the_knob_keeps_one_field_in_the_shared_file_and_every_field_in_files_per_field(
     lesson, parallel_calls
 ):
-    kept = {
-        layout: lesson["survivors"](parallel_calls, layout).column("fields kept")[0]
-        for layout in lesson["LAYOUTS"]
-    }
+    kept = {layout: lesson["fields_kept"](layout, parallel_calls) for layout in lesson["LAYOUTS"]}
     assert kept == {"one file": 1, "one file per field": parallel_calls}
 
 
-def test_one_call_per_reply_costs_a_model_call_per_field_in_the_lesson_layouts(lesson):
-    one_reply = lesson["fields_kept"](lesson["store_requirement"], POSTGRES_FIELDS)
-    per_call = lesson["fields_kept"](lesson["store_requirement"], POSTGRES_FIELDS, True)
-    assert one_reply == {"fields kept": 1, "model calls": 2}
-    assert per_call == {"fields kept": 5, "model calls": 6}
+def test_one_call_per_reply_costs_a_model_call_per_field_with_the_lessons_tool(lesson):
+    model = lesson["ScriptedChatModel"](
+        script=[*(lesson["reply"](c) for c in lesson["stores"](POSTGRES_FIELDS)), reply(text="ok")]
+    )
+    state = create_deep_agent(model, tools=[lesson["store_requirement"]]).invoke(user_turn())
+    assert lesson["fields_in"](state["files"]) == POSTGRES_FIELDS
+    assert model.position == len(POSTGRES_FIELDS) + 1
 
 
 # --- the toy, the printed reads, the reducer by hand and the doctor (shown, not asserted) ---

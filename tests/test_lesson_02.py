@@ -35,6 +35,7 @@ from agentstate.fixtures import (
     reader_batch_model,
     user_turn,
 )
+from agentstate.hazards import hazard
 from agentstate.rds import (
     StateStorage,
     assemble_rds_agent,
@@ -286,7 +287,7 @@ def test_the_knob_over_its_range_plain_raises_from_two_replace_keeps_one_merge_k
     lesson,
 ):
     kept = {
-        (reducer, n): lesson["kept_with"](n, reducer).column("fields kept")[0]
+        (reducer, n): lesson["kept_with"](n, reducer)
         for reducer in lesson["SCHEMAS"]
         for n in (1, 2, 50)
     }
@@ -339,3 +340,16 @@ def test_the_side_by_side_picture_keeps_one_write_replacing_and_five_merging(les
         assert [c.read for c in flow.calls] == [{}] * 5
         kept[schema] = [c.kept for c in flow.calls]
     assert kept == {"ReplaceState": [False] * 4 + [True], "RequirementsState": [True] * 5}
+
+
+def test_the_hazard_rows_the_lesson_links_agree_with_what_it_shows(lesson):
+    """agentstate.hazards' reproductions of lesson 02 (the rows its opening links to)."""
+    results = {
+        name: hazard(name).run()
+        for name in ("plain-key-parallel-write", "replace-reducer", "undeclared-key")
+    }
+    assert {n: r.outcome for n, r in results.items()} == dict.fromkeys(results, "reproduced")
+    assert results["plain-key-parallel-write"].evidence.startswith("InvalidUpdateError")
+    assert results["replace-reducer"].evidence.startswith("kept 1 of 5")
+    undeclared = lesson["agent_with"](lesson["AgentState"]).invoke(lesson["TURN"])
+    assert "requirements" not in undeclared and "no error" in results["undeclared-key"].evidence

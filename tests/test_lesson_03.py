@@ -6,6 +6,7 @@ teaching turn cache, executed from the notebook's own source, against the packag
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -24,8 +25,9 @@ from agentstate.fixtures import (
     reader_summary,
     user_turn,
 )
+from agentstate.hazards import hazard
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
-from agentstate.simulation import SlowToolMiddleware
+from agentstate.simulation import SlowToolMiddleware, ToolLatencyMiddleware
 from agentstate.tracing import ToolTimeline, state_by_step
 from tests.lesson_source import code_cells, definitions
 
@@ -43,17 +45,33 @@ TEACHING = (
     "my_agent",
     "reply_of",
     "seen",
-    "latency",
-    "Batch",
-    "batch_of",
-    "TeachingTurnCache",
-    "my_cache",
-    "NoWait",
+    "TurnCache",
+    "CACHE",
+    "saw_all",
     "reader_sees",
     "show_reads",
 )
-# The cells that write the teaching turn cache (by what they define).
-CACHE_CELLS = ("class Batch", "def batch_of", "class TeachingTurnCache")
+
+
+def latency() -> ToolLatencyMiddleware:
+    """The lesson's seeded 0-5 ms before each tool call (its proof cell uses the same)."""
+    return ToolLatencyMiddleware(0.005, seed=3)
+
+
+def teaching_cache(lesson: dict, **options):
+    """The lesson's ``TurnCache`` with the lesson's settings (``CACHE``)."""
+    return lesson["TurnCache"](**{**lesson["CACHE"], **options})
+
+
+def package_cache(lesson: dict, **options) -> TurnCacheMiddleware:
+    return TurnCacheMiddleware(**{**lesson["CACHE"], **options})
+
+
+class NeverWait(threading.Condition):
+    """A condition whose readers never wait: step 2 of the teaching cache taken away."""
+
+    def wait_for(self, predicate, timeout=None):
+        return True
 
 
 @pytest.fixture(scope="module")
@@ -113,19 +131,15 @@ def test_the_get_config_repair_never_reaches_a_tool():
 # --- the teaching turn cache of the notebook against the package's ---
 
 
-def test_the_teaching_cache_is_sixty_lines_in_cells_of_a_screen_at_most():
-    cells = [
-        c
-        for c in code_cells("03")
-        if any(c.lstrip().startswith(m) or f"\n{m}" in c for m in CACHE_CELLS)
-    ]
+def test_the_teaching_cache_is_one_cell_of_a_screen_at_most():
+    cells = [c for c in code_cells("03") if "\nclass TurnCache(" in f"\n{c}"]
     lines = [sum(1 for line in c.splitlines() if line.strip()) for c in cells]
-    assert len(cells) == 3, "a teaching cache cell of notebook 03 was renamed or merged"
-    assert sum(lines) <= 60 and max(lines) <= 30, lines
+    assert len(cells) == 1, "the teaching cache of notebook 03 was renamed or split"
+    assert lines[0] <= 45, lines
 
 
 def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
-    agent = lesson["my_agent"](lesson["latency"](), turns=20)
+    agent = lesson["my_agent"](latency(), turns=20)
     assert seen_per_turn(lesson, agent, 20) == [0] * 20
 
 
@@ -150,21 +164,25 @@ def test_the_shared_dict_of_going_further_03_races():
 
 
 def test_teaching_and_package_turn_caches_agree_under_latency(lesson):
-    teaching = lesson["my_cache"]()
-    package = lesson["my_cache"](TurnCacheMiddleware)
-    seen_teaching = seen_per_turn(
-        lesson, lesson["my_agent"](teaching, lesson["latency"](), turns=100), 100
-    )
-    seen_package = seen_per_turn(
-        lesson, lesson["my_agent"](package, lesson["latency"](), turns=100), 100
-    )
+    teaching = teaching_cache(lesson)
+    package = package_cache(lesson)
+    seen_teaching = seen_per_turn(lesson, lesson["my_agent"](teaching, latency(), turns=100), 100)
+    seen_package = seen_per_turn(lesson, lesson["my_agent"](package, latency(), turns=100), 100)
     assert seen_teaching == seen_package == [5] * 100
     assert teaching.batches == {} and package.open_batches == 0
 
 
 def test_the_teaching_cache_without_its_wait_races_again(lesson):
-    agent = lesson["my_agent"](lesson["my_cache"](lesson["NoWait"]), lesson["latency"](), turns=100)
+    """Exercise 3 of the lesson: a condition that never waits brings the race back."""
+    no_wait = teaching_cache(lesson)
+    no_wait.changed = NeverWait()
+    agent = lesson["my_agent"](no_wait, latency(), turns=100)
     assert min(seen_per_turn(lesson, agent, 100)) < 5
+
+
+def test_the_prove_cells_helper_counts_the_turns_that_saw_every_field(lesson):
+    assert lesson["saw_all"](None, turns=5) == 0
+    assert lesson["saw_all"](teaching_cache(lesson), turns=5) == 5
 
 
 def test_teaching_and_package_turn_caches_agree_on_the_rds_reply(lesson):
@@ -180,48 +198,45 @@ def test_teaching_and_package_turn_caches_agree_on_the_rds_reply(lesson):
         )
         return reader_summary(state), state["requirements"]
 
-    teaching, package = summary(lesson["TeachingTurnCache"]), summary(TurnCacheMiddleware)
+    teaching, package = summary(lesson["TurnCache"]), summary(TurnCacheMiddleware)
     assert teaching == package
     assert teaching[0]["validate_manifest"] == "valid: all rules pass"
 
 
 def test_both_readers_of_the_lesson_see_every_field_with_the_teaching_cache(lesson):
-    state = lesson["my_agent"](lesson["my_cache"]()).invoke(lesson["TURN"])
+    state = lesson["my_agent"](teaching_cache(lesson)).invoke(lesson["TURN"])
     assert lesson["seen"](state) == 5
     assert lesson["reply_of"](state, "validate_manifest") == "valid"
 
 
 def test_the_package_gives_the_teaching_result_under_ainvoke_too(lesson):
     """Async is what the package adds: the same turn through ``ainvoke``."""
-    agent = lesson["my_agent"](lesson["my_cache"](TurnCacheMiddleware))
+    agent = lesson["my_agent"](package_cache(lesson))
     state = asyncio.run(agent.ainvoke(lesson["TURN"]))
     assert lesson["seen"](state) == 5
 
 
 def test_the_teaching_reader_times_out_instead_of_hanging(lesson):
-    slow = lesson["my_agent"](
-        lesson["my_cache"](timeout=0.1), SlowToolMiddleware("store_requirement", 0.5)
-    ).invoke(lesson["TURN"])
+    cache = teaching_cache(lesson, timeout=0.1)
+    slow = lesson["my_agent"](cache, SlowToolMiddleware("store_requirement", 0.5)).invoke(
+        lesson["TURN"]
+    )
     assert lesson["reply_of"](slow, "get_collected_requirements").startswith("Error")
-    assert slow["requirements"] == POSTGRES_FIELDS
+    assert slow["requirements"] == POSTGRES_FIELDS and cache.batches == {}
 
 
 def test_the_doctor_names_the_plain_agent_and_passes_it_with_the_package_cache(lesson):
     broken = diagnose(lesson["my_agent"]())
-    fixed = diagnose(lesson["my_agent"](lesson["my_cache"](TurnCacheMiddleware)))
+    fixed = diagnose(lesson["my_agent"](package_cache(lesson)))
     assert broken.codes() == ["same-batch-read"] and fixed.codes() == []
 
 
 def test_the_knob_over_its_range_sees_nothing_without_the_cache_and_everything_with_it(lesson):
-    seen = [
-        lesson["reader_sees"](n, cache).column("reader saw")[0]
-        for n in (1, 5, 30)
-        for cache in (False, True)
-    ]
+    seen = [lesson["reader_sees"](n, cache) for n in (1, 5, 30) for cache in (False, True)]
     assert seen == [0, 1, 0, 5, 0, 30]
 
 
-# --- the thread pool under a batch (lesson 03, section 6, and its exercise 2) ---
+# --- the thread pool under a batch (going further 03, and the lesson's exercise 2) ---
 
 
 def test_the_default_tool_pool_is_min_32_cpu_count_plus_4_threads():
@@ -254,7 +269,7 @@ def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: floa
         state_schema=lesson["RequirementsState"],
         middleware=[
             timeline,
-            lesson["my_cache"](timeout=timeout),
+            teaching_cache(lesson, timeout=timeout),
             SlowToolMiddleware("store_requirement", 0.05),
         ],
     )
@@ -292,3 +307,11 @@ def test_what_lesson_03_prints_instead_of_asserting(lesson):
     assert lesson["seen"](late.invoke(lesson["TURN"])) == 0
     nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
     assert lesson["seen"](nxt) == 5
+
+
+def test_the_lessons_plain_agent_shows_what_the_hazard_reproduction_shows(lesson):
+    """agentstate.hazards' same-batch-read (the row the lesson links to) and the lesson agree."""
+    result = hazard("same-batch-read").run()
+    assert result.outcome == "reproduced", result.evidence
+    state = lesson["my_agent"]().invoke(lesson["TURN"])
+    assert lesson["seen"](state) == 0 and len(state["requirements"]) == 5

@@ -6,18 +6,22 @@
 # writes the file back. When the model stored five fields in one reply, its
 # developers saw that "Only the last field survived"
 # ([where this comes from](../README.md#where-this-comes-from)). This lesson
-# reproduces that loss, draws where it comes from, and fixes it.
+# reproduces that loss, draws where it comes from, and fixes it. Which
+# releases this happens in:
+# [file-read-modify-write](../docs/hazards-by-version.md#file-read-modify-write),
+# and for deepagents' own file tools
+# [builtin-parallel-edit](../docs/hazards-by-version.md#builtin-parallel-edit).
 
 # %% [markdown]
 # ## Recap
 # This is the first lesson. You need Python and to have called an LLM API
-# once. Each term is defined where it first appears, and again in the
+# once. Terms are defined where they first appear, and in the
 # [glossary](../docs/glossary.md).
 #
 # ## Goals
-# - Reproduce the loss, first in a toy graph, then in a real agent.
-# - See one super-step drawn: what each call read, what it wrote, what the reducer kept.
-# - Fix it with one file per field, and check the fix keeps all five.
+# - Reproduce the loss in a toy graph, then in a real agent.
+# - See one super-step drawn: what each call read and wrote, what the reducer kept.
+# - Fix it with one file per field.
 
 # %% [markdown]
 # ## 1. Reproduce: a toy first
@@ -27,9 +31,9 @@
 # step began. Their writes are applied when the step ends. A **reducer** is
 # the function that combines several writes to one key.
 #
-# Our toy state has two keys. `files` maps a path to its contents; a write to
-# a path replaces that path's whole value. `log` is a list; each write is
-# appended to it.
+# The toy state has two keys. `files` maps a path to its contents: a write
+# to a path replaces that path's whole value. `log` is a list: each write is
+# appended.
 
 # %%
 import operator
@@ -50,8 +54,8 @@ class ToyState(TypedDict):
 
 
 # %% [markdown]
-# Two writer nodes, started together from `START`. Each reads the file, adds
-# its field, writes the whole file back, and logs what it read:
+# Two writer nodes start together. Each reads the file, adds its field,
+# writes the whole file back, and logs what it read:
 
 
 # %%
@@ -76,8 +80,7 @@ print("the file after the step:", result["files"][PATH])
 # %% [markdown]
 # Both writers read an empty file, so each wrote a file with only its own
 # field. The `files` reducer kept the second write whole. The `log` reducer
-# appended both writes. That is the whole mechanism. Now the same loss in a
-# real agent.
+# kept both. That is the whole mechanism. Now the same loss in a real agent.
 #
 # ## 2. Reproduce: five fields in one reply
 # [`create_deep_agent`](../docs/glossary.md#create-deep-agent) builds an
@@ -85,8 +88,7 @@ print("the file after the step:", result["files"][PATH])
 # function the model asks to run. This one reads the file from the state
 # (its `ToolRuntime` argument), adds one field, and returns the whole file
 # in a `Command`, the object that updates the state. `work_seconds` stands
-# for real work between the read and the write. The tool prints what it
-# read.
+# for real work between the read and the write.
 
 # %%
 import json
@@ -117,19 +119,24 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
         print(f"store_requirement({field_name}) read {current}")
     current[field_name] = value
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(
-        update={"files": {PATH: create_file_data(json.dumps(current))}, "messages": [done]}
-    )
+    data = create_file_data(json.dumps(current))
+    return Command(update={"files": {PATH: data}, "messages": [done]})
 
 
 # %% [markdown]
 # The model is **scripted**: it replays fixed replies, so every run is the
 # same and needs no API key. Its first reply holds five **tool calls**, one
-# `store_requirement` per field:
+# `store_requirement` per field. The pauses make the **last** call finish
+# **first** (0.5 s for call 1 down to 0.1 s for call 5). `ToolTimeline` is a
+# **middleware**, an object that hooks into the agent's loop. It records
+# what each call read and wrote, its super-step and its thread.
 
 # %%
+from deepagents import create_deep_agent
+
 from agentstate.fixtures import POSTGRES_FIELDS
 from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.tracing import ToolTimeline
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 
@@ -141,19 +148,6 @@ def stores(fields: dict) -> list:  # one call per field
 def one_reply(*calls) -> ScriptedChatModel:  # these calls at once, then an answer
     return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
 
-
-POSTGRES_FIELDS
-
-# %% [markdown]
-# The agent, with that tool. The pauses make the **last** call finish
-# **first** (0.5 s for call 1 down to 0.1 s for call 5). `ToolTimeline` is a
-# **middleware**, an object that hooks into the agent's loop. It records
-# what each call read and wrote, its super-step and its thread.
-
-# %%
-from deepagents import create_deep_agent
-
-from agentstate.tracing import ToolTimeline
 
 order = list(POSTGRES_FIELDS)
 work_seconds.update({field: 0.1 * (len(order) - i) for i, field in enumerate(order)})
@@ -169,14 +163,13 @@ kept
 
 # %% [markdown]
 # Every tool said "Stored", and the file holds one field. The five calls
-# ran at once and each read an empty file, like the toy's writers. Call 5
+# ran at once, and each read an empty file like the toy's writers. Call 5
 # finished first.
 #
 # ## 3. Look inside: one super-step, drawn
-# `draw_superstep` draws the step the timeline recorded, from left to right.
-# It shows the state before, what each call read and wrote, the reducer, and
-# the state after. Green writes survived and red ones were lost. It draws
-# your own agent's runs the same way.
+# `draw_superstep` draws the step the timeline recorded, from left to right:
+# the state before, what each call read and wrote, the reducer, and the
+# state after. Green writes survived, red ones were lost.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -191,8 +184,8 @@ draw_superstep(
 
 # %% [markdown]
 # The reducer is not hidden. The agent keeps it on the `files` **channel**,
-# where LangGraph stores that key. Call it by hand with the five writes the
-# timeline recorded, in call order and then reversed:
+# where LangGraph stores that key. Call it by hand on the five recorded
+# writes, in call order and reversed:
 
 # %%
 files_reducer = broken_agent.channels["files"].reducer
@@ -210,8 +203,7 @@ by_hand
 #
 # ## 4. The fix: one file per field
 # Give each field its own path. Parallel calls then write different paths,
-# and the reducer keeps every path. A reader merges the files back. Both
-# tools, whole:
+# and the reducer keeps every path. A reader merges the files back:
 
 # %%
 FOLDER = "/requirements/"
@@ -237,8 +229,7 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# Five calls in one reply. The model's next reply reads them back, in a
-# later super-step than the writers:
+# Five calls in one reply, read back by the model's next reply:
 
 # %%
 show_reads = False  # quiet from here on
@@ -253,8 +244,7 @@ json.loads(fixed_state["messages"][-2].content)
 
 # %% [markdown]
 # The package's `PerFieldFileStorage` is this layout under the full agent's
-# six tools. It also checks every value against the database spec. It keeps
-# the same files:
+# six tools, and also checks every value against the database spec:
 
 # %%
 from agentstate.fixtures import PerFieldFileStorage
@@ -269,41 +259,27 @@ package_files, teaching_files = (
 print("the same files, holding the same fields:", package_files == teaching_files)
 
 # %% [markdown]
-# ## 5. Prove: three layouts side by side
-# The shared file, one file per field, and the shared file with one call per
-# reply (each call then reads the file the previous step wrote).
+# ## 5. Prove: any number of parallel calls
+# `fields_kept` runs one reply of `parallel_calls` stores with either tool
+# and counts the fields the files hold. With 20 calls:
 
 
 # %%
-from agentstate.display import Table
+LAYOUTS = {"one file": store_requirement, "one file per field": store_in_own_file}
 
 
-def fields_kept(tool_used, fields: dict, one_call_per_reply: bool = False) -> dict:
-    calls = stores(fields)
-    replies = [reply(c) for c in calls] if one_call_per_reply else [reply(*calls)]
-    model = ScriptedChatModel(script=[*replies, reply(text="Stored.")])
-    out = create_deep_agent(model, tools=[tool_used]).invoke(TURN)
-    found = {}
-    for path in (p for p in out["files"] if p == PATH or p.startswith(FOLDER)):
-        found.update(json.loads(file_data_to_string(out["files"][path])))
-    return {"fields kept": len(found), "model calls": model.position}
+def fields_kept(layout: str = "one file", parallel_calls: int = 5) -> int:
+    fields = {f"labels.k{i:02d}": str(i) for i in range(parallel_calls)}
+    agent = create_deep_agent(one_reply(*stores(fields)), tools=[LAYOUTS[layout]])
+    files = agent.invoke(TURN)["files"]
+    return len({f for data in files.values() for f in json.loads(file_data_to_string(data))})
 
 
-cases = {
-    "one file, one reply": (store_requirement, False),
-    "one file per field, one reply": (store_in_own_file, False),
-    "one file, one call per reply": (store_requirement, True),
-}
-layouts = Table(
-    {"layout": name, **fields_kept(tool_used, POSTGRES_FIELDS, one_call)}
-    for name, (tool_used, one_call) in cases.items()
-)
-assert layouts.column("fields kept") == [1, 5, 5]
-layouts
+at_twenty = {layout: fields_kept(layout, 20) for layout in LAYOUTS}
+assert at_twenty == {"one file": 1, "one file per field": 20}
+at_twenty
 
 # %% [markdown]
-# One call per reply also keeps five, at a model call per field.
-#
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it and names this series' hazards.
 # Every deep agent has a `general-purpose` **subagent**, a helper agent with
@@ -317,42 +293,33 @@ compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnos
 
 # %% [markdown]
 # ## A knob: how many parallel calls?
-# Run the cells above first. Whatever the number of calls, the shared file
-# keeps one field and one file per field keeps them all.
-
-# %%
-LAYOUTS = {"one file": store_requirement, "one file per field": store_in_own_file}
-
-
-def survivors(parallel_calls: int, layout: str) -> Table:
-    fields = {f"labels.k{i:02d}": str(i) for i in range(parallel_calls)}
-    kept = fields_kept(LAYOUTS[layout], fields)["fields kept"]
-    return Table([{"layout": layout, "parallel calls": parallel_calls, "fields kept": kept}])
-
+# Run the cells above first. The shared file keeps one field, and one file
+# per field keeps them all.
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
 WIDE = {"description_width": "initial"}
 knob_widget = widgets.interact(
-    survivors,
+    fields_kept,
+    layout=widgets.Dropdown(options=list(LAYOUTS), description="layout", style=WIDE),
     parallel_calls=widgets.IntSlider(
         value=5, min=1, max=20, description="parallel calls", style=WIDE
     ),
-    layout=widgets.Dropdown(options=list(LAYOUTS), description="layout", style=WIDE),
 )
 
 # %% [markdown]
 # ## Summary
 # - Five parallel calls that read the file, add a field and write it back
 #   kept **one** field, while every tool said "Stored".
-# - The calls ran in one super-step, and each read the state from before it.
-#   The `files` reducer folded the writes in call order, each replacing the
-#   whole file, so the **last call of the reply** survived.
+# - Each call read the state from before the super-step. The `files`
+#   reducer folded the whole-file writes in call order, so the **last call
+#   of the reply** survived.
 # - One file per field keeps all five. [Lesson 02](02_state_reducer.ipynb)
-#   merges the fields in a state key with a reducer instead.
+#   uses a reducer instead.
 # - Going further: [inside a super-step](going_further/01_inside_a_super_step.ipynb)
-#   shows deepagents' guard, the calls in time, and the state after every step.
+#   has the state after every step, the calls in time, and deepagents'
+#   own guard (since 0.7.16).
 #
 # ## Exercises
 # 1. In the toy, make `replace_path` merge a write's fields into the file

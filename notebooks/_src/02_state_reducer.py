@@ -7,7 +7,10 @@
 # correctly" ([where this comes from](../README.md#where-this-comes-from)).
 # This lesson tests that claim with a plain agent written here. It shows
 # what a key without a reducer does, what a reducer that only replaces does,
-# and why the merging reducer must be pure.
+# and why the merging reducer must be pure. Which releases this happens in:
+# [plain-key-parallel-write](../docs/hazards-by-version.md#plain-key-parallel-write),
+# [replace-reducer](../docs/hazards-by-version.md#replace-reducer),
+# [undeclared-key](../docs/hazards-by-version.md#undeclared-key).
 
 # %% [markdown]
 # ## Recap
@@ -18,16 +21,15 @@
 #
 # ## Goals
 # - See a plain `requirements: dict` key fail when five tools write it in one
-#   step, and lose writes silently in two other ways.
+#   step, and an undeclared key lose the writes silently.
 # - See a reducer that replaces and one that merges, drawn side by side.
 # - Write the fix, a field-merge reducer, and see why it must be pure.
 
 # %% [markdown]
 # ## 1. Reproduce: a plain dict key
 # The tool writes one field to the `requirements` key with a `Command`. It
-# reads nothing from the state, so it has nothing to print. The **state
-# schema** is the class that declares the agent's state keys. Here it
-# declares `requirements` as a plain dict:
+# reads nothing, so it prints nothing. The **state schema** is the class
+# that declares the agent's state keys. Here `requirements` is a plain dict:
 
 # %%
 from typing import Any, NotRequired
@@ -51,8 +53,8 @@ class PlainState(AgentState):
 
 
 # %% [markdown]
-# The scripted model (it replays fixed replies, offline) answers with one
-# reply holding a `store_requirement` call per field, as in lesson 01:
+# The scripted model (it replays fixed replies, offline) stores every field
+# in one reply, as in lesson 01:
 
 # %%
 from agentstate.fixtures import POSTGRES_FIELDS
@@ -75,8 +77,8 @@ def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
 
 # %% [markdown]
 # With the plain key, the whole invoke fails. The error comes **after** the
-# five tools ran, when LangGraph applies the step's writes. So the model
-# never sees it as a tool reply:
+# five tools ran, when LangGraph applies the step's writes, so the model
+# never sees it:
 
 # %%
 import traceback
@@ -103,36 +105,21 @@ Table(
 )
 
 # %% [markdown]
-# A plain key also loses writes without any error, in two ways. Over two
-# replies, the second write replaces the whole dict. With no `requirements`
-# key declared at all (the default `AgentState`), LangGraph drops the
-# writes while every tool says "Stored".
-
+# With no `requirements` key declared at all (the default `AgentState`),
+# there is no error: LangGraph drops the writes while every tool says
+# "Stored".
 
 # %%
-def two_replies(schema: type) -> dict:
-    first, *_, last = (
-        tool_call("store_requirement", field_name=f, value=v) for f, v in POSTGRES_FIELDS.items()
-    )
-    model = ScriptedChatModel(script=[reply(first), reply(last), reply(text="Stored.")])
-    return create_agent(model, tools=[store_requirement], state_schema=schema).invoke(TURN)
-
-
-plain_two = two_replies(PlainState)["requirements"]
 undeclared = agent_with(AgentState).invoke(TURN)
-silent = Table(
-    [
-        {"case": "plain key, two replies", "fields kept": len(plain_two)},
-        {"case": "no key declared", "fields kept": len(undeclared.get("requirements", {}))},
-    ]
-)
-silent
+replies = [m.text for m in undeclared["messages"] if m.type == "tool"]
+print("the tools replied:", replies)
+print("state keys after the turn:", sorted(undeclared))
 
 # %% [markdown]
 # ## 2. Look inside: one value per step
 # The graph `create_agent` builds (`agent.get_graph().draw_mermaid()` prints
-# it as Mermaid; here with words on its edges): the `model` node, and the
-# `tools` node that runs each tool call of a reply as a task of one super-step.
+# it; here with words on its edges). The `tools` node runs each tool call of
+# a reply as a task of one super-step.
 #
 # ```mermaid
 # flowchart LR
@@ -143,9 +130,9 @@ silent
 # ```
 #
 # LangGraph keeps each state key in a **channel**. A plain key gets a
-# `LastValue` channel, which accepts one value per super-step. A key
-# declared `Annotated[type, reducer]` gets a `BinaryOperatorAggregate`. It
-# folds every write of the step through the **reducer**, a function
+# `LastValue` channel: one value per super-step. A key declared
+# `Annotated[type, reducer]` gets a `BinaryOperatorAggregate`, which folds
+# every write of the step through the **reducer**, a function
 # `reducer(current, write) -> new value`, in call order:
 
 # %%
@@ -170,7 +157,7 @@ channels
 # ## 3. The fix: a reducer that merges
 # The reducer gets the key's current value and one write. It returns a
 # **new** dict with the write's fields on top. The state class puts it on
-# the key. That is the whole fix; the tool does not change.
+# the key. That is the whole fix: the tool does not change.
 
 
 # %%
@@ -190,11 +177,10 @@ assert fixed["requirements"] == POSTGRES_FIELDS
 fixed["requirements"]
 
 # %% [markdown]
-# An `Annotated` key alone is not enough. Here are both reducers on the same
-# reply, drawn as state flow: the state before, what each call read and
-# wrote, the reducer, the state after. `replace_whole` keeps the newest
-# write, so the five writes fold to the last call's field. That is lesson
-# 01's loss again, without an error.
+# An `Annotated` key alone is not enough. Both reducers on the same reply,
+# drawn as state flow: the state before, what each call read and wrote, the
+# reducer, the state after. `replace_whole` folds the five writes to the
+# last call's field: lesson 01's loss again, without an error.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -209,10 +195,9 @@ draw_superstep(
 
 # %% [markdown]
 # Why a **new** dict? LangGraph **may call a reducer more than once per
-# write**. Each tool task, once done, decides where the graph goes next. That
-# decision reads the state with the task's own write applied on a throwaway
-# copy. The real state is updated once, when the step ends. A reducer that
-# counts its calls shows it:
+# write**. Each tool task, once done, decides where the graph goes next, on
+# a throwaway copy of the state with its own write applied. The real state
+# is updated once, when the step ends. A reducer that counts its calls:
 
 # %%
 import threading
@@ -239,18 +224,17 @@ Table(
 )
 
 # %% [markdown]
-# Ten calls for five writes. Each tool's thread folds its own write into a
-# throwaway copy, and the main thread folds all five into the real state when
-# the step ends. The copies share the current value with the live state. So
-# a reducer must be **pure**: it returns a new value and never changes
-# `current` or `write` in place. (Going further shows an in-place merge
-# leaking writes to a reader.)
+# Ten calls for five writes: one per write on a throwaway copy, and five
+# into the real state when the step ends. The copies share the current
+# value with the live state, so a reducer must be **pure**: it returns a new
+# value and never changes `current` or `write` in place. (Going further
+# shows an in-place merge leaking writes to a reader.)
 #
 # ## 4. Prove: no loss at scale, and the package agrees
 # The package's `build_reducer_agent` uses the same reducer under the full
-# agent's six tools, and adds checks of every value, secret redaction and
-# the file rendered from state (going further). Here are 500
-# `store_requirement` calls in one reply, through both:
+# agent's six tools. It adds checks of every value, secret redaction and
+# the file rendered from state (going further). 500 calls in one reply,
+# through both:
 
 # %%
 from agentstate.rds import build_reducer_agent
@@ -276,9 +260,8 @@ compare_findings(
 
 # %% [markdown]
 # ## A knob: parallel calls and the reducer
-# Run the cells above first. Across the whole range: a plain key survives
-# one call and raises from two on; `replace_whole` keeps one field;
-# `merge_fields` keeps them all.
+# Run the cells above first. A plain key survives one call and raises from
+# two on. `replace_whole` keeps one field. `merge_fields` keeps them all.
 
 # %%
 SCHEMAS = {
@@ -288,13 +271,12 @@ SCHEMAS = {
 }
 
 
-def kept_with(parallel_calls: int, reducer: str) -> Table:
+def kept_with(parallel_calls: int, reducer: str) -> int | str:  # fields kept, or the error
     fields = {f"labels.k{i:03d}": str(i) for i in range(parallel_calls)}
     try:
-        kept = len(agent_with(SCHEMAS[reducer], fields).invoke(TURN)["requirements"])
+        return len(agent_with(SCHEMAS[reducer], fields).invoke(TURN)["requirements"])
     except InvalidUpdateError:
-        kept = "InvalidUpdateError"
-    return Table([{"reducer": reducer, "parallel calls": parallel_calls, "fields kept": kept}])
+        return "InvalidUpdateError"
 
 
 # %% tags=["nbval-ignore-output"]
@@ -315,8 +297,7 @@ knob_widget = widgets.interact(
 # ## Summary
 # - A plain dict key takes one write per super-step. Five parallel writes
 #   raise `InvalidUpdateError` after the tools ran, and the whole invoke
-#   fails. Across replies the last write replaces the dict, and an
-#   undeclared key drops the writes.
+#   fails. An undeclared key drops the writes without an error.
 # - The fix is the key's reducer, `Annotated[NotRequired[dict], merge_fields]`.
 #   It folds every write of the step in call order. A reducer that only
 #   replaces keeps one field.
@@ -335,3 +316,5 @@ knob_widget = widgets.interact(
 # 3. Build the fixed agent with `create_deep_agent` instead (subclass
 #    `deepagents.DeepAgentState` instead of `AgentState`). Do the five fields
 #    still merge? In which super-step do the tools run now?
+# 4. With `PlainState`, store `engine` in one reply and `username` in the
+#    next. What does `requirements` hold after the turn?

@@ -77,9 +77,13 @@ hooks
 
 # %% [markdown]
 # ## deepagents guards its own file tools
-# deepagents' own `write_file`, `edit_file` and `delete` tools refuse a
-# second change to one path in one reply (upstream PR #6446). The five
-# fields, each written as a whole file with `write_file`:
+# Since deepagents 0.7.16, its own `write_file`, `edit_file` and `delete`
+# tools refuse a second change to one path in one reply. Before it, they
+# lost writes like the lesson's tool: five `edit_file` calls on one file in
+# one reply all say they succeeded under 0.7.15, and one edit is in the file
+# ([which releases](../../docs/hazards-by-version.md#builtin-parallel-edit)).
+# The tutorial pins a newer deepagents. The five fields, each written as a
+# whole file with `write_file`:
 
 # %%
 import json
@@ -149,7 +153,7 @@ draw_run(timeline, serial_state, key="files", title="max_concurrency=1: one at a
 # - deepagents adds hook nodes around the model and the tools; in this run
 #   they write nothing.
 # - deepagents' own file tools refuse a second change to one path in one
-#   reply; a custom tool that rewrites the file is not guarded.
+#   reply (since 0.7.16); a custom tool that rewrites the file is not guarded.
 # - In time, the last call of the reply may finish first; its write still
 #   comes last, because the writes are folded in call order.
 # - Running the calls one at a time does not help: they are still one

@@ -5,8 +5,9 @@
 # for the writers of their batch. This notebook keeps what the lesson left
 # out: the original write-up's own cache (a dict that a `before_agent`
 # middleware put into `runtime.config`), the obvious repair of it that fails
-# without an error, and a measurement of the belief that tools run one after
-# the other within a turn. Each claim is asserted in the cell that shows it.
+# without an error, a measurement of the belief that tools run one after
+# the other within a turn, and the thread pool in which a waiting reader
+# holds a thread. Each claim is asserted in the cell that shows it.
 
 # %% [markdown]
 # ## The write-up's cache cannot run today
@@ -140,6 +141,44 @@ Table(
 # a worker thread. That is why a reader has to *wait* for its writers: on a
 # different thread, nothing orders it after them.
 #
+# ## The threads under a batch
+# Lesson 03's turn cache makes a reader wait, on its thread, for the writers
+# of its reply. One batch of the RDS agent with the package's turn cache:
+# five stores slowed to 50 ms, then both readers, drawn in time.
+# `max_concurrency=7` in the config gives each of the seven calls its own
+# thread, so the readers start with the writers. They wait (their long
+# bars) until the last writer has finished, then see all five fields, in
+# the same super-step.
+
+# %%
+from agentstate.fixtures import one_batch_model, reader_summary
+from agentstate.models import tool_call
+from agentstate.rds import rds_turn_cache
+from agentstate.tracing import draw_run
+
+readers = [tool_call("get_collected_requirements"), tool_call("validate_manifest")]
+cached_timeline = ToolTimeline()
+cached = build_reducer_agent(
+    one_batch_model(POSTGRES_FIELDS, extra=readers),
+    middleware=[cached_timeline, rds_turn_cache(), SlowToolMiddleware("store_requirement", 0.05)],
+).invoke(user_turn(), {"max_concurrency": 7})
+first_end = min(e.end for e in cached_timeline.events)
+assert all(e.start < first_end for e in cached_timeline.events)
+assert reader_summary(cached)["get_collected_requirements"] == "5 fields"
+draw_run(cached_timeline, cached, key="requirements", title="7 threads for 7 calls")
+
+# %% [markdown]
+# Why set `max_concurrency`? LangGraph runs the calls of a step on a thread
+# pool. With no limit in the config, that pool is Python's default
+# `ThreadPoolExecutor` of `min(32, cpu_count + 4)` threads. (LangGraph's
+# [executor](https://github.com/langchain-ai/langgraph/blob/main/libs/langgraph/langgraph/pregel/_executor.py),
+# as installed here in langgraph 1.2.22, gets it from `get_executor_for_config`
+# in `langchain_core/runnables/config.py`.) That is 6 threads on a 2-core
+# machine, for 7 calls, so the last call waits for a free thread. A reader
+# that waits also holds its thread. If the readers of a reply fill the pool
+# before their writers start, no writer gets a thread, and each reader gives
+# up at its timeout. The next two sections show it on one thread.
+#
 # ## With one worker, the order is the reply's order
 # `max_concurrency=1` in the config makes LangGraph run the calls one by one,
 # in tool-call order. The readers of the all-in-one reply come after the
@@ -184,5 +223,7 @@ Table([{"reader": reader.status, "fields stored": len(first["requirements"])}])
 #   `get_config()` repair runs without error and no tool ever sees its dict.
 # - The calls of one reply overlap in time on several threads, so a shared
 #   cache needs readers that wait for the writers of their own reply.
+# - A waiting reader holds one of the step's threads: `min(32, cpu_count + 4)`
+#   by default, `max_concurrency` when the config sets it.
 # - With one worker the calls run in the reply's order; a reader placed
 #   before its writers gets an error, not a hang.

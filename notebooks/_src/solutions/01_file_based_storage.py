@@ -38,9 +38,8 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
     current = json.loads(file_data_to_string(files[PATH])) if PATH in files else {}
     current[field_name] = value
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(
-        update={"files": {PATH: create_file_data(json.dumps(current))}, "messages": [done]}
-    )
+    data = create_file_data(json.dumps(current))
+    return Command(update={"files": {PATH: data}, "messages": [done]})
 
 
 @tool("store_requirement")

@@ -152,3 +152,34 @@ steps
 # deepagents puts a node of its own (a middleware's `before_agent` hook)
 # before the model, which takes a step of its own. The reducer does not
 # care which step it is: it folds that step's writes in call order.
+
+# %% [markdown]
+# ## Exercise 4
+# The lesson's plain key, with `engine` stored in the first reply and
+# `username` in the next. `timeline` records the super-step of each call:
+
+
+# %%
+class PlainState(AgentState):
+    requirements: NotRequired[dict[str, Any]]
+
+
+two_replies = ScriptedChatModel(
+    script=[
+        reply(tool_call("store_requirement", field_name="engine", value="postgres")),
+        reply(tool_call("store_requirement", field_name="username", value="dbadmin")),
+        reply(text="Stored."),
+    ]
+)
+timeline = ToolTimeline()
+plain = create_agent(
+    two_replies, tools=[store_requirement], state_schema=PlainState, middleware=[timeline]
+).invoke(TURN)
+assert plain["requirements"] == {"username": "dbadmin"}
+{"requirements": plain["requirements"], "super-steps": sorted({e.step for e in timeline.events})}
+
+# %% [markdown]
+# Only `username` is left. Each call ran in a super-step of its own, so the
+# `LastValue` channel took one value per step without an error, and the
+# second value replaced the whole dict. A plain key loses writes across
+# replies too, silently; `merge_fields` would keep both.
