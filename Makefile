@@ -28,7 +28,7 @@ LAB    := --config=.jupyter/jupyter_lab_config.py $(if $(ROOT_USER),--allow-root
 CHROMIUM := /usr/bin/chromium
 APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends
+.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends check-latest
 
 install: $(STAMP)
 
@@ -89,6 +89,12 @@ test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (eng
 # NEWEST_PYTHON=/path/to/python3.13 runs the newest end on another Python.
 ends: $(STAMP)  ## the core and doctor tests at both ends of the core's version ranges
 	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
+
+# Not part of `make test`: it follows the index. A venv under .venv/latest takes the newest
+# langgraph, langchain and deepagents that resolve (every other pin held), runs strict nbval
+# over every notebook and prints one line per notebook of which cells' outputs changed.
+check-latest: $(STAMP) postgres  ## every notebook on the newest LangGraph/LangChain/deepagents
+	$(BIN)/python scripts/check_latest.py
 
 unit: $(STAMP) postgres  ## unit tests only (not the browser check)
 	$(TESTENV) $(BIN)/pytest $(XDIST) tests -m "not browser"
