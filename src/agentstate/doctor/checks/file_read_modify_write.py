@@ -1,7 +1,11 @@
 """``file-read-modify-write`` (notebook 01): a tool reads a file and writes the same path.
 
 Parallel calls each read the file from before their batch and write the whole
-file back: one write survives (the last call of the reply). That holds for
+file back: one write survives (the last call of the reply). Only a read that
+runs before the write counts (deepagents' ``files`` are written when the tool
+returns, so every read of them does; a file on disk or a backend's written and
+then read back is no read-modify-write), and a read in a helper counts where
+the helper is called, with what the tool hands it. That holds for
 deepagents' ``files`` state, a deepagents backend, and a plain file on disk
 (``open(p)`` or ``p.open()``/``p.read_text()``, then ``open(p, "w")`` or
 ``p.write_text(...)``: LangGraph's hierarchical agent teams' ``edit_document``);
@@ -37,12 +41,12 @@ def check(facts: GraphFacts) -> list[Finding]:
         if tool.library:
             continue
         code = tool.code
-        for where, reads, writes in (
-            ("files state", code.file_reads, code.file_writes),
-            ("backend", code.backend_reads, code.backend_writes),
-            ("disk", code.disk_reads, code.disk_writes),
+        for where, pairs in (
+            ("files state", {(r, w) for r in code.file_reads for w in code.file_writes}),
+            ("backend", code.pairs("backend")),
+            ("disk", code.pairs("disk")),
         ):
-            both = reads & writes
+            both = {r for r, w in pairs if r == w}
             for path in sorted(both):
                 shown = path if not _runtime(path) else f"{path[6:-1]} (one run-time path)"
                 out.append(
@@ -57,7 +61,8 @@ def check(facts: GraphFacts) -> list[Finding]:
                         line=tool.line,
                     )
                 )
-            if reads and writes and not both and any(_runtime(p) for p in reads | writes):
+            reads, writes = {r for r, _ in pairs}, {w for _, w in pairs}
+            if pairs and not both and any(_runtime(p) for p in reads | writes):
                 out.append(
                     info(
                         CODE,
