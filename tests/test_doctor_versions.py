@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from packaging.version import Version
 
 from agentstate.doctor import diagnose, versions
 from agentstate.doctor.versions import BOUNDARIES, BUILTIN_PARALLEL_EDIT, release
+from agentstate.hazards import hazard as hazard_named
 from agentstate.models import ScriptedChatModel, reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +61,7 @@ def test_each_boundary_is_the_one_the_matrix_recorded(hazard: str):
     assert str(max(reproduced)) == boundary.last_reproduced
     assert str(min(changed)) == boundary.first_changed
     assert f'<a id="{hazard}"></a>' in PAGE.read_text()  # the row a finding links
+    assert hazard_named(hazard).code == boundary.code  # the page names the doctor's code
 
 
 def test_every_hazard_a_release_ended_has_a_boundary():
@@ -68,6 +72,18 @@ def test_every_hazard_a_release_ended_has_a_boundary():
         if result["outcome"] in ("refused", "fixed")
     }
     assert ended == set(BOUNDARIES)
+
+
+def test_the_release_is_read_from_metadata_without_importing_the_library():
+    code = (
+        "import sys; from agentstate.doctor.versions import installed_version; "
+        "print(installed_version('deepagents'), 'deepagents' in sys.modules, "
+        "installed_version('no-such-distribution-here'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == [metadata.version("deepagents"), "False", "None"]
 
 
 @pytest.mark.parametrize(
@@ -97,7 +113,8 @@ def deep_agent(**kwargs: Any) -> Any:
     return create_deep_agent(ScriptedChatModel(script=[reply(text="ok")]), **kwargs)
 
 
-def on(monkeypatch: pytest.MonkeyPatch, version: str | None) -> None:
+def on(monkeypatch: pytest.MonkeyPatch, version: str | None) -> list[str]:
+    """The doctor's lookup patched to answer ``version``; returns what it is asked."""
     asked: list[str] = []
 
     def installed(distribution: str) -> str | None:
@@ -105,11 +122,13 @@ def on(monkeypatch: pytest.MonkeyPatch, version: str | None) -> None:
         return version
 
     monkeypatch.setattr(versions, "installed_version", installed)
+    return asked
 
 
 def test_deepagents_own_file_tools_before_the_guard_are_an_error(monkeypatch: pytest.MonkeyPatch):
-    on(monkeypatch, BUILTIN_PARALLEL_EDIT.last_reproduced)
+    asked = on(monkeypatch, BUILTIN_PARALLEL_EDIT.last_reproduced)
     report = diagnose(deep_agent(), "deep")
+    assert set(asked) == {"deepagents"}
     assert [(f.code, f.severity, f.subject) for f in report] == [
         ("file-read-modify-write", "error", "edit_file"),
         ("file-read-modify-write", "error", "general-purpose:edit_file"),
