@@ -108,7 +108,7 @@ def test_a_function_returning_a_broken_graph_exits_1_and_names_the_hazard(projec
 
 def test_json_and_github_formats(project):
     done = doctor("agents.py:build_broken", "--json", cwd=project)
-    report = json.loads(done.stdout)
+    (report,) = json.loads(done.stdout)["graphs"]  # one shape for one graph or several
     assert done.returncode == 1
     assert report["codes"] == ["unreduced-parallel-write"]
     assert report["findings"][0]["notebook"] == "02"
@@ -124,9 +124,11 @@ def line_of(text: str, needle: str) -> int:
 
 
 def test_a_finding_lands_on_the_line_of_the_tool_it_is_about(project):
-    """The annotation and the SARIF result sit on the writer tool's definition (its decorator),
-    not on the graph's; a finding without a place of its own is covered in test_doctor_formats."""
-    expected = line_of(AGENTS, "@tool\ndef save_tag")
+    """The annotation and the SARIF result sit on the writer tool's ``def`` line (not its
+    ``@tool`` decorator's: a suppression comment goes on the ``def``), not on the graph's; a
+    finding without a place of its own is covered in test_doctor_formats."""
+    expected = line_of(AGENTS, "def save_tag")
+    assert AGENTS.splitlines()[expected - 2] == "@tool"  # the line above is the decorator
     github = doctor("agents.py:build_broken", "--format", "github", cwd=project)
     assert f"::error file=agents.py,line={expected},title=" in github.stdout
     sarif = doctor(
@@ -149,7 +151,7 @@ def test_a_finding_lands_on_the_line_of_the_tool_it_is_about(project):
 def test_a_langgraph_json_checks_every_graph_it_lists(project):
     done = doctor("langgraph.json", "--json", cwd=project)
     assert done.returncode == 1
-    reports = {r["graph"]: r["codes"] for r in json.loads(done.stdout)}
+    reports = {r["graph"]: r["codes"] for r in json.loads(done.stdout)["graphs"]}
     assert reports == {"clean": [], "broken": ["unreduced-parallel-write"]}
 
 
@@ -157,7 +159,7 @@ def test_a_langgraph_json_checks_every_graph_it_lists(project):
 def test_the_projects_own_langgraph_json_has_no_error():
     done = doctor("langgraph.json", "--json", cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    names = [r["graph"] for r in json.loads(done.stdout)]
+    names = [r["graph"] for r in json.loads(done.stdout)["graphs"]]
     assert names == list(json.loads((ROOT / "langgraph.json").read_text())["graphs"])
 
 
@@ -198,3 +200,14 @@ def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, m
         "agentstate doctor: error: agents.py:clean: the doctor failed on it (a bug, please report "
         "it): KeyError: 'a node the checks did not expect'\n"
     )
+
+
+def test_json_with_another_format_is_refused_in_one_line(project):
+    """Before: ``--json --format github`` printed JSON and said nothing."""
+    done = doctor("agents.py:build_broken", "--json", "--format", "github", cwd=project)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "agentstate doctor: error: --json and --format github disagree: give one of them\n"
+    )
+    same = doctor("agents.py:build_broken", "--json", "--format", "json", cwd=project)
+    assert same.returncode == 1 and json.loads(same.stdout)["graphs"][0]["graph"]

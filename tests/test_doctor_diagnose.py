@@ -544,7 +544,8 @@ def test_a_react_loop_with_a_module_global_model_makes_a_command_write_an_error(
         "error",
     )
     assert "A string has no merge" in found.message and "merge_fields" not in found.message
-    assert found.file == __file__ and found.line == set_name.func.__code__.co_firstlineno
+    # on the tool's `def` line, one below its `@tool` decorator (where its code object starts)
+    assert found.file == __file__ and found.line == set_name.func.__code__.co_firstlineno + 1
     # what a run shows: two calls of one reply raise
     with pytest.raises(InvalidUpdateError, match="At key 'name'"):
         tool_loop(chatbot).invoke({"messages": [{"role": "user", "content": "hi"}]})

@@ -86,7 +86,8 @@ def test_github_annotations_land_on_the_finding_s_line_else_the_graph_s(project)
     lines = github_lines(diagnosed)
     assert lines[0] == (
         "::error file=src/tools.py,line=12,title=doctor unreduced-parallel-write::"
-        "agent: tags: two writers in one step (notebook 02)"
+        "agent: tags: two writers in one step (notebook 02; "
+        "agentstate doctor --explain unreduced-parallel-write)"
     )
     # a place outside the project, or none: where the graph is built
     assert lines[1].startswith("::warning file=graph.py,line=40,title=doctor memory-in-react")
@@ -113,7 +114,7 @@ def test_github_escapes_what_would_end_a_property_or_the_command(project):
     (line,) = github_lines(Diagnosed(odd))
     assert line == (
         "::error file=a%3Ab%2Cc.py,line=1,title=doctor undeclared-key::a,b: k: 100%25%0Asure"
-        " (notebook 02)"
+        " (notebook 02; agentstate doctor --explain undeclared-key)"
     )
 
 
@@ -127,8 +128,9 @@ def test_sarif_has_one_rule_per_code_with_its_page_and_level(project):
     assert log["version"] == "2.1.0" and log["$schema"].endswith("sarif-schema-2.1.0.json")
     (run,) = log["runs"]
     rules = run["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules] == list(CODES)
-    for r in rules:
+    # every code of the registry, then the CLI's own (a suppression that silences nothing)
+    assert [r["id"] for r in rules] == [*CODES, "unused-suppression"]
+    for r in rules[:-1]:
         code = CODES[r["id"]]
         assert r["helpUri"] == f"https://docs.test/doctor/{code.name}.md"
         assert r["shortDescription"] == {"text": code.title}
@@ -159,7 +161,7 @@ def test_sarif_results_sit_at_their_file_and_line(project):
     info = results["undeclared-key"]
     assert info["level"] == "note"
     assert info["locations"][0]["physicalLocation"]["region"] == {"startLine": 40}
-    fingerprints = {r["partialFingerprints"]["agentstateDoctor/v1"] for r in results.values()}
+    fingerprints = {r["partialFingerprints"]["agentstateDoctor/v2"] for r in results.values()}
     assert len(fingerprints) == len(results)
 
 
@@ -183,6 +185,89 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(project):
     text = importlib.resources.files(schema_package).joinpath("sarif-2.1.0.json").read_text()
     validator = jsonschema.Draft4Validator(json.loads(text))
     assert list(validator.iter_errors(sarif(project))) == []
+    # a graph that could not load, and a suppression that silences nothing
+    from agentstate.doctor.suppression import Suppression, unused_finding
+
+    failed = Diagnosed(Report("broken"), label="langgraph.json > broken", error="no model")
+    stale = Suppression(str(project / "state.py"), 3, ("undeclared-key",), "# agentstate: ...")
+    log = sarif_log(
+        [Diagnosed(report(project)), failed], base=project, unused=[unused_finding(stale, "x")]
+    )
+    assert list(validator.iter_errors(log)) == []
+    assert log["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    assert log["runs"][0]["results"][-1]["ruleId"] == "unused-suppression"
     broken = sarif(project)
     broken["runs"][0]["results"][0]["level"] = "fatal"  # the validator does look
     assert list(validator.iter_errors(broken)) != []
+
+
+# --- issue 32, item 10: what the outputs say ---
+
+
+def test_sarif_uris_are_percent_encoded(project):
+    """Before: ``sub dir/my tools#1%.py`` went into ``uri`` as it is (not a URI reference)."""
+    odd = project / "sub dir" / "my tools#1%.py"
+    report = Report("g", [finding("undeclared-key", "k", "m", file=str(odd), line=2)])
+    (result,) = sarif_log([Diagnosed(report)], base=project, docs="")["runs"][0]["results"]
+    artifact = result["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {"uri": "sub%20dir/my%20tools%231%25.py", "uriBaseId": "%SRCROOT%"}
+    elsewhere = Report("g", [finding("undeclared-key", "k", "m", file="/else where/a#b.py")])
+    (result,) = sarif_log([Diagnosed(elsewhere)], base=project, docs="")["runs"][0]["results"]
+    artifact = result["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {"uri": "file:///else%20where/a%23b.py"}
+
+
+def two_nodes(project: Path, first: int, second: int) -> Report:
+    source = project / "graph.py"
+    lines = ["# a graph"] * 40
+    lines[first - 1] = "def left(state):"
+    lines[second - 1] = "def right(state):"
+    source.write_text("\n".join(lines) + "\n")
+    return Report(
+        "g",
+        [
+            finding("unreduced-parallel-write", "docs", "a and b", file=str(source), line=first),
+            finding("unreduced-parallel-write", "docs", "a and b", file=str(source), line=second),
+        ],
+    )
+
+
+def fingerprints(log: dict) -> list[str]:
+    return [r["partialFingerprints"]["agentstateDoctor/v2"] for r in log["runs"][0]["results"]]
+
+
+def test_two_results_on_two_lines_have_two_fingerprints_that_follow_their_lines(project):
+    """Before: graph, code and subject alone made the fingerprint, so code scanning folded two
+    results (two nodes, two lines) into one alert."""
+    before = fingerprints(sarif_log([Diagnosed(two_nodes(project, 10, 20))], base=project))
+    assert len(set(before)) == 2
+    moved = fingerprints(sarif_log([Diagnosed(two_nodes(project, 14, 30))], base=project))
+    assert moved == before  # lines inserted above: the same alerts
+    same_line = Report(
+        "g", [finding("undeclared-key", "k", "m"), finding("undeclared-key", "k", "n")]
+    )
+    assert len(set(fingerprints(sarif_log([Diagnosed(same_line)], base=project)))) == 2
+
+
+def test_sarif_s_driver_version_is_the_installed_distribution_s(project):
+    """Before: looked up under the old distribution name ("agentstate"), so always "0"."""
+    import importlib.metadata
+
+    driver = sarif(project)["runs"][0]["tool"]["driver"]
+    installed = importlib.metadata.version("agentstate-langgraph")
+    assert driver["version"] == driver["semanticVersion"] == installed != "0"
+
+
+def test_the_json_has_one_shape_for_one_graph_and_for_several(project):
+    """Before: an object for one graph, a list for several."""
+    from agentstate.doctor.output import json_text
+
+    one = json.loads(json_text([Diagnosed(report(project))], version="1.2.3"))
+    two = json.loads(json_text([Diagnosed(report(project)), Diagnosed(Report("b"))]))
+    assert set(one) == set(two) == {"tool", "version", "format", "graphs", "unused_suppressions"}
+    assert [g["graph"] for g in one["graphs"]] == ["agent"]
+    assert [g["graph"] for g in two["graphs"]] == ["agent", "b"]
+    keys = {"graph", "target", "error", "codes", "findings", "notes"}
+    assert all(set(g) == keys for g in one["graphs"] + two["graphs"])
+    explain = {f["code"]: f["explain"] for f in one["graphs"][0]["findings"]}
+    assert explain["same-batch-read"] == "agentstate doctor --explain same-batch-read"

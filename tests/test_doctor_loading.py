@@ -130,7 +130,7 @@ def src_layout(tmp_path_factory) -> Path:
 def test_a_src_layout_project_loads_every_graph_shape_langgraph_json_allows(src_layout):
     done = doctor("langgraph.json", "--format", "json", cwd=src_layout)
     assert done.returncode == 0, done.stderr
-    reports = json.loads(done.stdout)  # the module's print went to stderr
+    reports = json.loads(done.stdout)["graphs"]  # the module's print went to stderr
     assert [r["graph"] for r in reports] == list(SHAPES)
     assert "my_agent.graph: imported" in done.stderr
 
@@ -138,7 +138,7 @@ def test_a_src_layout_project_loads_every_graph_shape_langgraph_json_allows(src_
 def test_the_json_s_own_directory_counts_not_the_current_one(src_layout):
     done = doctor(f"{src_layout.name}/langgraph.json", "--format", "json", cwd=src_layout.parent)
     assert done.returncode == 0, done.stderr
-    assert len(json.loads(done.stdout)) == len(SHAPES)
+    assert len(json.loads(done.stdout)["graphs"]) == len(SHAPES)
 
 
 def test_a_folder_of_packages_listed_as_a_dependency_and_a_sibling_module(tmp_path):
@@ -162,7 +162,7 @@ def test_a_folder_of_packages_listed_as_a_dependency_and_a_sibling_module(tmp_pa
     )
     done = doctor("langgraph.json", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert [r["graph"] for r in json.loads(done.stdout)] == ["packaged", "flat"]
+    assert [r["graph"] for r in json.loads(done.stdout)["graphs"]] == ["packaged", "flat"]
 
 
 # --- bad input: one line, exit 2, nothing on stdout ---
@@ -399,3 +399,239 @@ def test_definition_line_finds_the_last_top_level_binding(tmp_path):
     assert definition_line(str(source), "agent") == 15
     assert definition_line(str(source), "missing") is None
     assert definition_line(None, "agent") is None
+
+
+# --- issue 32, item 9: loading as `langgraph dev` does, to the end ---
+
+NEEDS_KEY = """
+import os
+
+from langgraph.graph import END, START, StateGraph
+
+from my_state import State
+
+KEY = os.environ["AGENT_API_KEY"]  # as ChatOpenAI() reads OPENAI_API_KEY when it is built
+print("key seen at import:", KEY)
+
+
+def answer(state: State) -> dict:
+    return {"answer": KEY}
+
+
+b = StateGraph(State)
+b.add_node("answer", answer)
+b.add_edge(START, "answer")
+b.add_edge("answer", END)
+graph = b.compile()
+"""
+
+
+def env_project(root: Path, env: object, files: dict[str, str] | None = None) -> Path:
+    return write(
+        root,
+        {
+            "my_state.py": STATE,
+            "agent.py": NEEDS_KEY,
+            "langgraph.json": json.dumps({"graphs": {"agent": "./agent.py:graph"}, "env": env}),
+            **(files or {}),
+        },
+    )
+
+
+@pytest.mark.parametrize("env", ["./.env", ".env"])
+def test_the_env_file_of_langgraph_json_is_set_before_the_graph_is_imported(tmp_path, env):
+    """Before: the key in `.env` was never set, so the import raised KeyError and exited 2."""
+    env_project(tmp_path, env, {".env": "# the project's secrets\nAGENT_API_KEY=sk-from-dotenv\n"})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = doctor(str(tmp_path / "langgraph.json"), "--format", "json", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "key seen at import: sk-from-dotenv" in done.stderr  # relative to the json, not cwd
+    (report,) = json.loads(done.stdout)["graphs"]
+    assert (report["graph"], report["error"]) == ("agent", None)
+
+
+def test_the_env_mapping_of_langgraph_json_is_set_too(tmp_path):
+    env_project(tmp_path, {"AGENT_API_KEY": "sk-from-mapping"})
+    done = doctor("langgraph.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "key seen at import: sk-from-mapping" in done.stderr
+
+
+def test_env_does_not_override_what_the_shell_set(tmp_path):
+    """A value the caller set (a CI job's dummy key) wins over "env"; what the shell lacks
+    comes from "env" (langgraph dev itself would replace it: docs/doctor/README.md says so)."""
+    env_project(tmp_path, "./.env", {".env": "AGENT_API_KEY=sk-from-dotenv\n"})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(AGENTSTATE), "doctor", "langgraph.json"],
+        cwd=tmp_path,
+        env={**env, "AGENT_API_KEY": "sk-from-shell"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "key seen at import: sk-from-shell" in done.stderr
+
+
+def test_a_missing_env_file_sets_nothing_and_says_so(tmp_path):
+    env_project(tmp_path, "./.env")
+    done = doctor("langgraph.json", cwd=tmp_path)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert errors == [
+        "agentstate doctor: error: langgraph.json > agent: importing ./agent.py failed: "
+        "KeyError: 'AGENT_API_KEY'"
+    ]
+    assert (
+        "agentstate doctor: note: langgraph.json: env './.env' does not exist: no variables set "
+        "from it (as langgraph dev)" in done.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AGENT_API_KEY": 1}, "'env' maps 'AGENT_API_KEY' to a non-string value"),
+        (["A=1"], "'env' is neither a path to a .env file nor a mapping"),
+    ],
+)
+def test_a_malformed_env_is_one_line_and_exit_2(tmp_path, env, message):
+    env_project(tmp_path, env)
+    done = doctor("langgraph.json", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    (line,) = done.stderr.splitlines()
+    assert line == f"agentstate doctor: error: langgraph.json: {message}"
+
+
+def test_an_env_fifo_is_refused_never_opened(tmp_path):
+    env_project(tmp_path, "./.env")
+    os.mkfifo(tmp_path / ".env")
+    done = doctor("langgraph.json", cwd=tmp_path, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    (line,) = done.stderr.splitlines()
+    assert line.endswith("langgraph.json: env './.env' is a FIFO, not a regular file")
+
+
+FAN_OUT = """
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+
+class State(TypedDict):
+    docs: list
+
+
+b = StateGraph(State)
+b.add_node("a", lambda s: {"docs": ["a"]})
+b.add_node("b", lambda s: {"docs": ["b"]})
+b.add_edge(START, "a")
+b.add_edge(START, "b")
+b.add_edge(["a", "b"], END)
+graph = b.compile()
+"""
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """A langgraph.json of a graph that loads (with an error finding) and graphs that cannot."""
+    return write(
+        tmp_path_factory.mktemp("mixed"),
+        {
+            "fan_out.py": FAN_OUT,
+            "boom.py": "raise RuntimeError('no model configured')\n",
+            "spin.py": "while True:\n    pass\n",
+            "stubborn.py": textwrap.dedent(
+                """
+                import time
+
+                while True:  # swallows every exception, the time limit's too
+                    try:
+                        time.sleep(0.05)
+                    except BaseException:
+                        pass
+                """
+            ),
+            "echo.py": "import subprocess\n\nsubprocess.run(['echo', 'hi'], check=True)\n"
+            + FAN_OUT,
+            "langgraph.json": json.dumps(
+                {"graphs": {"broken": "./boom.py:graph", "fan_out": "./fan_out.py:graph"}}
+            ),
+            "hangs.json": json.dumps(
+                {"graphs": {"spins": "./spin.py:graph", "fan_out": "./fan_out.py:graph"}}
+            ),
+        },
+    )
+
+
+def test_one_graph_that_cannot_load_hides_no_other_report(mixed):
+    """Before: stdout was empty and only the failure was said; now every graph is reported,
+    the failure on its own line, and the exit status is the worst of all (2)."""
+    done = doctor("langgraph.json", cwd=mixed)
+    assert done.returncode == 2
+    assert "fan_out: 1 finding(s)" in done.stdout and "unreduced-parallel-write" in done.stdout
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        "agentstate doctor: error: langgraph.json > broken: importing ./boom.py failed: "
+        "RuntimeError: no model configured"
+    )
+    as_json = doctor("langgraph.json", "--format", "json", cwd=mixed)
+    graphs = {g["graph"]: g for g in json.loads(as_json.stdout)["graphs"]}
+    assert graphs["broken"]["error"] == line.removeprefix("agentstate doctor: error: ")
+    assert (graphs["broken"]["findings"], graphs["fan_out"]["error"]) == ([], None)
+    assert graphs["fan_out"]["codes"] == ["unreduced-parallel-write"]
+
+
+def test_a_failure_is_in_sarif_s_invocation_and_github_s_annotations(mixed):
+    sarif = json.loads(doctor("langgraph.json", "--format", "sarif", cwd=mixed).stdout)
+    (run,) = sarif["runs"]
+    (invocation,) = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    (notification,) = invocation["toolExecutionNotifications"]
+    assert notification["level"] == "error"
+    assert "langgraph.json > broken: importing ./boom.py failed" in notification["message"]["text"]
+    assert [r["ruleId"] for r in run["results"]] == ["unreduced-parallel-write"]
+    github = doctor("langgraph.json", "--format", "github", cwd=mixed).stdout.splitlines()
+    assert github[0].startswith("::error title=doctor could not check a graph::langgraph.json")
+    assert github[1].startswith("::error file=fan_out.py,line=")
+
+
+def test_an_endless_loop_at_import_is_one_line_past_the_timeout_and_the_rest_reported(mixed):
+    """Before: the CLI hung forever (and had no --timeout)."""
+    done = doctor("hangs.json", "--timeout", "3", "--format", "json", cwd=mixed, timeout=100)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        "agentstate doctor: error: hangs.json > spins: loading took longer than 3 s "
+        "(--timeout); an endless loop or a call that blocks, at import or in its factory?"
+    )
+    graphs = {g["graph"]: g for g in json.loads(done.stdout)["graphs"]}
+    assert graphs["fan_out"]["codes"] == ["unreduced-parallel-write"]
+    assert graphs["spins"]["error"] == line.removeprefix("agentstate doctor: error: ")
+
+
+def test_a_target_that_swallows_the_time_limit_still_ends_in_one_line(mixed):
+    done = doctor("stubborn.py:graph", "--timeout", "2", cwd=mixed, timeout=100)
+    assert (done.returncode, done.stdout) == (2, "")
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("agentstate doctor: error: stubborn.py:graph: loading took longer")
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif"])
+def test_a_process_a_target_starts_at_import_cannot_write_into_the_report(mixed, fmt):
+    """Before: `echo hi` wrote to file descriptor 1 and spoiled the JSON and SARIF."""
+    done = doctor("echo.py:graph", "--format", fmt, cwd=mixed)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[0] == "hi"
+    json.loads(done.stdout)  # valid: nothing but the report on stdout
+    assert "hi" not in done.stdout.split()
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
+def test_a_timeout_that_is_not_a_positive_number_is_one_line(mixed, timeout):
+    done = doctor("fan_out.py:graph", "--timeout", timeout, cwd=mixed)
+    assert (done.returncode, done.stdout) == (2, "")
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"agentstate doctor: error: --timeout {timeout}: give a number")

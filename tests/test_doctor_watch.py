@@ -254,8 +254,8 @@ def test_a_users_own_todo_reader_in_its_writers_batch_is_shown():
     assert seen == ["No todos currently in the list."]  # what the run shows
     (found,) = watch.report().of("same-batch-read")
     assert found.subject == "todos" and "`read_todos`" in found.evidence[0]
-    # the finding lands on the reader's own line
+    # the finding lands on the reader's own `def` line, below its `@tool` decorator
     assert (found.file, found.line) == (
         read_todos.func.__code__.co_filename,
-        read_todos.func.__code__.co_firstlineno,
+        read_todos.func.__code__.co_firstlineno + 1,
     )

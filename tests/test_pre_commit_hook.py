@@ -88,8 +88,8 @@ def test_the_readme_shows_the_config_snippet_for_this_hook():
     assert entry["id"] == hook()["id"] and entry["args"] == ["langgraph.json"]
 
 
-def run_hook(repo: Path, schema: str) -> subprocess.CompletedProcess[str]:
-    (repo / "agent.py").write_text(textwrap.dedent(AGENT).replace("GRAPH_SCHEMA", schema))
+def run_hook(repo: Path, schema: str, agent: str = AGENT) -> subprocess.CompletedProcess[str]:
+    (repo / "agent.py").write_text(textwrap.dedent(agent).replace("GRAPH_SCHEMA", schema))
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True, capture_output=True)
     env = {
         **os.environ,
@@ -125,3 +125,54 @@ def test_pre_commit_runs_the_hook_and_fails_on_an_error_finding(tmp_path):
     fixed = run_hook(repo, "Reduced")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "Passed" in fixed.stdout
+
+
+def hooked_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    local = {**hook(), "language": "system", "args": ["langgraph.json"]}
+    config = {"repos": [{"repo": "local", "hooks": [local]}]}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
+    (repo / "langgraph.json").write_text(json.dumps({"graphs": {"agent": "./agent.py:graph"}}))
+    return repo
+
+
+def test_pre_commit_passes_once_the_finding_is_suppressed_on_its_key(tmp_path):
+    """The team's way out of a finding it accepts: a comment on the key's declaration."""
+    pytest.importorskip("pre_commit", reason="pre-commit is not installed (a dev dependency)")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = hooked_repo(tmp_path)
+    suppressed = AGENT.replace(
+        "class Plain(TypedDict):\n    docs: list\n",
+        "class Plain(TypedDict):\n    docs: list  # agentstate: ignore[unreduced-parallel-write]\n",
+    )
+    assert suppressed != AGENT
+    done = run_hook(repo, "Plain", suppressed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Passed" in done.stdout
+    bare = run_hook(repo, "Plain")  # the control: the same graph without the comment
+    assert bare.returncode == 1 and "unreduced-parallel-write" in bare.stdout
+
+
+def test_pre_commit_passes_once_pyproject_ignores_the_code_and_fails_on_a_typo(tmp_path):
+    pytest.importorskip("pre_commit", reason="pre-commit is not installed (a dev dependency)")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = hooked_repo(tmp_path)
+    (repo / "pyproject.toml").write_text(
+        '[tool.agentstate.doctor]\nignore = ["unreduced-parallel-write"]\n'
+    )
+    ignored = run_hook(repo, "Plain")
+    assert ignored.returncode == 0, ignored.stdout + ignored.stderr
+    assert "Passed" in ignored.stdout
+    (repo / "pyproject.toml").write_text(
+        '[tool.agentstate.doctor]\nignore = ["unreduced-paralel-write"]\n'
+    )
+    typo = run_hook(repo, "Plain")
+    assert typo.returncode == 1 and "exit code: 2" in typo.stdout, typo.stdout + typo.stderr
+    assert (
+        "agentstate doctor: error: pyproject.toml [tool.agentstate.doctor] 'ignore': unknown "
+        "code 'unreduced-paralel-write'" in typo.stdout
+    )

@@ -3,34 +3,46 @@
 ``TARGET`` is what ``langgraph.json`` lists, loaded as ``langgraph dev`` loads
 it (:mod:`.loading`): ``module:attr`` or ``path/to/file.py:attr`` (a compiled
 graph, or a factory that builds one), or a ``langgraph.json`` itself (every
-graph it lists). ``--format`` prints a table (``text``), ``json``, ``github``
-annotations or ``sarif`` for code scanning (:mod:`.output`, :mod:`.sarif`),
-each finding at the file and line of its tool or node. Exit status 1 when a
-finding is an error and for nothing else, 0 when none is, 2 with one line on
-stderr when a target cannot be loaded (or the doctor fails on it). Nothing
-heavy is imported until a target is, so ``agentstate doctor --help`` and most
-one-line errors are quick. The hazards are taught in notebooks 01-06.
+graph it lists, its ``env`` set first). Configured as a linter is: codes
+chosen by ``[tool.agentstate.doctor]`` and ``--select``/``--ignore``
+(:mod:`.config`), findings silenced by ``# agentstate: ignore[code]``
+(:mod:`.suppression`). ``--format`` prints a table (``text``), ``json``,
+``github`` annotations or ``sarif`` (:mod:`.output`, :mod:`.sarif`);
+``--explain CODE`` prints a code's page (:mod:`.explain`). Exit status 1 when a
+finding is an error (``--fail-on warning``: or a warning), 0 when none is
+(always, with ``--exit-zero``), 2 with one line on stderr per target that
+cannot be loaded (the others are reported all the same) or for a usage error.
+While targets load, what they write to stdout (file descriptor 1) goes to
+stderr, and each load is given ``--timeout`` seconds (:mod:`.isolation`).
+Nothing heavy is imported until a target is, so ``agentstate doctor --help``
+is quick. The hazards are taught in notebooks 01-06.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
-from agentstate.doctor import loading
+from agentstate.doctor import config, isolation, loading
+from agentstate.doctor.config import ConfigError, Layer, Rules
 from agentstate.doctor.loading import Loaded, Target, TargetError, describe, load
 
 if TYPE_CHECKING:
+    from agentstate.doctor.findings import Finding
     from agentstate.doctor.graph_facts import Graph
     from agentstate.doctor.output import Diagnosed
+    from agentstate.doctor.suppression import Ledger
 
 FORMATS = ("text", "json", "github", "sarif")
+DEFAULT_TIMEOUT = 120.0
+"""Seconds a target may take to import and build before it is reported as hanging."""
 
 
 def targets(spec: str) -> list[tuple[str, str, Path]]:
@@ -49,6 +61,37 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+@dataclass
+class Outcome:
+    """What a run found: each graph (or why it failed), its rules, the unused suppressions."""
+
+    diagnosed: list[Diagnosed] = field(default_factory=list)
+    rules: list[Rules | None] = field(default_factory=list)
+    """The rules each graph was checked with (None for one that failed before they were read)."""
+    unused: list[Finding] = field(default_factory=list)
+
+    def status(self, exit_zero: bool) -> int:
+        """2 if a graph failed; else 1 if a finding fails the run (never with ``exit_zero``)."""
+        if any(d.error is not None for d in self.diagnosed):
+            return 2
+        if exit_zero:
+            return 0
+        for d, rules in zip(self.diagnosed, self.rules, strict=True):
+            if rules is not None and any(rules.fails(f.severity) for f in d.report.findings):
+                return 1
+        known = [r for r in self.rules if r is not None]
+        if self.unused and any(r.fails(self.unused[0].severity) for r in known):
+            return 1
+        return 0
+
+
+def _failed(name: str, label: str, message: str, notes: tuple[str, ...] = ()) -> Diagnosed:
+    from agentstate.doctor.findings import Report
+    from agentstate.doctor.output import Diagnosed
+
+    return Diagnosed(Report(name, notes=notes), label=label, error=message)
+
+
 def _diagnose(loaded: Loaded) -> Diagnosed:
     from agentstate.doctor.diagnosis import diagnose
     from agentstate.doctor.output import Diagnosed
@@ -60,55 +103,248 @@ def _diagnose(loaded: Loaded) -> Diagnosed:
             f"{loaded.target.label}: the doctor failed on it (a bug, please report it): "
             f"{describe(exc)}"
         ) from None
-    return Diagnosed(report, loaded.file, loaded.line)
+    return Diagnosed(report, loaded.file, loaded.line, loaded.target.label)
 
 
-def render(fmt: str, diagnosed: Sequence[Diagnosed], docs_url: str | None = None) -> str:
+class Settings:
+    """The rules of each target: its project's ``[tool.agentstate.doctor]`` under the CLI's."""
+
+    def __init__(self, cli: Layer, isolated: bool, explicit: Path | None) -> None:
+        self.cli = cli
+        self.isolated = isolated
+        self.explicit = explicit
+        self.cache: dict[Path | None, Rules] = {}
+
+    def rules(self, target: Target) -> Rules:
+        """The rules for ``target``: the nearest configuration from its directory upward."""
+        if self.isolated:
+            path = None
+        elif self.explicit is not None:
+            path = self.explicit
+        else:
+            path = config.find(target.home)
+        if path not in self.cache:
+            layers = [config.read(path)] if path is not None else []
+            self.cache[path] = config.resolve([*layers, self.cli])
+        return self.cache[path]
+
+
+def _kept(d: Diagnosed, loaded: Loaded, rules: Rules, ledger: Ledger) -> Diagnosed:
+    """``d`` with only the findings its rules select and no suppression silences."""
+    from agentstate.doctor.findings import Report
+    from agentstate.doctor.output import Diagnosed
+    from agentstate.doctor.suppression import is_project_file
+
+    target = loaded.target
+    roots = (target.base, *target.paths)
+    channels = frozenset(getattr(loaded.graph, "channels", None) or {})
+    kept = []
+    for f in d.report.findings:
+        if not rules.reports(f.code, d.report.graph):
+            continue
+        points: list[tuple[str | None, int | None]] = [(f.file, f.line)]
+        if not (f.file and is_project_file(f.file, roots)):
+            points.append((d.file, d.line))  # where a finding without a place of its own shows
+        if ledger.silences(f, points, channels, roots) is None:
+            kept.append(f)
+    ledger.checked(*_made_of(loaded, d))
+    report = Report(d.report.graph, kept, (*d.report.notes, *target.notes))
+    return Diagnosed(report, d.file, d.line, d.label)
+
+
+def _made_of(
+    loaded: Loaded, d: Diagnosed
+) -> tuple[list[tuple[str | None, int | None]], list[frozenset[str]]]:
+    """The places (nodes', tools', the graph's own line) and the keys of a checked graph."""
+    from agentstate.doctor.graph_facts import graph_facts
+
+    places: list[tuple[str | None, int | None]] = [(d.file, d.line)]
+    schemas: list[frozenset[str]] = []
+    try:
+        for scope in graph_facts(loaded.graph, d.report.graph).scopes():
+            schemas.append(frozenset(scope.channels))
+            places += [(n.file, n.line) for n in scope.nodes.values()]
+            places += [(t.file, t.line) for t in scope.tools.values()]
+    except Exception:  # noqa: BLE001 - diagnose read it; without it every comment is judged
+        schemas.append(frozenset(getattr(loaded.graph, "channels", None) or {}))
+    return places, schemas
+
+
+def check(specs: Sequence[str], settings: Settings) -> Outcome:
+    """Load, diagnose, select and suppress every target; a failure stays its graph's own."""
+    from agentstate.doctor.config import UNUSED_SUPPRESSION
+    from agentstate.doctor.suppression import Ledger, project_files
+
+    # the doctor's own imports (langgraph, langchain) before any clock starts: --timeout is
+    # the target's own time, not ours
+    importlib.import_module("agentstate.doctor.diagnosis")
+    outcome = Outcome()
+    ledger = Ledger()
+    for spec in specs:
+        try:
+            planned = loading.targets(spec)
+        except TargetError as exc:
+            outcome.diagnosed.append(_failed(spec, spec, str(exc)))
+            outcome.rules.append(None)
+            continue
+        for target in planned:
+            rules = settings.rules(target)
+            ledger.enabled |= rules.enabled
+            timeout = rules.timeout or DEFAULT_TIMEOUT
+            hang = (
+                f"{target.label}: loading took longer than {timeout:g} s (--timeout); "
+                "an endless loop or a call that blocks, at import or in its factory?"
+            )
+            try:
+                with isolation.time_limit(timeout, hang):
+                    loaded = load(target)
+                diagnosed = _diagnose(loaded)
+            except (TargetError, isolation.LoadTimeout) as exc:
+                failed = _failed(target.name, target.label, str(exc), target.notes)
+                outcome.diagnosed.append(failed)
+                outcome.rules.append(rules)
+                continue
+            ledger.add(project_files((target.base, *target.paths)))
+            outcome.diagnosed.append(_kept(diagnosed, loaded, rules, ledger))
+            outcome.rules.append(rules)
+    if any(r is not None and UNUSED_SUPPRESSION in r.enabled for r in outcome.rules):
+        outcome.unused = ledger.unused()
+    return outcome
+
+
+def render(fmt: str, outcome: Outcome, docs_url: str | None = None, quiet: bool = False) -> str:
     """The reports in ``fmt``: text, json, github or sarif."""
+    import json
+
     from agentstate.doctor import output
+    from agentstate.doctor.version import version
 
     if fmt == "json":
-        return output.json_text(diagnosed)
+        return output.json_text(outcome.diagnosed, outcome.unused, version())
     if fmt == "github":
-        return output.github(diagnosed)
+        return output.github(outcome.diagnosed, outcome.unused)
     if fmt == "sarif":
         from agentstate.doctor.sarif import sarif_log
 
-        return json.dumps(sarif_log(diagnosed, docs=docs_url), indent=2)
-    return output.text(diagnosed)
+        log = sarif_log(outcome.diagnosed, docs=docs_url, unused=outcome.unused)
+        return json.dumps(log, indent=2)
+    return output.text(outcome.diagnosed, outcome.unused, quiet=quiet)
+
+
+def _write(shown: str, stream: TextIO, output_file: str | None) -> None:
+    if output_file is not None:
+        path = Path(output_file)
+        try:
+            path.write_text(shown + "\n" if shown else "", encoding="utf-8")
+        except OSError as exc:
+            raise TargetError(
+                f"cannot write {output_file}: {exc.strerror or describe(exc)}"
+            ) from None
+        return
+    if not shown:
+        return
+    try:
+        stream.write(shown + "\n")
+        stream.flush()
+    except BrokenPipeError:  # `agentstate doctor ... | head`: the reader has what it wanted
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+def explain(code: str, stream: TextIO, output_file: str | None) -> int:
+    """Print ``code``'s page (``agentstate doctor --explain CODE``), as ``ruff rule`` does."""
+    from agentstate.doctor.explain import page
+
+    known = config.known_codes()
+    if code not in known:
+        return _fail(f"--explain: unknown code {code!r} (known: {', '.join(known)})")
+    text = page(code)
+    if text is None:
+        return _fail(f"--explain: no page for {code} in this installation (reinstall agentstate)")
+    try:
+        _write(text.rstrip("\n"), stream, output_file)
+    except TargetError as exc:
+        return _fail(str(exc))
+    return 0
+
+
+def _layer(args: argparse.Namespace) -> Layer:
+    """The command line's settings, checked: a wrong code or timeout is a one-line error."""
+    select = None
+    if args.select is not None:
+        select = config.parse_codes(",".join(args.select), "--select")
+    ignore = config.parse_codes(",".join(args.ignore or ()), "--ignore")
+    if args.timeout is not None and not args.timeout > 0:
+        raise ConfigError(f"--timeout {args.timeout:g}: give a number of seconds above 0")
+    return Layer(select=select, ignore=ignore, fail_on=args.fail_on, timeout=args.timeout)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Diagnose every target and print the reports: 1 if any error, 2 for anything that failed.
+    """Diagnose every target and print the reports; the exit status says how it went.
 
-    What a target prints while it is imported or built goes to stderr, so the
-    report on stdout stays valid JSON or SARIF. Status 1 means an error finding
-    and nothing else: whatever else goes wrong is one line and status 2.
+    What a target prints while it is imported or built (``print``, or a child
+    process writing to descriptor 1) goes to stderr, so the report on stdout
+    stays valid JSON or SARIF.
     """
-    fmt = "json" if args.json else args.format
+    if args.json and args.format not in (None, "json"):
+        return _fail(f"--json and --format {args.format} disagree: give one of them")
+    fmt = "json" if args.json else (args.format or "text")
+    if args.explain is not None:
+        if args.target:
+            return _fail("--explain CODE takes no target")
+        return explain(args.explain, sys.stdout, args.output_file)
+    if not args.target:
+        return _fail("give a target: module:attr, path/to/file.py:attr or langgraph.json")
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            planned = [t for spec in args.target for t in loading.targets(spec)]
-            diagnosed = [_diagnose(load(t)) for t in planned]
-        shown = render(fmt, diagnosed, args.docs_url)
-    except TargetError as exc:
+        settings = Settings(_layer(args), args.isolated, args.config)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if args.config is not None:
+        try:
+            loading.regular_file(args.config, str(args.config))
+        except TargetError as exc:
+            return _fail(f"--config: {exc}")
+    try:
+        with isolation.stdout_to_stderr() as stdout:
+            outcome = check(args.target, settings)
+            shown = render(fmt, outcome, args.docs_url, args.quiet)
+            _write(shown, stdout, args.output_file)
+    except TargetError as exc:  # a configuration that cannot be used, an output not written
         return _fail(str(exc))
     except Exception as exc:
         return _fail(f"the doctor failed (a bug, please report it): {describe(exc)}")
-    try:
-        if shown:
-            print(shown, flush=True)
-    except BrokenPipeError:  # `agentstate doctor ... | head`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    # what could not be checked here: once, beside the output, never inside it
-    for note in dict.fromkeys(n for d in diagnosed for n in d.report.notes):
-        print(f"agentstate doctor: note: {printable(note)}", file=sys.stderr)
-    return 1 if any(d.report.errors for d in diagnosed) else 0
+    for d in outcome.diagnosed:
+        if d.error is not None:
+            print(f"agentstate doctor: error: {printable(d.error)}", file=sys.stderr)
+    if not args.quiet:  # what could not be checked here: once, beside the output, never inside it
+        notes = (n for d in outcome.diagnosed for n in d.report.notes)
+        for note in dict.fromkeys(notes):
+            print(f"agentstate doctor: note: {printable(note)}", file=sys.stderr)
+    return outcome.status(args.exit_zero)
 
 
 def _fail(message: str) -> int:
     print(f"agentstate doctor: error: {printable(message)}", file=sys.stderr)
     return 2
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, read only when asked (``--help`` stays quick)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the doctor's version and exit")
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from agentstate.doctor.version import version
+
+        print(f"agentstate doctor {version()}")
+        parser.exit()
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -117,23 +353,89 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "doctor",
         help="the series' state hazards in an agent graph (stages 01-06)",
         description="Find the series' state hazards in compiled agent graphs, without running "
-        "them. Exit status 1 when a finding is an error, 0 when none is, 2 (one line on stderr) "
-        "when a target cannot be loaded.",
-        epilog="One page per finding code: docs/doctor/README.md",
+        "them. Exit status 1 when a finding is an error, 0 when none is, 2 (one line on stderr "
+        "per target) when a target cannot be loaded or the command is wrong.",
+        epilog="Why a code matters and its fix: agentstate doctor --explain CODE. Configuration "
+        "([tool.agentstate.doctor]) and suppression comments (# agentstate: ignore[CODE]): "
+        "docs/doctor/README.md.",
     )
     parser.add_argument(
         "target",
-        nargs="+",
+        nargs="*",
         help="module:attr, path/to/file.py:attr (a graph or a function returning one), "
         "or langgraph.json",
     )
-    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
     parser.add_argument(
         "--format",
         choices=FORMATS,
-        default="text",
+        default=None,
         help="text (default), json, github (annotations for a CI run) or sarif "
         "(SARIF 2.1.0 for code scanning)",
+    )
+    parser.add_argument(
+        "--select",
+        action="append",
+        metavar="CODES",
+        help="report only these codes (comma-separated; ALL for every code): replaces the "
+        "configuration's select and ignore",
+    )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        metavar="CODES",
+        help="do not report these codes (comma-separated), on top of the configuration's",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=config.FAIL_ON,
+        default=None,
+        help="the lowest severity that exits 1: error (default) or warning",
+    )
+    parser.add_argument(
+        "-e",
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 even when a finding is an error (a target that cannot load still exits 2)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output-file",
+        metavar="FILE",
+        default=None,
+        help="write the report to FILE instead of stdout",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print findings and nothing else: no 'no findings' tables, no notes",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=None,
+        help=f"seconds a target may take to import and build (default {DEFAULT_TIMEOUT:g}); "
+        "past it, one line and exit 2 for that target",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="PYPROJECT",
+        default=None,
+        help="read [tool.agentstate.doctor] from this file instead of the nearest pyproject.toml",
+    )
+    parser.add_argument(
+        "--isolated",
+        action="store_true",
+        help="ignore every configuration file (the command line only)",
+    )
+    parser.add_argument(
+        "--explain",
+        metavar="CODE",
+        default=None,
+        help="print CODE's page (why it matters, the fix) and exit",
     )
     parser.add_argument(
         "--docs-url",
@@ -141,6 +443,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="the URL of docs/doctor/ for SARIF's helpUri (default: this checkout's pages)",
     )
+    parser.add_argument("--version", action=_Version)
     parser.set_defaults(func=run)
 
 

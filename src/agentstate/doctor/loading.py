@@ -1,14 +1,15 @@
 """The graphs ``agentstate doctor`` is given, loaded as ``langgraph dev`` loads them.
 
 A target is ``module:attr``, ``path/to/file.py:attr``, or a ``langgraph.json``
-listing them. As ``langgraph dev`` does, the project's directory (the json's
-own) and the json's local ``dependencies`` go on ``sys.path`` (a package's
-``src/`` too, where ``pip install -e .`` would put it); the value may be a
+listing them. As ``langgraph dev`` does, the json's ``env`` is set first
+(:mod:`.environment`), and the project's directory (the json's own) and the
+json's local ``dependencies`` go on ``sys.path`` (a package's ``src/`` too,
+where ``pip install -e .`` would put it); the value may be a
 compiled graph, a ``StateGraph`` (compiled here), or a factory taking nothing,
 a ``config``, a ``ServerRuntime`` or both, sync or async, returning a graph or
 a context manager that yields one. Every failure is a :class:`TargetError`
 whose message is one line naming its cause; a file is ``stat``-ed before it is
-opened, so a FIFO or a device is refused, never read. Nothing heavy is
+opened, so a FIFO or a device is refused, never read (:mod:`.files`). Nothing heavy is
 imported before a target is. Used by :mod:`agentstate.doctor.cli` (the hazards
 of notebooks 01-06).
 """
@@ -16,15 +17,11 @@ of notebooks 01-06).
 from __future__ import annotations
 
 import ast
-import asyncio
-import concurrent.futures
-import errno
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import json
-import os
 import stat
 import sys
 import typing
@@ -33,40 +30,35 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from agentstate.doctor import environment
+from agentstate.doctor.environment import Variables
+from agentstate.doctor.files import (
+    TargetError,
+    describe,
+    mode,
+    read_small_text,
+    regular_file,
+    short,
+)
+
 if TYPE_CHECKING:
     from agentstate.doctor.graph_facts import Graph
 
-MAX_CONFIG_BYTES = 1 << 20
-"""A ``langgraph.json`` larger than this (1 MiB) is refused unread."""
+__all__ = [
+    "Loaded",
+    "Target",
+    "TargetError",
+    "config_targets",
+    "definition_line",
+    "describe",
+    "load",
+    "project_paths",
+    "read_config",
+    "regular_file",
+    "targets",
+]
 
 JS_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx")
-
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
-
-class TargetError(Exception):
-    """A target that cannot be loaded as a graph; its message is the one line to print."""
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` on one line, whatever the message holds."""
-    if isinstance(exc, SystemExit):
-        return f"SystemExit (it called sys.exit({exc.code!r}))"
-    try:
-        text = " ".join(str(exc).split())
-    except Exception:
-        text = "(a message that cannot be read)"
-    return f"{type(exc).__name__}: {_short(text, 300)}" if text else type(exc).__name__
-
-
-def _short(text: str, most: int = 60) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -80,10 +72,20 @@ class Target:
     """Directories put on ``sys.path`` before it is imported (appended, as ``langgraph dev``)."""
     label: str = ""
     """How an error names it: the spec itself, or ``langgraph.json > name``."""
+    env: Variables = ()
+    """The variables its ``langgraph.json``'s ``"env"`` sets before it is imported."""
+    notes: tuple[str, ...] = ()
+    """What could not be read on the way (a ``.env`` that does not exist)."""
 
     def __post_init__(self) -> None:
         if not self.label:
-            object.__setattr__(self, "label", _short(self.spec))
+            object.__setattr__(self, "label", short(self.spec))
+
+    @property
+    def home(self) -> Path:
+        """Where its project's configuration is looked for: its file's directory, else ``base``."""
+        where = self.spec.rpartition(":")[0]
+        return (self.base / where).parent if _is_path(where) else self.base
 
 
 @dataclass(frozen=True)
@@ -96,53 +98,13 @@ class Loaded:
     line: int | None = None
 
 
-# --- files: stat first, never open what is not a regular file ---
-
-
-def _mode(path: Path, shown: str) -> int:
-    if "\x00" in str(path):
-        raise TargetError(f"{shown}: the path contains a NUL byte")
-    try:
-        return os.stat(path).st_mode
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise TargetError(f"{shown}: no such file or directory") from None
-        if exc.errno == errno.ENAMETOOLONG:
-            raise TargetError(f"{shown}: a file name in it is too long") from None
-        raise TargetError(f"{shown}: {exc.strerror or describe(exc)}") from None
-    except ValueError as exc:  # a path the file system cannot encode
-        raise TargetError(f"{shown}: {describe(exc)}") from None
-
-
-def regular_file(path: Path, shown: str) -> Path:
-    """``path`` when its ``stat`` says it is a regular file (after symbolic links)."""
-    mode = _mode(path, shown)
-    if not stat.S_ISREG(mode):
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a file")
-        raise TargetError(f"{shown} is {kind}, not a regular file")
-    return path
-
-
 # --- langgraph.json ---
 
 
 def read_config(spec: str) -> dict[str, object]:
     """The JSON object in ``spec``: a regular, small, UTF-8 file, refused in one line otherwise."""
-    shown = _short(spec)
-    path = regular_file(Path(spec), shown)
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise TargetError(f"cannot read {shown}: {exc.strerror or describe(exc)}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise TargetError(f"{shown} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise TargetError(
-            f"{shown} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-        ) from None
+    shown = short(spec)
+    text = read_small_text(Path(spec), shown)
     try:
         config = json.loads(text)
     except RecursionError:
@@ -169,9 +131,9 @@ def project_paths(root: Path, dependencies: object, shown: str) -> tuple[Path, .
     for dependency in dependencies:
         if not dependency.startswith("."):
             continue
-        named = f"{shown}: dependency {_short(dependency)!r}"
+        named = f"{shown}: dependency {short(dependency)!r}"
         folder = root / dependency
-        if not stat.S_ISDIR(_mode(folder, named)):
+        if not stat.S_ISDIR(mode(folder, named)):
             raise TargetError(f"{named} is not a directory")
         folder = folder.resolve()
         paths.append(folder)
@@ -185,20 +147,21 @@ def project_paths(root: Path, dependencies: object, shown: str) -> tuple[Path, .
 
 def config_targets(spec: str) -> list[Target]:
     """One :class:`Target` per graph a ``langgraph.json`` lists, with its project's paths."""
-    shown = _short(spec)
+    shown = short(spec)
     config = read_config(spec)
     graphs = config.get("graphs")
     if not isinstance(graphs, dict) or not graphs:
         raise TargetError(f"{shown} lists no graphs (a 'graphs' object)")
     root = Path(spec).resolve().parent
     paths = project_paths(root, config.get("dependencies", []), shown)
+    env, notes = environment.env_of(config.get("env"), root, shown)
     found = []
     for name, value in graphs.items():
-        label = f"{shown} > {_short(name, 40)}"
+        label = f"{shown} > {short(name, 40)}"
         path = value.get("path") if isinstance(value, dict) else value
         if not isinstance(path, str):
             raise TargetError(f"{label}: not 'path:attr' (a string, or an object with a 'path')")
-        found.append(Target(name, path, root, paths, label))
+        found.append(Target(name, path, root, paths, label, env, notes))
     return found
 
 
@@ -219,7 +182,7 @@ def split(spec: str, label: str) -> tuple[str, str]:
     """``(module or path, attr)`` of ``module:attr`` or ``path/to/file.py:attr``."""
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr or not attr.isidentifier():
-        raise TargetError(f"{label}: {_short(spec)!r} is not module:attr or path/to/file.py:attr")
+        raise TargetError(f"{label}: {short(spec)!r} is not module:attr or path/to/file.py:attr")
     return where, attr
 
 
@@ -234,7 +197,7 @@ def import_target(where: str, base: Path, label: str) -> ModuleType:
             return importlib.import_module(where)
         except (Exception, SystemExit) as exc:
             raise TargetError(f"{label}: importing {where} failed: {describe(exc)}") from None
-    shown = _short(where)
+    shown = short(where)
     if where.endswith(JS_SUFFIXES):
         raise TargetError(f"{label}: {shown} is a JavaScript graph; the doctor reads Python")
     path = regular_file(base / where, f"{label}: {shown}").resolve()
@@ -253,6 +216,9 @@ def import_target(where: str, base: Path, label: str) -> ModuleType:
     except (Exception, SystemExit) as exc:
         del sys.modules[name]
         raise TargetError(f"{label}: importing {shown} failed: {describe(exc)}") from None
+    except BaseException:  # the time limit (or Ctrl-C): a half-run module is not kept
+        sys.modules.pop(name, None)
+        raise
     return module
 
 
@@ -264,10 +230,10 @@ def attribute(module: ModuleType, where: str, attr: str, label: str) -> object:
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise TargetError(f"{label}: {_short(where)} has no attribute {attr!r}") from None
+        raise TargetError(f"{label}: {short(where)} has no attribute {attr!r}") from None
     except (Exception, SystemExit) as exc:
         raise TargetError(
-            f"{label}: getting {attr!r} from {_short(where)} raised {describe(exc)}"
+            f"{label}: getting {attr!r} from {short(where)} raised {describe(exc)}"
         ) from None
 
 
@@ -413,6 +379,9 @@ async def _settle(made: object) -> object:
 
 def _run(made: object) -> object:
     """:func:`_settle` on a new event loop (in a thread when one already runs here)."""
+    import asyncio  # here: `agentstate doctor --help` does not wait for asyncio's import
+    import concurrent.futures
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -464,7 +433,9 @@ def graph_of(value: object, label: str) -> Graph:
 
 
 def load(target: Target) -> Loaded:
-    """The graph ``target`` names, its project's directories put on ``sys.path`` first."""
+    """The graph ``target`` names, its ``env`` set and its project's directories put on
+    ``sys.path`` first."""
+    environment.apply(target.env)
     for path in target.paths:
         if str(path) not in sys.path:
             sys.path.append(str(path))

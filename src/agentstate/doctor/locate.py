@@ -1,7 +1,8 @@
 """Where a tool or node is defined: the absolute file and first line of its function.
 
 A finding that names its file and line lands on that line as a pull-request
-annotation. The function is found behind the wrappers a reader's agent puts
+annotation: on its ``def`` line, not on the decorator above it (``@tool`` is where
+the function's code object starts). The function is found behind the wrappers a reader's agent puts
 around it: a ``@tool`` (``StructuredTool.func``/``coroutine``), a graph node
 (``RunnableCallable.func``), ``functools.partial``, a bound method and
 ``functools.wraps`` decorators. Used by every check (notebooks 01-06).
@@ -9,9 +10,13 @@ around it: a ``@tool`` (``StructuredTool.func``/``coroutine``), a graph node
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
+import linecache
 import os
+import textwrap
+import tokenize
 import types
 
 Place = tuple[str | None, int | None]
@@ -61,4 +66,26 @@ def locate(obj: object) -> Place:
     filename = fn.__code__.co_filename
     if not filename or filename.startswith("<"):
         return NOWHERE
-    return os.path.abspath(filename), fn.__code__.co_firstlineno
+    return os.path.abspath(filename), def_line(fn.__code__)
+
+
+@functools.lru_cache(maxsize=1024)
+def def_line(code: types.CodeType) -> int:
+    """The line of a function's ``def``: ``co_firstlineno`` is its first decorator's line.
+
+    The decorated block is read as ``inspect`` reads it (``linecache``, so a
+    notebook cell's source counts) and parsed; where it cannot be, the first line stays.
+    """
+    first = code.co_firstlineno
+    lines = linecache.getlines(code.co_filename)
+    if not lines or first > len(lines) or not lines[first - 1].lstrip().startswith("@"):
+        return first
+    try:
+        block = inspect.getblock(lines[first - 1 :])
+        tree = ast.parse(textwrap.dedent("".join(block)))
+    except (SyntaxError, tokenize.TokenError):
+        return first
+    node = tree.body[0] if tree.body else None
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return first + node.lineno - 1
+    return first
