@@ -14,19 +14,19 @@ written by one call is one path. An append (``"a"``) keeps every write.
 
 deepagents' own ``write_file``/``edit_file``/``delete`` lose parallel mutations of
 one path before deepagents 0.7.16 and refuse them from 0.7.16 on (the matrix,
-:mod:`agentstate.doctor.versions`): they are reported with the installed release
+:mod:`agentstate.doctor.releases`): they are reported with the installed release
 below it, and skipped from it on.
 """
 
 from __future__ import annotations
 
-from agentstate.doctor import versions
+from agentstate.doctor import releases
 from agentstate.doctor.findings import Finding, finding, info, listed
 from agentstate.doctor.graph_facts import GraphFacts, ToolFacts
 from agentstate.doctor.tool_facts import tool_functions, top_package
 
 CODE = "file-read-modify-write"
-GUARD = versions.BUILTIN_PARALLEL_EDIT
+GUARD = releases.BUILTIN_PARALLEL_EDIT
 
 
 def _runtime(path: str) -> bool:
@@ -92,7 +92,7 @@ def _library_file_tools(facts: GraphFacts) -> list[Finding]:
     names = [n for n in GUARD.tools if n in facts.tools and _guarded(facts.tools[n])]
     if not names:
         return []
-    installed = versions.installed_version(GUARD.distribution)
+    installed = releases.installed_version(GUARD.distribution)
     subject = f"{facts.prefix()}{names[0]}"
     try:
         applies = installed is None or GUARD.applies(installed)

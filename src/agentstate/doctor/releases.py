@@ -5,7 +5,7 @@ The series' reproductions (:mod:`agentstate.hazards`) ran against many releases
 -> ``docs/hazards-by-version.md``). Where a release stopped a hazard, a
 :class:`Boundary` here records the last release that reproduced it and the first
 that refused or fixed it, so a check reports the hazard only where it can
-happen and names the release that ends it. ``tests/test_doctor_versions.py``
+happen and names the release that ends it. ``tests/test_doctor_releases.py``
 checks every boundary against that data file.
 
 The reader's release is read from the installed distribution's metadata
