@@ -428,7 +428,9 @@ def declared_by(who="the parent only"):
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-knob_widget = widgets.interact(
+from agentstate.knobs import knob
+
+knob_widget = knob(
     declared_by, who=widgets.Dropdown(options=list(SCHEMAS), description="declared by")
 )
 

@@ -1,14 +1,12 @@
 # %% [markdown]
 # # 05 · The invariant prefix: one changed byte before the manual makes every call cold
 #
-# A bank's operations desk answers questions in threads. Each question goes
-# to three experts (a technical specialist, a compliance auditor, a support
-# concierge). Each expert reads the same 108 KB operations manual, then the
-# thread's history from state, then the question. An engine with a
+# A bank's operations desk answers questions in threads. Three experts
+# answer each question, and each reads the same 108 KB operations manual,
+# then the thread's history from state, then the question. An engine with a
 # [prefix cache](../docs/glossary.md#prefix-cache) skips reading the manual
-# again, but only for the leading tokens that are identical to an earlier
-# prompt. So where a prompt puts what changes (a clock, a persona, the
-# history that state grows every turn) decides what every call costs.
+# again, but only for leading tokens identical to an earlier prompt. So
+# where a prompt puts what changes decides what every call costs.
 # cache-lm's notes (a write-up the README lists) made it a rule: "I never
 # put expert persona, timestamps, request IDs, or chat history before the
 # manual." This notebook breaks the rule with a clock line, measures what
@@ -17,8 +15,8 @@
 # %% [markdown]
 # ## Recap
 # Stage 04 decided which state keys cross a subagent boundary. Here nothing
-# is lost from state. The question is where state and other changing parts
-# go in the prompt the model reads.
+# is lost from state. The question is where state, and anything else that
+# changes, goes in the prompt.
 #
 # ## Goals
 # - Reproduce: a clock line before the manual gives every expert call a new prefix.
@@ -297,7 +295,9 @@ def request_id_after(chapter=0):
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-knob_widget = widgets.interact(
+from agentstate.knobs import knob
+
+knob_widget = knob(
     request_id_after,
     chapter=widgets.IntSlider(value=0, min=0, max=len(chapters), description="chapter"),
 )

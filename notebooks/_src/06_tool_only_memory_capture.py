@@ -361,8 +361,10 @@ def replay_fault(fault="writes twice"):
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+from agentstate.knobs import knob
+
 faults = ["none", "answers the user", "writes twice", "swaps roles", "all, as reported"]
-knob_widget = widgets.interact(
+knob_widget = knob(
     replay_fault, fault=widgets.Dropdown(options=faults, value="writes twice", description="fault")
 )
 

@@ -95,9 +95,13 @@ class PlainState(AgentState):
 # The collector gets `PlainState` (the key without the reducer), the parent
 # keeps `RequirementsState`. Two parent scripts: two `task` calls of one
 # field each (in one reply, so they run in parallel), or one `task` of two
-# fields.
+# fields. The collectors' printouts are silenced here, since two of them
+# run at once.
 
 # %%
+import contextlib
+import io
+
 from langgraph.errors import InvalidUpdateError
 
 
@@ -120,10 +124,11 @@ scripts = {
 outcome = {}
 for name, script in scripts.items():
     agent = parent_agent(collector_agent(PlainState), script)
-    try:
-        outcome[name] = sorted(agent.invoke(USER)["requirements"])
-    except InvalidUpdateError:
-        outcome[name] = "InvalidUpdateError"
+    with contextlib.redirect_stdout(io.StringIO()):  # two collectors at once: lines would mix
+        try:
+            outcome[name] = sorted(agent.invoke(USER)["requirements"])
+        except InvalidUpdateError:
+            outcome[name] = "InvalidUpdateError"
 assert outcome == {
     "two tasks, one field each": ["engine", "username"],
     "one task, two fields": "InvalidUpdateError",
