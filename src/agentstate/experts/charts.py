@@ -157,7 +157,7 @@ def plot_prompt_layouts(system_bytes: int) -> Any:
         ("question", 1.5),
     ]
     manual = f"instructions + manual\n{system_bytes:,} bytes"
-    rows = {
+    rows: dict[str, list[tuple[str | None, str | None]]] = {
         "clock first": [
             ("Current time: ...", "differs"),
             (manual, "read again"),
