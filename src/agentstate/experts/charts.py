@@ -157,7 +157,7 @@ def plot_prompt_layouts(system_bytes: int) -> Any:
         ("question", 1.5),
     ]
     manual = f"instructions + manual\n{system_bytes:,} bytes"
-    rows: dict[str, list[tuple[str | None, str | None]]] = {
+    rows: dict[str, list[tuple[str, str | None]]] = {
         "clock first": [
             ("Current time: ...", "differs"),
             (manual, "read again"),
@@ -166,7 +166,7 @@ def plot_prompt_layouts(system_bytes: int) -> Any:
             ("question", "read again"),
         ],
         "manual first": [
-            (None, None),
+            ("(nothing)", None),
             (manual, "reused"),
             ("persona", "differs"),
             ("thread's history\n(state)", "read again"),
@@ -182,7 +182,7 @@ def plot_prompt_layouts(system_bytes: int) -> Any:
                 ax.text(
                     x + width / 2,
                     y + 0.45,
-                    "(nothing)",
+                    label,
                     ha="center",
                     va="center",
                     fontsize=9,
