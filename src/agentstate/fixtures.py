@@ -578,8 +578,8 @@ def shared_prefix(prompts: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
     ``"bytes shared"`` is what a prefix cache could reuse across the calls,
     ``"of the prompt"`` that as a share of the first call's prompt, and
     ``"they part at"`` shows the shared start of the line where they part (up to 48
-    characters, from a word), a bar, then each prompt's rest of that word, separated by `` / ``, so a
-    reader sees which byte ends the reuse and never a value cut in the middle.
+    characters, from a word), a bar, then each prompt's rest of that word, separated
+    by `` / ``, so a reader sees which byte ends the reuse, never a value cut short.
     """
     import re
 
