@@ -119,7 +119,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Find the series' state hazards in compiled agent graphs, without running "
         "them. Exit status 1 when a finding is an error, 0 when none is, 2 (one line on stderr) "
         "when a target cannot be loaded.",
-        epilog="One page per finding code: docs/doctor/README.md",
+        epilog="One page per finding code, with the failing and the fixed agent: "
+        "agentstate doctor --explain CODE",
     )
     parser.add_argument(
         "target",
@@ -139,7 +140,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--docs-url",
         metavar="URL",
         default=None,
-        help="the URL of docs/doctor/ for SARIF's helpUri (default: this checkout's pages)",
+        help="the base URL of the doctor's code pages, for SARIF's helpUri "
+        "(default: this checkout's pages)",
     )
     parser.set_defaults(func=run)
 
