@@ -25,12 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentstate.datafiles import data_path
+from agentstate.datafiles import results_path
 from agentstate.engine.prefix_client import engine_state, prime
 from agentstate.engine.server import MEASURED_THREADS, EngineServer
 from agentstate.engine.tokens import count_tokens
 
-RESULTS_FILE = "results/engine_restart.json"
+RESULTS_FILE = "engine_restart.json"
 TARGET_SHARE = 0.9
 
 
@@ -124,7 +124,7 @@ def run_restart(
 
 def load_restart_results(path: str | Path | None = None) -> dict[str, Any]:
     """The recorded restart case (``data/results/engine_restart.json``)."""
-    return json.loads(Path(path or data_path(RESULTS_FILE)).read_text())
+    return json.loads(Path(path or results_path(RESULTS_FILE)).read_text())
 
 
 def restart_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
