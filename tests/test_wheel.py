@@ -4,8 +4,8 @@ the licence, one version, and a page for the package index that works away from 
 import ast
 import re
 import subprocess
-import tarfile
 import sys
+import tarfile
 import tomllib
 import zipfile
 from email.parser import Parser
