@@ -49,7 +49,8 @@ engine: $(ENGINE) $(QUANT)  ## the real local LLM server for stage 05 (llama.cpp
 
 # llama-cpp-python compiled into a wheel of its own, outside .venv's packages, so that `make
 # test` compiles it beside the install, the checks and `make ends` (the compile is most of the
-# CPU work; they mostly wait on the index, apt and servers). pip caches the wheel too.
+# CPU work; they mostly wait on the index, apt and servers). At the lowest priority (nice 19),
+# so the tests that run beside it get the cores first. pip caches the wheel too.
 # llama.cpp's multimodal library (libmtmd: 51 of 178 compile units) is never used: not built.
 ENGINE_WHEELS := $(VENV)/engine-wheels
 ENGINE_CMAKE  := CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS"
@@ -57,7 +58,7 @@ ENGINE_CMAKE  := CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS"
 $(ENGINE_WHEELS)/.built: $(CONSTRAINTS)
 	$(call PHASE,engine-compile,start)
 	mkdir -p $(ENGINE_WHEELS)
-	$(ENGINE_CMAKE) $(PYTHON) -m pip wheel --disable-pip-version-check -q --no-deps -c $(CONSTRAINTS) -w $(ENGINE_WHEELS) "llama-cpp-python[server]"
+	$(ENGINE_CMAKE) nice -n 19 $(PYTHON) -m pip wheel --disable-pip-version-check -q --no-deps -c $(CONSTRAINTS) -w $(ENGINE_WHEELS) "llama-cpp-python[server]"
 	touch $@
 	$(call PHASE,engine-compile,end)
 

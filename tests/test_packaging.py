@@ -7,7 +7,9 @@ to pip; environment.yml lists the same pins for conda users (issue 24).
 
 import ast
 import importlib.util
+import json
 import re
+import subprocess
 import sys
 import tomllib
 from importlib.metadata import PackageNotFoundError, distribution, version
@@ -292,3 +294,50 @@ def test_the_scopes_make_test_starts_first_exist():
 
     missing = [path for path in conftest.LONGEST_FIRST if not (ROOT / path).is_file()]
     assert not missing, f"conftest.LONGEST_FIRST names files that are gone: {missing}"
+
+
+def route_without_make() -> list[str]:
+    """The README's commands for the lessons without make (its "Two commands" section)."""
+    section = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"Without `make`.*?```bash\n(.*?)```", section, re.S)
+    assert block, "the README's Two commands section shows no route without make"
+    return [line.split("  #", 1)[0].strip() for line in block.group(1).splitlines() if line]
+
+
+def test_the_route_without_make_installs_the_tutorials_set_with_jupyter(tmp_path):
+    """The README's route without make, run as written in a fresh venv, with the install as
+    pip's dry run (the full install is 0.6 GB; `make install` does it for real): it resolves
+    to exactly the pins of constraints.txt, and brings JupyterLab and its kernel."""
+    venv, install, lab = route_without_make()
+    assert venv == "python3 -m venv .venv && . .venv/bin/activate"
+    assert install == 'pip install -c constraints.txt -e ".[lessons]"'
+    assert lab == "jupyter lab notebooks/" and (ROOT / "notebooks").is_dir()
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / ".venv")], check=True)
+    report = tmp_path / "report.json"
+    python = tmp_path / ".venv" / "bin" / "python"
+    words = install.split()[1:]  # pip's own words, as the activated venv's pip reads them
+    words = [w.strip('"') for w in words]
+    done = subprocess.run(
+        [str(python), "-m", "pip", *words, "--dry-run", "--quiet", "--report", str(report)]
+        + ["--disable-pip-version-check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    chosen = {
+        canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    assert {"jupyterlab", "ipykernel"} <= set(chosen)
+    pinned = constraints()
+    off = {n: (v, pinned[n]) for n, v in chosen.items() if n in pinned and pinned[n] != v}
+    assert off == {}
+    assert chosen[DIST] == agentstate_version()
+
+
+def agentstate_version() -> str:
+    import agentstate
+
+    return agentstate.__version__
