@@ -36,7 +36,10 @@ PHASE = @echo "make-phase $$(date +%s.%N) $(1) $(2)"
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(call PHASE,install,start)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# the distribution was called `agentstate` before (now `agentstate-langgraph`): one owner of the files
@@ -55,10 +58,10 @@ engine: $(ENGINE) $(QUANT)  ## the real local LLM server for stage 05 (llama.cpp
 ENGINE_WHEELS := $(VENV)/engine-wheels
 ENGINE_CMAKE  := CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS"
 
-$(ENGINE_WHEELS)/.built: $(CONSTRAINTS)
+$(ENGINE_WHEELS)/.built: $(CONSTRAINTS) | $(BIN)/python
 	$(call PHASE,engine-compile,start)
 	mkdir -p $(ENGINE_WHEELS)
-	$(ENGINE_CMAKE) nice -n 19 $(PYTHON) -m pip wheel --disable-pip-version-check -q --no-deps -c $(CONSTRAINTS) -w $(ENGINE_WHEELS) "llama-cpp-python[server]"
+	$(ENGINE_CMAKE) nice -n 19 $(BIN)/python -m pip wheel --disable-pip-version-check -q --no-deps -c $(CONSTRAINTS) -w $(ENGINE_WHEELS) "llama-cpp-python[server]"
 	touch $@
 	$(call PHASE,engine-compile,end)
 

@@ -10,7 +10,7 @@ README's figure from it. A run of some targets only records the phases they ran
 and says so.
 
     .venv/bin/python scripts/bench_make_test.py                      # the whole first make test
-    .venv/bin/python scripts/bench_make_test.py -j3 checks .venv/engine-wheels/.built
+    .venv/bin/python scripts/bench_make_test.py -- -j3 checks .venv/engine-wheels/.built
 """
 
 from __future__ import annotations
