@@ -547,11 +547,23 @@ def render_make_test(data: Data) -> str:
             f"A first `make test` {where} took **{data['total_s'] / 60:.1f} minutes**, "
             f"{data['pytest']}; in minutes: {parts}.{used}"
         )
+    failed = [line.split(":")[1].strip() for line in data["ends"] if "failed" in line]
+    status = (
+        f" It exited with status {data['exit_status']}"
+        + (
+            f" (`make ends`: the core tests failed at the {', '.join(failed)} end)"
+            if failed
+            else ""
+        )
+        + "."
+        if data["exit_status"]
+        else ""
+    )
     return (
         f"The first `make test` has not been timed whole on this commit. Its phases, run as "
         f"`make {' '.join(data['targets'])}` {where}, took {data['total_s'] / 60:.1f} "
-        f"minutes side by side; in minutes: {parts}. Add pytest and, on a machine without "
-        f"them, the time `apt-get` takes to fetch PostgreSQL and Chromium.{used}"
+        f"minutes side by side; in minutes: {parts}.{status} Add pytest and, on a machine "
+        f"without them, the time `apt-get` takes to fetch PostgreSQL and Chromium.{used}"
     )
 
 

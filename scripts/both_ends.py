@@ -133,7 +133,12 @@ def why_not(python: Path, name: str, version: Version) -> str:
     return next((ln for ln in text.splitlines() if ln.startswith("ERROR")), "pip: no reason given")
 
 
-def end(name: str, python: str, wheel: Path, tools: dict[str, str]) -> list[str]:
+WORKERS = 4
+"""pytest workers across all ends at once (each end gets its share): more ends must not mean
+more processes on the cores, or the core tests' own timings (a reader waits < 2 s) suffer."""
+
+
+def end(name: str, python: str, wheel: Path, tools: dict[str, str], workers: int = 2) -> list[str]:
     """Build one end's venv, install as a reader would, test; the lines that report it.
 
     ``name`` is ``lowest``, ``newest``, or ``newest-3.N`` (the newest end on another Python).
@@ -176,8 +181,8 @@ def end(name: str, python: str, wheel: Path, tools: dict[str, str]) -> list[str]
             raise EndFailed(f"agentstate doctor: {doctor.stdout}{doctor.stderr}")
     # 4. the core and doctor tests against the installed wheel
     env = {**os.environ, "AGENTSTATE_CORE_ONLY": "1"}
-    tests = run([str(py), "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", *CORE_TESTS],
-                cwd=ROOT, env=env)  # fmt: skip
+    tests = run([str(py), "-m", "pytest", "-q", "-n", str(workers), "-p", "no:cacheprovider",
+                 *CORE_TESTS], cwd=ROOT, env=env)  # fmt: skip
     tail = (tests.stdout.strip().splitlines() or [""])[-1]
     if tests.returncode != 0:
         raise EndFailed(f"the core tests failed\n{tests.stdout[-6000:]}{tests.stderr}")
@@ -289,7 +294,8 @@ def main() -> int:
         # all at once: most of an end is pip waiting on the index, the rest is tests
         with ThreadPoolExecutor(len(ends)) as pool:
             futures = {
-                name: pool.submit(end, name, python, wheel, tools) for name, python in ends.items()
+                name: pool.submit(end, name, python, wheel, tools, max(1, WORKERS // len(ends)))
+                for name, python in ends.items()
             }
         for name, future in futures.items():
             try:
