@@ -29,7 +29,8 @@ CHROMIUM := /usr/bin/chromium
 APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
 # `make test` prints when each phase starts and ends (scripts/bench_make_test.py reads them)
-PHASE = @echo "make-phase $$(date +%s.%N) $(1) $(2)"
+MARK  = echo "make-phase $$(date +%s.%N) $(1) $(2)"
+PHASE = @$(MARK)
 
 .PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends \
 	checks system-packages
@@ -109,8 +110,7 @@ test:  ## lint, make ends, unit tests (engine and browser too), strict nbval
 	$(MAKE) --no-print-directory -j3 --output-sync=line checks $(ENGINE_WHEELS)/.built system-packages
 	$(MAKE) --no-print-directory $(QUANT)
 	$(call PHASE,pytest,start)
-	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
-	$(call PHASE,pytest,end)
+	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL); status=$$?; $(call MARK,pytest,end); exit $$status
 
 checks: $(STAMP)  ## lint, type-check, notebooks in step with their sources, then make ends
 	$(call PHASE,checks,start)
@@ -120,8 +120,8 @@ checks: $(STAMP)  ## lint, type-check, notebooks in step with their sources, the
 	$(BIN)/python scripts/build_notebooks.py --check
 	$(call PHASE,checks,end)
 	$(call PHASE,ends,start)
-	$(BIN)/python scripts/both_ends.py
-	$(call PHASE,ends,end)
+	@# the end is marked even when an end fails (its time counts all the same)
+	$(BIN)/python scripts/both_ends.py; status=$$?; $(call MARK,ends,end); exit $$status
 
 # The core as a reader installs it, at both ends of its ranges (scripts/both_ends.py): fresh
 # venvs under .venv/ends/ with only the core, at the lowest allowed versions (on .venv's
