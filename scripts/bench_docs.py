@@ -525,9 +525,9 @@ def render_make_test(data: Data) -> str:
     """The README's figure: how long a newcomer's first `make test` took, phase by phase."""
     found = data["phases"]
     spans = {
-        name: (p["end"] - p["start"]) / 60
-        for name, p in found.items()
-        if name in PHASE_WORDS and {"start", "end"} <= set(p)
+        name: (found[name]["end"] - found[name]["start"]) / 60
+        for name in PHASE_WORDS
+        if {"start", "end"} <= set(found.get(name, {}))
     }
     parts = ", ".join(f"{PHASE_WORDS[n]} {m:.1f}" for n, m in spans.items())
     p = data["provenance"]
@@ -540,7 +540,7 @@ def render_make_test(data: Data) -> str:
     gb = (disk["venv"] + disk["pip_cache"]) / 1e9
     used = (
         f" It left {gb:.1f} GB on disk: `.venv` (with `make ends`' venvs) "
-        f"{disk['venv'] / 1e9:.1f} GB, pip's cache {disk['pip_cache'] / 1e9:.1f} GB."
+        f"{disk['venv'] / 1e9:.1f} GB, pip's cache {disk['pip_cache'] / 1e6:,.0f} MB."
     )
     if data["targets"] == ["test"] and data["exit_status"] == 0:
         return (
@@ -560,7 +560,7 @@ def render_make_test(data: Data) -> str:
         else ""
     )
     return (
-        f"The first `make test` has not been timed whole on this commit. Its phases, run as "
+        f"The first `make test` has not been timed whole yet. Its phases, run as "
         f"`make {' '.join(data['targets'])}` {where}, took {data['total_s'] / 60:.1f} "
         f"minutes side by side; in minutes: {parts}.{status} Add pytest and, on a machine "
         f"without them, the time `apt-get` takes to fetch PostgreSQL and Chromium.{used}"
