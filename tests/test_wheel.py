@@ -127,6 +127,7 @@ def test_the_sdist_carries_the_lessons_and_the_project_files(sdist):
     assert wanted <= names
     assert "notebooks/01_file_based_storage.ipynb" in names
     assert "data/results/experts_benchmark.json" in names
+    assert not {n for n in names if n == ".git" or n.startswith((".git/", ".venv/"))}
 
 
 def test_the_classifiers_say_typed(metadata):
