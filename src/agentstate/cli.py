@@ -8,7 +8,8 @@ stack alone takes seconds to import). The listing says which extra a system
 needs when that extra is missing, found with ``importlib.util.find_spec``
 (nothing imported). The systems it runs are taught in notebooks 05 (experts,
 engine) and 06 (memory); ``doctor`` checks an agent for the hazards of
-notebooks 01-06.
+notebooks 01-06, and ``hazards`` runs each hazard's reproduction against the
+libraries installed (docs/hazards-by-version.md).
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ SYSTEMS = (
         "doctor",
         "agentstate.doctor.cli",
         "the series' state hazards in an agent graph (stages 01-06)",
+    ),
+    System(
+        "hazards",
+        "agentstate.hazards.cli",
+        "which of the series' hazards live in the libraries installed here (stages 01-06)",
     ),
 )
 NAMES = tuple(system.name for system in SYSTEMS)
