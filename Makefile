@@ -78,7 +78,7 @@ $(QUANT): $(ENGINE)
 	touch $(QUANT)
 
 # Debian's PostgreSQL server programs for tests/test_postgres.py, installed only if
-# missing. The tests start their own throwaway server (agentstate.postgres_server),
+# missing. The tests start their own throwaway server (agentstate.servers.postgres),
 # so Debian is told not to create and start a cluster of its own.
 PG_FOUND := ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null
 PG_NOMAIN := /etc/postgresql-common/createcluster.d/agentstate.conf
@@ -149,10 +149,10 @@ nbval: $(STAMP)  ## the notebooks only
 notebooks: $(STAMP)  ## rebuild and re-execute notebooks from notebooks/_src (e.g. make notebooks ONLY=01)
 	$(BIN)/python scripts/build_notebooks.py $(ONLY)
 
-# agentstate.serve runs `langgraph dev` with umask 077: the threads it pickles into
+# agentstate.lessons.serve runs `langgraph dev` with umask 077: the threads it pickles into
 # .langgraph_api/ (conversation content) are 0600 in a 0700 folder, not readable by other users.
 serve: $(STAMP)  ## serve every graph of langgraph.json on 127.0.0.1 (make serve PORT=8123; no usage report, no version check, private .langgraph_api/)
-	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/python -m agentstate.serve --no-browser --port $(or $(PORT),2024)
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true $(BIN)/python -m agentstate.lessons.serve --no-browser --port $(or $(PORT),2024)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py

@@ -6,7 +6,7 @@ rotated every round, and prints the median wall time per turn and the
 median ratio to the in-memory saver, all from this one run. It also times
 the throwaway server: ``initdb`` plus first start, and a restart on the same
 data directory. The Postgres server is a real one on 127.0.0.1
-(:mod:`agentstate.postgres_server`) with ``fsync`` on, as durable as the
+(:mod:`agentstate.servers.postgres`) with ``fsync`` on, as durable as the
 SQLite file (whose commits are synced too), and is stopped at the end.
 
 The raw samples go to ``data/results/checkpointers_benchmark.json`` with their
@@ -30,11 +30,11 @@ from pathlib import Path
 from bench_docs import render
 from bench_results import start_provenance, write_results
 
-from agentstate.fixtures import label_fields, store_calls, user_turn
+from agentstate.lessons.fixtures import label_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.persistence import memory_checkpointer, postgres_checkpointer, sqlite_checkpointer
-from agentstate.postgres_server import PostgresServer, postgres_bindir
 from agentstate.rds import build_reducer_agent
+from agentstate.servers.postgres import PostgresServer, postgres_bindir
 
 
 def model(n_fields: int, turns: int) -> ScriptedChatModel:

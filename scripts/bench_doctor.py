@@ -44,7 +44,7 @@ from agentstate import rds
 from agentstate.doctor import Watch, diagnose
 from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     AddNotesState,
     UniqueNotesState,

@@ -3,7 +3,7 @@
 Runs the capture calls of W conversations side by side (W = 4 and 8; each
 conversation its own ``MemoryClient``, conversation i through replica i mod R)
 against the single SQLite service and against 1, 2 and 4 replicas of the
-service on one throwaway Postgres (:mod:`agentstate.postgres_server`). Per
+service on one throwaway Postgres (:mod:`agentstate.servers.postgres`). Per
 run: messages per second, the auditor over the database (any violation fails
 the benchmark: exactly once is part of the result), and the CPU each tier
 spent per message (the client process, the server replicas, Postgres), read
@@ -34,7 +34,7 @@ from agentstate.memory.service.process import ServerProcess
 from agentstate.memory.service.store import new_entry_id
 from agentstate.memory.service.stores import open_store
 from agentstate.memory.service.targets import is_postgres
-from agentstate.postgres_server import PostgresServer, process_tree
+from agentstate.servers.postgres import PostgresServer, process_tree
 
 TICKS = os.sysconf("SC_CLK_TCK")
 SETUPS = [("sqlite", 1), ("postgres", 1), ("postgres", 2), ("postgres", 4)]

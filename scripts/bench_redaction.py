@@ -27,11 +27,11 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage
 
-from agentstate.checkpoint_encryption import KEY_VAR
 from agentstate.core import SecretRedactionMiddleware, SecretStore
-from agentstate.fixtures import label_fields, store_calls, user_turn
+from agentstate.lessons.fixtures import label_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import sqlite_checkpointer
+from agentstate.persistence.encryption import KEY_VAR
 from agentstate.rds import build_reducer_agent
 
 REPLY = AIMessage(

@@ -49,10 +49,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 import agentstate
-from agentstate.fixtures import label_fields, store_calls, user_turn
+from agentstate.lessons.fixtures import label_fields, store_calls, user_turn
+from agentstate.lessons.simulation import ToolLatencyMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import build_reducer_agent, build_turn_cache_agent, rds_turn_cache
-from agentstate.simulation import ToolLatencyMiddleware
 
 READERS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")
 

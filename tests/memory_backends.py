@@ -5,7 +5,7 @@ or a fresh Postgres database URL) and starting its servers with
 :func:`memory_server`. Bind the fixtures in the module (``postgres =
 memory_backends.postgres``, ``memory_db = memory_backends.memory_db``): one
 Postgres server per module (Debian's ``postgres``, started by
-:mod:`agentstate.postgres_server`, as ``tests/test_postgres.py`` does), only
+:mod:`agentstate.servers.postgres`, as ``tests/test_postgres.py`` does), only
 when a Postgres case runs; every test gets its own database.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from agentstate.memory.service.process import ServerProcess
 from agentstate.memory.service.targets import is_postgres
-from agentstate.postgres_server import PostgresServer
+from agentstate.servers.postgres import PostgresServer
 
 BACKENDS = ["sqlite", "postgres"]
 _names = itertools.count(1)

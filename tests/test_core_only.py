@@ -143,9 +143,9 @@ PARTS = {
     "agentstate.memory": ("agentstate.memory", "memory"),
     "agentstate.memory.client": ("agentstate.memory", "memory"),
     "agentstate.persistence": ("agentstate.persistence", "persistence"),
-    "agentstate.postgres_server": ("agentstate.postgres_server", "persistence"),
-    "agentstate.fixtures": ("agentstate.fixtures", "lessons"),
-    "agentstate.served": ("agentstate.fixtures", "lessons"),
+    "agentstate.servers.postgres": ("agentstate.servers.postgres", "persistence"),
+    "agentstate.lessons.fixtures": ("agentstate.lessons.fixtures", "lessons"),
+    "agentstate.lessons.served": ("agentstate.lessons.fixtures", "lessons"),
 }
 
 

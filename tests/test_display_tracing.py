@@ -2,8 +2,8 @@
 
 import pytest
 
-from agentstate.display import Mermaid, Table, graph_mermaid
-from agentstate.fixtures import (
+from agentstate.lessons.display import Mermaid, Table, graph_mermaid
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     one_batch_model,
     user_turn,
@@ -63,7 +63,7 @@ def test_state_by_step_names_the_keys_each_step_changed():
 def test_show_source_displays_the_packages_own_code_and_selects_a_part():
     from agentstate.core import merge_fields
     from agentstate.core.turn_cache import TurnCacheMiddleware
-    from agentstate.display import show_source
+    from agentstate.lessons.display import show_source
 
     whole = show_source(merge_fields)
     assert whole.text.startswith("def merge_fields(") and "return {**(left or {})" in whole
@@ -104,7 +104,7 @@ def _notes(fig) -> list[str]:
 
 
 def test_draw_run_marks_the_one_kept_write_of_a_shared_file_and_names_threads_1_to_n():
-    from agentstate.fixtures import finish_last_first
+    from agentstate.lessons.fixtures import finish_last_first
     from agentstate.rds import build_file_storage_agent
     from agentstate.tracing import KEPT, LOST, MODEL, draw_run
 
@@ -133,7 +133,7 @@ def test_draw_run_marks_the_one_kept_write_of_a_shared_file_and_names_threads_1_
 
 
 def test_draw_run_keeps_every_write_through_a_merging_reducer_and_labels_what_readers_saw():
-    from agentstate.fixtures import reader_batch_model
+    from agentstate.lessons.fixtures import reader_batch_model
     from agentstate.tracing import KEPT, READ, draw_run
 
     timeline = ToolTimeline()
@@ -214,9 +214,9 @@ def test_write_survived_reads_dict_merges_list_appends_and_whole_values():
 
 
 def test_compare_findings_puts_a_subagents_finding_on_the_row_of_the_same_hazard():
-    from agentstate.display import compare_findings
     from agentstate.doctor import diagnose
-    from agentstate.fixtures import PerFieldFileStorage
+    from agentstate.lessons.display import compare_findings
+    from agentstate.lessons.fixtures import PerFieldFileStorage
     from agentstate.rds import assemble_rds_agent, build_file_storage_agent
 
     broken = diagnose(build_file_storage_agent(one_batch_model(POSTGRES_FIELDS)))
@@ -234,9 +234,9 @@ def test_compare_findings_puts_a_subagents_finding_on_the_row_of_the_same_hazard
 
 
 def test_compare_findings_reads_a_named_subagent_and_keeps_the_doctors_order_of_codes():
-    from agentstate.display import compare_findings
     from agentstate.doctor import CODES, Report
     from agentstate.doctor.findings import finding
+    from agentstate.lessons.display import compare_findings
 
     report = Report(
         "g",

@@ -14,7 +14,7 @@ from agentstate.doctor.cli import load_target, targets
 from agentstate.doctor.graph_facts import graph_facts
 from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
 from agentstate.experts import ExpertsConfig, build_experts_graph
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     AddNotesState,
     UniqueNotesState,
     build_notes_agent,

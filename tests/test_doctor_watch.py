@@ -16,7 +16,7 @@ from agentstate.core import TurnCacheMiddleware
 from agentstate.doctor import Report, Watch, diagnose
 from agentstate.doctor.prefix import divergence
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
-from agentstate.fixtures import POSTGRES_FIELDS, collector_model, parent_model
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, collector_model, parent_model
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from tests.test_doctor_diagnose import (
     MergedTags,

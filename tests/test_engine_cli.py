@@ -20,7 +20,7 @@ from agentstate.cli import main
 from agentstate.engine import engine_installed, free_port
 from agentstate.engine import model as engine_model
 from agentstate.engine.server import EngineServer, stop_detached
-from agentstate.loopback import LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
+from agentstate.servers.loopback import LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
 
 
 def run(capsys, *argv):

@@ -25,7 +25,7 @@ from agentstate.cli import main
 from agentstate.engine import EngineServer, engine_installed
 from agentstate.engine.prefix_client import engine_state, prime
 from agentstate.engine.state_files import file_problem, saved_states
-from agentstate.loopback import LoopbackServerError
+from agentstate.servers.loopback import LoopbackServerError
 
 pytestmark = [
     pytest.mark.engine,

@@ -8,7 +8,7 @@ import pytest
 from agentstate.cli import main
 from agentstate.engine import EngineNotInstalledError, EngineServer, free_port
 from agentstate.engine import model as engine_model
-from agentstate.loopback import LoopbackServerError
+from agentstate.servers.loopback import LoopbackServerError
 
 
 def test_command_uses_the_measured_flags_on_loopback(tmp_path, monkeypatch):

@@ -4,9 +4,9 @@ import hashlib
 
 import pytest
 
-from agentstate.datafiles import data_path
 from agentstate.experts import load_manual
 from agentstate.experts.manual import MANUAL_FILE
+from agentstate.lessons.datafiles import data_path
 
 
 def test_manual_is_the_file_bytes_verbatim():

@@ -19,7 +19,8 @@ from deepagents.backends.utils import create_file_data, file_data_to_string
 from deepagents.middleware.filesystem import _file_data_delta_reducer
 
 from agentstate.doctor import diagnose
-from agentstate.fixtures import (
+from agentstate.hazards import hazard
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     PerFieldFileStorage,
     file_fields,
@@ -29,7 +30,6 @@ from agentstate.fixtures import (
     store_then_read_model,
     user_turn,
 )
-from agentstate.hazards import hazard
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
 from agentstate.tracing import ToolTimeline, superstep, tool_replies

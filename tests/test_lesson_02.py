@@ -21,7 +21,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.core import merge_fields as package_merge_fields
-from agentstate.fixtures import (
+from agentstate.hazards import hazard
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     HoldReaderMiddleware,
     ReducerProbe,
@@ -35,7 +36,6 @@ from agentstate.fixtures import (
     reader_batch_model,
     user_turn,
 )
-from agentstate.hazards import hazard
 from agentstate.rds import (
     StateStorage,
     assemble_rds_agent,
@@ -179,7 +179,7 @@ def test_five_hundred_parallel_calls_keep_five_hundred_fields(lesson):
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_second_turn_on_the_thread_adds_to_the_first(lesson, mode):
-    from agentstate.fixtures import store_calls
+    from agentstate.lessons.fixtures import store_calls
     from agentstate.models import ScriptedChatModel, reply
 
     model = ScriptedChatModel(

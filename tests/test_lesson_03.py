@@ -13,7 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.core import TurnCacheMiddleware
 from agentstate.doctor import diagnose
-from agentstate.fixtures import (
+from agentstate.hazards import hazard
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     VALID_REQUIREMENTS,
     ConfigCacheStorage,
@@ -25,9 +26,8 @@ from agentstate.fixtures import (
     reader_summary,
     user_turn,
 )
-from agentstate.hazards import hazard
+from agentstate.lessons.simulation import SlowToolMiddleware, ToolLatencyMiddleware
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
-from agentstate.simulation import SlowToolMiddleware, ToolLatencyMiddleware
 from agentstate.tracing import ToolTimeline, state_by_step
 from tests.lesson_source import code_cells, definitions
 
@@ -144,9 +144,9 @@ def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
 
 
 def test_the_shared_dict_of_going_further_03_races():
+    from agentstate.lessons.simulation import ToolLatencyMiddleware
     from agentstate.rds import assemble_rds_agent
     from agentstate.rds.storage import NAIVE_KEY, NaiveSharedCacheStorage
-    from agentstate.simulation import ToolLatencyMiddleware
 
     agent = assemble_rds_agent(
         reader_batch_model(POSTGRES_FIELDS, 100),

@@ -14,9 +14,10 @@ from langchain.agents.middleware import AgentMiddleware
 from langgraph.graph import StateGraph
 
 from agentstate.core import SharedStateMiddleware, share_state, undeclared_keys
-from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
-from agentstate.fixtures import (
+from agentstate.hazards import hazard
+from agentstate.lessons.display import compare_findings
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     collector_model,
     fields_seen_by_reader,
@@ -24,7 +25,6 @@ from agentstate.fixtures import (
     user_turn,
     who_sees_what,
 )
-from agentstate.hazards import hazard
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
     RdsAgentState,
@@ -184,7 +184,7 @@ def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
 
 
 def test_the_lessons_list_comes_back_doubled_like_the_packages_notes_agent(lesson):
-    from agentstate.fixtures import AddNotesState, build_notes_agent
+    from agentstate.lessons.fixtures import AddNotesState, build_notes_agent
 
     start = {"messages": [("user", "Note that the database is for orders.")], "notes": ["pre"]}
     package = build_notes_agent(AddNotesState).invoke(start)["notes"]

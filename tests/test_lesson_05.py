@@ -37,8 +37,8 @@ from agentstate.experts import (
     user_turn,
 )
 from agentstate.experts.prompts import utc_clock
-from agentstate.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
 from agentstate.hazards import hazard
+from agentstate.lessons.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks/_src/05_prefix_cached_experts.py"
@@ -84,7 +84,7 @@ def test_the_desk_on_the_page_shares_the_manual_only_with_the_fixed_order(lesson
     """The page's desk, run sync and async: the scripted experts see what the prompt built."""
     import asyncio
 
-    from agentstate.fixtures import shared_prefix
+    from agentstate.lessons.fixtures import shared_prefix
     from agentstate.models import ScriptedChatModel
 
     def shared(prompt, run):
@@ -111,7 +111,7 @@ def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(lesson):
     result = hazard("prefix-not-invariant").run()
     assert result.outcome == "reproduced", result.evidence
     assert re.search(r"shared manual 0 of \d+ characters$", result.evidence)
-    from agentstate.fixtures import shared_prefix
+    from agentstate.lessons.fixtures import shared_prefix
     from agentstate.models import ScriptedChatModel
 
     def desk_shares(prompt):
@@ -290,7 +290,7 @@ def test_the_layout_picture_lines_the_manual_up_in_one_column():
 def test_they_part_at_shows_whole_words_never_a_cut_value(lesson):
     """The clock cell and the fix's cell name where the calls part with whole words: each
     clock reading to its end (it showed `+00:0` cut before), each expert's title whole."""
-    from agentstate.fixtures import shared_prefix
+    from agentstate.lessons.fixtures import shared_prefix
     from agentstate.models import ScriptedChatModel
 
     def parted(prompt):
@@ -309,7 +309,7 @@ def test_they_part_at_shows_whole_words_never_a_cut_value(lesson):
 def test_the_desk_puts_the_threads_history_from_state_after_the_manual(lesson):
     """The desk's tie to state: a thread's history in ``DeskState`` reaches every expert after
     the persona, so two turns of the thread still share the whole manual."""
-    from agentstate.fixtures import shared_prefix
+    from agentstate.lessons.fixtures import shared_prefix
     from agentstate.models import ScriptedChatModel
 
     history = [HumanMessage("Who approves a waiver?"), AIMessage("The desk lead, chapter 4.")]

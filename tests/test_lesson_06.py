@@ -224,7 +224,7 @@ async def test_teaching_guard_leaves_a_refused_message_unstored(server):
 
 
 def test_the_knob_shows_each_fault_in_the_loop_and_none_behind_the_guard(server):
-    from agentstate.display import Table
+    from agentstate.lessons.display import Table
     from agentstate.memory import replay_model, store_rows
 
     """The knob's fixed settings: every fault position shows something of its own in the

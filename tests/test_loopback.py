@@ -1,4 +1,4 @@
-"""agentstate.loopback: a served process stops at once on Ctrl-C or SIGTERM."""
+"""agentstate.servers.loopback: a served process stops at once on Ctrl-C or SIGTERM."""
 
 import os
 import shlex
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agentstate.loopback import (
+from agentstate.servers.loopback import (
     LoopbackProcess,
     LoopbackServerError,
     _family,
@@ -22,7 +22,7 @@ from agentstate.loopback import (
 
 SERVE = """
 import subprocess, sys
-from agentstate.loopback import serve_until_interrupted
+from agentstate.servers.loopback import serve_until_interrupted
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print("ready", flush=True)
 interrupted = serve_until_interrupted(lambda: child.poll() is None, poll=0.01)

@@ -19,9 +19,9 @@ import threading
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.lessons.served import MEMORY_URL_VAR, build_served_capture
 from agentstate.memory.capture.baselines.auditor import read_memory
 from agentstate.memory.client import MemoryClient
-from agentstate.served import MEMORY_URL_VAR, build_served_capture
 from tests import memory_backends
 from tests.memory_backends import memory_server
 
@@ -161,7 +161,7 @@ WORKER = """
 import asyncio, json, sys, time
 from pathlib import Path
 from agentstate.memory.capture.checkpoints import async_capture_checkpointer
-from agentstate.served import MEMORY_URL_VAR, build_served_capture
+from agentstate.lessons.served import MEMORY_URL_VAR, build_served_capture
 from tests import memory_backends
 from tests.memory_backends import memory_server
 

@@ -15,12 +15,12 @@ import time
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.lessons.served import MEMORY_URL_VAR, build_served_capture
 from agentstate.memory.capture.baselines.auditor import audit, read_memory
 from agentstate.memory.capture.conversations import load
 from agentstate.memory.capture.observer import CaptureRun
 from agentstate.memory.capture.policy import CapturePolicy, policy_model
 from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.served import MEMORY_URL_VAR, build_served_capture
 from tests import memory_backends
 from tests.memory_backends import memory_server
 

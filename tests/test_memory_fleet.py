@@ -2,7 +2,7 @@
 
 Every test runs real server processes (``agentstate.memory.service.server`` with
 ``--db postgresql://...``) over a throwaway Postgres (Debian's ``postgres``,
-started by :mod:`agentstate.postgres_server`), and reads what was stored from
+started by :mod:`agentstate.servers.postgres`), and reads what was stored from
 the database itself (the auditor's :func:`read_memory`), never from a replica.
 What is checked: each message stored exactly once whichever replica took it,
 a resend to another replica answered "already enqueued", a reader paging

@@ -16,12 +16,12 @@ import sys
 import pytest
 from langchain_core.messages import ChatMessage
 
+from agentstate.lessons.served import event_message
 from agentstate.memory.capture.graph import InvalidTurn, check_turn
 from agentstate.memory.client import MemoryAccessDenied, MemoryClient, MemoryToolError
 from agentstate.memory.service.process import ServerProcess, free_port
 from agentstate.memory.service.store import MemoryInputError, MemoryStore
 from agentstate.memory.service.stores import open_store
-from agentstate.served import event_message
 from tests import memory_backends
 
 pytestmark = pytest.mark.anyio

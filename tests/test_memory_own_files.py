@@ -19,7 +19,6 @@ import sys
 import pytest
 
 from agentstate import private_files as own_files
-from agentstate.loopback import LoopbackServerError
 from agentstate.memory.service.process import ServerProcess, free_port
 from agentstate.memory.service.store import MemoryInputError, MemoryStore, check_store_path
 from agentstate.private_files import (
@@ -28,6 +27,7 @@ from agentstate.private_files import (
     own_file,
     read_small_file,
 )
+from agentstate.servers.loopback import LoopbackServerError
 
 
 def mode(path) -> int:

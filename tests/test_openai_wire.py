@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.experts.llm import chat_model
 from agentstate.experts.manual import load_manual
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     collector_model,
     file_fields,
@@ -32,7 +32,13 @@ from agentstate.fixtures import (
     reader_batch_model,
     store_calls,
 )
-from agentstate.fixtures import user_turn as rds_turn
+from agentstate.lessons.fixtures import user_turn as rds_turn
+from agentstate.lessons.served import (
+    MEMORY_URL_VAR,
+    build_served_capture,
+    build_served_turn_cache,
+    rds_policy,
+)
 from agentstate.memory.capture.baselines.auditor import audit, read_memory
 from agentstate.memory.capture.conversations import load
 from agentstate.memory.capture.observer import CaptureRun
@@ -47,12 +53,6 @@ from agentstate.rds import (
     build_reducer_agent,
     build_shared_schema_agent,
     build_turn_cache_agent,
-)
-from agentstate.served import (
-    MEMORY_URL_VAR,
-    build_served_capture,
-    build_served_turn_cache,
-    rds_policy,
 )
 from tests.secret_refs import RDS_PASSWORD
 

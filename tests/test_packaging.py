@@ -227,7 +227,7 @@ EXTRA_MODULES = {module for modules in EXTRAS.values() for module in modules}
 
 # What the core-only venvs of `make ends` lack: every part beyond the core and every library
 # of an extra. A test module of CORE_TESTS imports none of them at its top level.
-NOT_CORE = r"agentstate\.(rds|experts|memory|engine|persistence|postgres_server|fixtures|served)\b"
+NOT_CORE = r"agentstate\.(rds|experts|memory|engine|persistence|servers\.postgres|lessons)\b"
 
 
 def test_the_tests_make_ends_runs_import_only_the_core():

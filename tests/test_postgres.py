@@ -1,7 +1,7 @@
 """Issue 8 item 6: the stage 02-05 graphs on a real PostgreSQL server, sync and async.
 
 One throwaway server (Debian's ``postgres``, started by
-:mod:`agentstate.postgres_server`) serves the whole module; every test gets its
+:mod:`agentstate.servers.postgres`) serves the whole module; every test gets its
 own database. Each turn opens a new checkpointer and builds a new agent
 object, and the server is restarted on the same data directory between
 turns, so what a later turn sees came back from Postgres. The plain master
@@ -27,7 +27,13 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from agentstate.experts import EXPERTS, ExpertsConfig, build_experts_graph, load_manual
-from agentstate.fixtures import POSTGRES_FIELDS, collector_model, delegate, file_fields, store_calls
+from agentstate.lessons.fixtures import (
+    POSTGRES_FIELDS,
+    collector_model,
+    delegate,
+    file_fields,
+    store_calls,
+)
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import (
     SETUP_LOCK,
@@ -36,8 +42,8 @@ from agentstate.persistence import (
     postgres_checkpointer,
     postgres_target,
 )
-from agentstate.postgres_server import PostgresServer, free_port, still_alive
 from agentstate.rds import build_reducer_agent, build_shared_schema_agent, build_turn_cache_agent
+from agentstate.servers.postgres import PostgresServer, free_port, still_alive
 from tests.secret_refs import RDS_PASSWORD
 
 PLAIN = "correct-horse-battery-staple-42"
@@ -377,7 +383,7 @@ def test_a_thread_started_in_one_process_continues_in_another(url):
     script = """
 import json, sys
 from langchain_core.messages import HumanMessage, ToolMessage
-from agentstate.fixtures import store_calls
+from agentstate.lessons.fixtures import store_calls
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import postgres_checkpointer
 from agentstate.rds import build_reducer_agent
@@ -430,7 +436,7 @@ def test_no_server_at_the_url_says_how_to_start_one_and_hides_the_password(api):
             asyncio.run(_open_async(url, timeout=2))
     message = str(caught.value)
     assert "agentstate@127.0.0.1:" in message and "Connection refused" in message
-    assert "python -m agentstate.postgres_server" in message
+    assert "python -m agentstate.servers.postgres" in message
     assert PLAIN not in message
 
 
@@ -507,7 +513,7 @@ def test_a_picked_port_taken_before_the_start_is_replaced_by_another():
 
 def test_an_interpreter_that_never_calls_close_leaves_nothing_behind():
     script = (
-        "import json; from agentstate.postgres_server import PostgresServer, process_tree\n"
+        "import json; from agentstate.servers.postgres import PostgresServer, process_tree\n"
         "s = PostgresServer().start()\n"
         "print(json.dumps([str(s.root), sorted(process_tree(s.process.pid))]))\n"
     )
@@ -522,7 +528,7 @@ def test_an_interpreter_that_never_calls_close_leaves_nothing_behind():
 
 def test_the_command_line_serves_until_interrupted():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentstate.postgres_server"],
+        [sys.executable, "-m", "agentstate.servers.postgres"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -555,7 +561,7 @@ def test_the_command_line_fails_in_one_line(port):
         if port == "taken":
             port = str(taken.getsockname()[1])
         done = subprocess.run(
-            [sys.executable, "-m", "agentstate.postgres_server", "--port", port],
+            [sys.executable, "-m", "agentstate.servers.postgres", "--port", port],
             capture_output=True,
             text=True,
             timeout=120,

@@ -9,7 +9,7 @@ from pathlib import Path
 import agentstate
 
 ROOT = Path(__file__).resolve().parents[1]
-SUBPACKAGES = ["core", "rds", "models", "experts", "engine", "memory", "doctor"]
+SUBPACKAGES = ["core", "rds", "models", "experts", "engine", "memory", "doctor", "hazards"]
 
 
 def modules():

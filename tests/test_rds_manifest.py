@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from agentstate.fixtures import VALID_REQUIREMENTS as VALID
+from agentstate.lessons.fixtures import VALID_REQUIREMENTS as VALID
 from agentstate.rds import ManifestError, render_manifest
 
 

@@ -5,9 +5,9 @@ import sqlite3
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from agentstate.core import SecretStore, is_secret_ref, redact
-from agentstate.fixtures import VALID_REQUIREMENTS as VALID
-from agentstate.fixtures import store_calls
-from agentstate.fixtures import user_turn as user
+from agentstate.lessons.fixtures import VALID_REQUIREMENTS as VALID
+from agentstate.lessons.fixtures import store_calls
+from agentstate.lessons.fixtures import user_turn as user
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import build_reducer_agent
 from tests.secret_refs import RDS_PASSWORD

@@ -7,10 +7,10 @@ import yaml
 from deepagents.backends.utils import file_data_to_string
 from langchain_core.messages import ToolMessage
 
-from agentstate.fixtures import VALID_REQUIREMENTS as VALID
-from agentstate.fixtures import one_reply_model as one_batch_model
-from agentstate.fixtures import store_calls
-from agentstate.fixtures import user_turn as user
+from agentstate.lessons.fixtures import VALID_REQUIREMENTS as VALID
+from agentstate.lessons.fixtures import one_reply_model as one_batch_model
+from agentstate.lessons.fixtures import store_calls
+from agentstate.lessons.fixtures import user_turn as user
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import (
     MANIFEST_PATH,

@@ -3,8 +3,8 @@
 import pytest
 import yaml
 
-from agentstate.datafiles import data_path
-from agentstate.fixtures import VALID_REQUIREMENTS as VALID
+from agentstate.lessons.datafiles import data_path
+from agentstate.lessons.fixtures import VALID_REQUIREMENTS as VALID
 from agentstate.rds import check_value, load_spec, validate_requirements
 from agentstate.rds.spec import parse_check
 

@@ -3,7 +3,7 @@
 Two outputs used to read badly in a saved notebook: a tqdm bar frozen at
 "0%| 0/200", as if the cell never ran, and a knob shown as
 ``interactive(children=...`` in an untrusted notebook (plain ``jupyter lab``,
-GitHub). :func:`agentstate.display.progress` leaves a line of text where its
+GitHub). :func:`agentstate.lessons.display.progress` leaves a line of text where its
 bar was; ``scripts/build_notebooks.py`` writes a knob's text form from its
 saved state. These tests run both for real and check every committed notebook.
 """
@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from agentstate.display import progress
+from agentstate.lessons.display import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 SAVED = sorted((ROOT / "notebooks").rglob("[0-9][0-9]_*.ipynb"))
@@ -56,7 +56,7 @@ def test_a_bar_run_in_a_kernel_is_saved_as_its_summary_line(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(
-            "from agentstate.display import progress\n"
+            "from agentstate.lessons.display import progress\n"
             "total = sum(i for i in progress(range(40), desc='turns', done='40 turns run'))\n"
             "total"
         ),

@@ -24,9 +24,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.checkpoint_encryption import KEY_VAR, CheckpointKeyError
 from agentstate.core import SecretStore
-from agentstate.fixtures import one_reply_model, store_calls
+from agentstate.lessons.fixtures import one_reply_model, store_calls
 from agentstate.persistence import (
     async_postgres_checkpointer,
     async_sqlite_checkpointer,
@@ -34,6 +33,7 @@ from agentstate.persistence import (
     postgres_checkpointer,
     sqlite_checkpointer,
 )
+from agentstate.persistence.encryption import KEY_VAR, CheckpointKeyError
 from agentstate.rds import build_reducer_agent
 from tests.test_postgres import columns_containing, server, url  # noqa: F401 (fixtures)
 

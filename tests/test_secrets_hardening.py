@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from agentstate.core import SecretRedactionMiddleware, SecretStore
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     collector_model,
     delegate,

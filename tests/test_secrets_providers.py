@@ -23,7 +23,7 @@ from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
 from agentstate.core import SecretStore
-from agentstate.fixtures import POSTGRES_FIELDS, store_calls, user_turn
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.models.anthropic_replay import AnthropicReplayServer
 from agentstate.models.openai_replay import ReplayServer

@@ -20,9 +20,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate import served
 from agentstate.core import SecretRedactionMiddleware, SecretStore
-from agentstate.fixtures import POSTGRES_FIELDS, one_reply_model, store_calls, user_turn
+from agentstate.lessons import served
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_reply_model, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.models.policy import PolicyChatModel
 from agentstate.rds import build_reducer_agent

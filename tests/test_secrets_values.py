@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel
 
 from agentstate.core import SecretRedactionMiddleware, SecretStore
-from agentstate.fixtures import file_fields, one_reply_model, user_turn
+from agentstate.lessons.fixtures import file_fields, one_reply_model, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import file_contains, sqlite_checkpointer
 from agentstate.rds import COLLECTOR, build_reducer_agent, rds_redaction

@@ -29,15 +29,9 @@ from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_sdk import get_client, get_sync_client
 
-from agentstate.fixtures import POSTGRES_FIELDS
-from agentstate.memory.capture.baselines.auditor import audit, read_memory
-from agentstate.memory.capture.conversations import parse
-from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
-from agentstate.memory.service.process import ServerProcess, free_port, port_open
-from agentstate.models import reply, tool_call
-from agentstate.models.policy import PolicyChatModel
-from agentstate.serve import STATE_DIR
-from agentstate.served import (
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.serve import STATE_DIR
+from agentstate.lessons.served import (
     MEMORY_URL_VAR,
     build_served_capture,
     build_served_reducer,
@@ -48,10 +42,16 @@ from agentstate.served import (
     requested_fields,
     served_model,
 )
+from agentstate.memory.capture.baselines.auditor import audit, read_memory
+from agentstate.memory.capture.conversations import parse
+from agentstate.memory.client import MemoryClient, MemoryServerUnavailable
+from agentstate.memory.service.process import ServerProcess, free_port, port_open
+from agentstate.models import reply, tool_call
+from agentstate.models.policy import PolicyChatModel
 from tests.secret_refs import RDS_PASSWORD
 
 ROOT = Path(__file__).resolve().parents[1]
-LANGGRAPH = Path(sys.executable).with_name("langgraph")  # started through agentstate.serve
+LANGGRAPH = Path(sys.executable).with_name("langgraph")  # started through agentstate.lessons.serve
 GRAPHS = {"reducer", "turn_cache", "subagents", "experts", "memory_capture"}
 PASSWORD = "hunter2-plain"
 OFFLINE_ENV = {
@@ -103,9 +103,9 @@ class DevServer:
             if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "OPENAI_", "AGENTSTATE_LLM_"))
         }
         env.update(OFFLINE_ENV, **{MEMORY_URL_VAR: memory_url})
-        # as `make serve` starts it: agentstate.serve keeps .langgraph_api/ private, then
+        # as `make serve` starts it: agentstate.lessons.serve keeps .langgraph_api/ private, then
         # replaces itself with `langgraph dev` (same pid, so the same process group)
-        args = [sys.executable, "-m", "agentstate.serve", "--no-browser", "--no-reload"]
+        args = [sys.executable, "-m", "agentstate.lessons.serve", "--no-browser", "--no-reload"]
         args += ["--host", "127.0.0.1"]
         args += ["--port", str(self.port), "--config", str(served_config(workdir))]
         with open(self.log, "wb") as log:

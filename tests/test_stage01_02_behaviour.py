@@ -11,10 +11,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.core import merge_fields
-from agentstate.fixtures import POSTGRES_FIELDS as FIVE
-from agentstate.fixtures import finish_last_first, store_calls
-from agentstate.fixtures import one_reply_model as one_batch_model
-from agentstate.fixtures import user_turn as user
+from agentstate.lessons.fixtures import POSTGRES_FIELDS as FIVE
+from agentstate.lessons.fixtures import finish_last_first, store_calls
+from agentstate.lessons.fixtures import one_reply_model as one_batch_model
+from agentstate.lessons.fixtures import user_turn as user
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import (
     REQUIREMENTS_PATH,

@@ -8,7 +8,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.core import append_unique, undeclared_keys
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     AddNotesState,
     UniqueNotesState,

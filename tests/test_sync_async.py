@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     collector_model,
     finish_last_first,

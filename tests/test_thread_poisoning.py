@@ -3,7 +3,7 @@
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.fixtures import file_fields, store_calls, user_turn
+from agentstate.lessons.fixtures import file_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, build_file_storage_agent, build_reducer_agent
 from agentstate.tracing import tool_replies

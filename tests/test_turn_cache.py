@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     VALID_REQUIREMENTS,
     fields_seen_by_reader,
@@ -25,6 +25,7 @@ from agentstate.fixtures import (
     store_calls,
     user_turn,
 )
+from agentstate.lessons.simulation import SlowToolMiddleware, ToolLatencyMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import (
     MANIFEST_PATH,
@@ -34,7 +35,6 @@ from agentstate.rds import (
     build_reducer_agent,
     build_turn_cache_agent,
 )
-from agentstate.simulation import SlowToolMiddleware, ToolLatencyMiddleware
 
 READERS = [
     tool_call("get_collected_requirements"),

@@ -10,10 +10,15 @@ import asyncio
 import threading
 
 from agentstate.core import TurnCacheMiddleware
-from agentstate.fixtures import POSTGRES_FIELDS, fields_seen_by_reader, store_calls, user_turn
+from agentstate.lessons.fixtures import (
+    POSTGRES_FIELDS,
+    fields_seen_by_reader,
+    store_calls,
+    user_turn,
+)
+from agentstate.lessons.simulation import ToolLatencyMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
-from agentstate.simulation import ToolLatencyMiddleware
 
 RUNS = 24
 

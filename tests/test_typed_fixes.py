@@ -21,7 +21,9 @@ def test_a_readers_mypy_checks_calls_into_agentstate(tmp_path):
     """Before ``py.typed``: "module is installed, but missing library stubs or py.typed
     marker" and every agentstate name was Any, so this wrong annotation passed."""
     user = tmp_path / "reader.py"
-    user.write_text("from agentstate.loopback import free_port\n\nport: str = free_port()\n")
+    user.write_text(
+        "from agentstate.servers.loopback import free_port\n\nport: str = free_port()\n"
+    )
     mypy = Path(sys.executable).with_name("mypy")
     result = subprocess.run(
         [str(mypy), "--no-incremental", "--python-executable", sys.executable, user.name],
@@ -68,7 +70,7 @@ def test_lesson_helpers_read_a_tool_reply_given_as_content_blocks():
     content blocks); the helpers now read the message's text, whatever its form."""
     from langchain_core.messages import ToolMessage
 
-    from agentstate.fixtures import fields_seen_by_reader, notes_read, reader_replies
+    from agentstate.lessons.fixtures import fields_seen_by_reader, notes_read, reader_replies
 
     def tool_reply(name: str, text: str) -> ToolMessage:
         return ToolMessage(content=[{"type": "text", "text": text}], name=name, tool_call_id="c1")

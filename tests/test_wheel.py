@@ -196,7 +196,7 @@ def test_every_extra_is_there_with_its_requirements(metadata):
 
 def test_recorded_results_are_read_from_a_checkout_only(tmp_path, monkeypatch):
     """Installed from the wheel there is no data/results: the readers say where they are."""
-    from agentstate import datafiles
+    from agentstate.lessons import datafiles
 
     assert datafiles.results_path("experts_benchmark.json") == (
         ROOT / "data/results/experts_benchmark.json"

@@ -134,7 +134,7 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 # %%
 from deepagents import create_deep_agent
 
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolTimeline
 
@@ -247,7 +247,7 @@ json.loads(fixed_state["messages"][-2].content)
 # six tools, and also checks every value against the database spec:
 
 # %%
-from agentstate.fixtures import PerFieldFileStorage
+from agentstate.lessons.fixtures import PerFieldFileStorage
 from agentstate.rds import assemble_rds_agent
 
 package_model = ScriptedChatModel(script=[*store_then_read, reply(text="All five stored.")])
@@ -286,8 +286,8 @@ at_twenty
 # the same tools, so the doctor finds the hazard there too:
 
 # %%
-from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings
 
 compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnose(fixed_agent)})
 

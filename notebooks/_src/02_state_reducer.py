@@ -57,7 +57,7 @@ class PlainState(AgentState):
 # in one reply, as in lesson 01:
 
 # %%
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
@@ -85,7 +85,7 @@ import traceback
 
 from langgraph.errors import InvalidUpdateError
 
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 from agentstate.tracing import ToolTimeline
 
 timeline = ToolTimeline()
@@ -251,8 +251,8 @@ print("the same fields and values:", teaching == package == labels)
 # agent:
 
 # %%
-from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings
 
 compare_findings(
     {"plain key": diagnose(agent_with(PlainState)), "merge_fields": diagnose(fixed_agent)}

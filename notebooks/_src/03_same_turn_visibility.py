@@ -35,7 +35,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 
 REQUIRED = list(POSTGRES_FIELDS)  # the five fields a manifest needs here
 show_reads = True
@@ -128,7 +128,7 @@ draw_superstep(timeline, key="requirements", reducer=merge_fields, title="one re
 # the readers to the model's next reply.
 
 # %%
-from agentstate.simulation import SlowToolMiddleware
+from agentstate.lessons.simulation import SlowToolMiddleware
 
 show_reads = False  # quiet from here on
 late_timeline = ToolTimeline()
@@ -248,7 +248,7 @@ class TurnCache(AgentMiddleware):
 # delayed by a seeded random 0-5 ms standing in for real I/O (about 15 s):
 
 # %%
-from agentstate.simulation import ToolLatencyMiddleware
+from agentstate.lessons.simulation import ToolLatencyMiddleware
 
 
 def saw_all(cache, turns=100) -> int:  # turns in which the reader saw all five fields
@@ -269,8 +269,8 @@ for name, cache in {
 # agent with the package's turn cache:
 
 # %%
-from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings
 
 compare_findings(
     {

@@ -75,7 +75,7 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 # %%
 from langchain_core.messages import HumanMessage
 
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import PolicyChatModel, reply, tool_call
 
 
@@ -131,7 +131,7 @@ def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
 # records which keys each `task` call returned to the parent.
 
 # %%
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 from agentstate.tracing import CommandRecorder
 
 USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
@@ -218,7 +218,7 @@ Table(
 # model is `collect`. Its parent holds the same fields:
 
 # %%
-from agentstate.fixtures import collector_model
+from agentstate.lessons.fixtures import collector_model
 from agentstate.rds import build_shared_schema_agent
 
 package = build_shared_schema_agent(
@@ -371,8 +371,8 @@ notes
 # build of sections 1 and 3:
 
 # %%
-from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings
 
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])

@@ -81,9 +81,9 @@ from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agentstate.display import Table
 from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS, MANUAL_END
-from agentstate.fixtures import shared_prefix
+from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import shared_prefix
 from agentstate.models import ScriptedChatModel
 
 
@@ -191,8 +191,8 @@ Table([{"experts": len(EXPERTS), "same messages as the package": all(map(message
 # %% tags=["nbval-ignore-output"]
 from langchain_openai import ChatOpenAI
 
-from agentstate.display import progress
 from agentstate.engine import EngineServer, engine_installed
+from agentstate.lessons.display import progress
 
 chapter1, live = manual.leading(1), "engine not installed: run `make engine` to see this live"
 if engine_installed():
@@ -255,8 +255,8 @@ plot_ttft(results)
 # desks, with the scripted model:
 
 # %%
-from agentstate.display import compare_findings
 from agentstate.doctor import Watch
+from agentstate.lessons.display import compare_findings
 
 
 def watched(prompt):

@@ -89,7 +89,7 @@ async def observe(agent, client, events, memory_id):
 # it will observe (one thread, 14 messages):
 
 # %%
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 from agentstate.memory import load, replay_model, replay_schedule
 
 travel = load("solo_travel")
@@ -303,8 +303,8 @@ Table(
 # this lesson's hazard:
 
 # %%
-from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings
 
 loop = react_agent(replay_model(), tools, "react.trip")
 reports = {"ReAct loop": diagnose(loop), "guard": diagnose(guarded)}

@@ -33,10 +33,10 @@ reproduced
 # %% [markdown]
 # ## Look inside: where it comes from
 # The state after each super-step, the thread timeline, or the message that
-# crossed a boundary, as a small table (`agentstate.display.Table`).
+# crossed a boundary, as a small table (`agentstate.lessons.display.Table`).
 
 # %%
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 
 Table([{"step": 1, "what happened": "replace with the real trace"}])
 

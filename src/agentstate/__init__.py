@@ -24,18 +24,21 @@ Where each stage lives:
 Checks: ``agentstate.doctor`` (``diagnose``, ``Watch`` and the ``agentstate
 doctor`` command) finds each stage's hazard in your own agent.
 
-Shared modules: ``models`` (the scripted model and the real-model factory),
-``tracing`` (a run's timeline and its picture, ``draw_run``; state by step;
-tool replies), ``display`` (tables, source display, doctor reports side by
-side), ``simulation`` (tool latency), ``persistence``
-(checkpointers on private files, encrypted at rest with ``encrypt=True``:
-``checkpoint_encryption``), ``private_files`` (files opened only when they are
-the package's own), ``serve`` (``langgraph dev`` with its saved
-threads private, for ``make serve``) and ``fixtures`` (the lessons' scenarios and
-scripted models, for notebooks and tests only: library modules never import it).
-The core (``core``, ``doctor``, the scripted model) needs only LangGraph and
-LangChain; every other part names the extra it needs when it is missing
-(``_extras``, docs/package.md).
+Which releases each hazard lives in: ``agentstate.hazards`` (``agentstate
+hazards``).
+
+The library, apart from the tutorial: ``core``, ``doctor``, ``hazards``,
+``models`` (the scripted model and the real-model factory), ``tracing`` (a
+run's evidence and its pictures, ``draw_superstep`` and ``draw_run``),
+``persistence`` (checkpointers on private files, encrypted at rest with
+``encrypt=True``), ``private_files`` (files opened only when they are the
+package's own) and ``servers`` (local server processes). The tutorial's stage
+is ``lessons`` (scenarios and scripted replies, tables, tool latency, the
+served graphs): the notebooks and their tests import it, the library never
+does (tests/test_layout.py, docs/layout.md).
+The core (``core``, ``doctor``, ``hazards``, the scripted model) needs only
+LangGraph and LangChain; every other part names the extra it needs when it is
+missing (``_extras``, docs/package.md).
 """
 
 __version__ = "0.1.0"

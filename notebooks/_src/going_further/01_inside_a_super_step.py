@@ -20,8 +20,8 @@
 # %%
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.display import Table
-from agentstate.fixtures import POSTGRES_FIELDS, file_fields, one_batch_model, user_turn
+from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, file_fields, one_batch_model, user_turn
 from agentstate.rds import build_file_storage_agent
 from agentstate.tracing import state_by_step
 
@@ -54,7 +54,7 @@ Table([steps[tools_step], steps[tools_step + 1]])
 # per invoke is a node of its own, named `<Middleware>.<hook>`:
 
 # %%
-from agentstate.fixtures import glossary_rows
+from agentstate.lessons.fixtures import glossary_rows
 
 nodes = Table(glossary_rows(agent))
 assert {"model", "tools", "PatchToolCallsMiddleware.before_agent"} <= set(nodes.column("node"))
@@ -88,7 +88,7 @@ hooks
 # %%
 import json
 
-from agentstate.fixtures import one_reply_model
+from agentstate.lessons.fixtures import one_reply_model
 from agentstate.models import tool_call
 
 PATH = "/requirements.json"
@@ -117,7 +117,7 @@ answers
 # call of the reply finishes first, and its write still comes last:
 
 # %%
-from agentstate.fixtures import finish_last_first
+from agentstate.lessons.fixtures import finish_last_first
 from agentstate.tracing import ToolTimeline, draw_run
 
 timeline = ToolTimeline()

@@ -17,8 +17,8 @@
 # updates `left` in place changes the live state too:
 
 # %%
-from agentstate.display import Table, show_source
-from agentstate.fixtures import merge_in_place
+from agentstate.lessons.display import Table, show_source
+from agentstate.lessons.fixtures import merge_in_place
 
 show_source(merge_in_place)
 
@@ -35,7 +35,7 @@ from typing import Annotated, Any, NotRequired
 from deepagents import DeepAgentState
 
 from agentstate.core import merge_fields
-from agentstate.fixtures import (
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     HoldReaderMiddleware,
     ReducerProbe,
@@ -69,7 +69,7 @@ Table({"reducer": name, "fields the same-batch reader saw": n} for name, n in pu
 # calls of the same reply still land.
 
 # %%
-from agentstate.fixtures import one_batch_model
+from agentstate.lessons.fixtures import one_batch_model
 from agentstate.rds import build_reducer_agent
 from agentstate.tracing import tool_replies
 
@@ -103,7 +103,7 @@ show_source(RequirementsSyncMiddleware.after_agent)
 # rendered from state either way.
 
 # %%
-from agentstate.fixtures import file_fields, one_reply_model, store_calls
+from agentstate.lessons.fixtures import file_fields, one_reply_model, store_calls
 from agentstate.models import tool_call
 from agentstate.rds import REQUIREMENTS_PATH, RdsAgentState, rds_redaction
 
@@ -155,7 +155,7 @@ from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agentstate.fixtures import VALID_REQUIREMENTS, sqlite_bytes
+from agentstate.lessons.fixtures import VALID_REQUIREMENTS, sqlite_bytes
 
 plain = py_secrets.token_urlsafe(18)
 workdir = Path(tempfile.mkdtemp())

@@ -17,7 +17,7 @@
 # `langgraph.runtime.Runtime`, which has no `config`:
 
 # %%
-from agentstate.fixtures import all_in_one_reply_model, user_turn
+from agentstate.lessons.fixtures import all_in_one_reply_model, user_turn
 from agentstate.rds import build_original_cache_agent
 
 try:
@@ -34,8 +34,8 @@ original_error
 # so the obvious repair puts the dict there in `before_agent`:
 
 # %%
-from agentstate.display import show_source
-from agentstate.fixtures import GetConfigCacheMiddleware
+from agentstate.lessons.display import show_source
+from agentstate.lessons.fixtures import GetConfigCacheMiddleware
 
 show_source(GetConfigCacheMiddleware.before_agent)
 
@@ -47,8 +47,8 @@ show_source(GetConfigCacheMiddleware.before_agent)
 # five stores and a reader:
 
 # %%
-from agentstate.display import Table
-from agentstate.fixtures import (
+from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     ConfigCacheStorage,
     build_get_config_cache_agent,
@@ -87,9 +87,9 @@ Table(
 # %% tags=["nbval-ignore-output"]
 from collections import Counter
 
+from agentstate.lessons.simulation import ToolLatencyMiddleware
 from agentstate.rds import assemble_rds_agent
 from agentstate.rds.storage import NAIVE_KEY, NaiveSharedCacheStorage
-from agentstate.simulation import ToolLatencyMiddleware
 
 naive = assemble_rds_agent(
     reader_batch_model(POSTGRES_FIELDS, 200),
@@ -113,9 +113,9 @@ Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in sorted(Counter
 # another call. Count the stores that ran while another call was running:
 
 # %%
-from agentstate.fixtures import overlapping_calls
+from agentstate.lessons.fixtures import overlapping_calls
+from agentstate.lessons.simulation import SlowToolMiddleware
 from agentstate.rds import build_reducer_agent
-from agentstate.simulation import SlowToolMiddleware
 from agentstate.tracing import ToolTimeline
 
 slow_stores = ToolTimeline()
@@ -151,7 +151,7 @@ Table(
 # the same super-step.
 
 # %%
-from agentstate.fixtures import one_batch_model, reader_summary
+from agentstate.lessons.fixtures import one_batch_model, reader_summary
 from agentstate.models import tool_call
 from agentstate.rds import rds_turn_cache
 from agentstate.tracing import draw_run
@@ -186,7 +186,7 @@ draw_run(cached_timeline, cached, key="requirements", title="7 threads for 7 cal
 # field:
 
 # %%
-from agentstate.fixtures import reader_summary
+from agentstate.lessons.fixtures import reader_summary
 from agentstate.rds import build_turn_cache_agent
 
 serial = build_turn_cache_agent(all_in_one_reply_model()).invoke(
@@ -204,7 +204,7 @@ Table({"reader": k, "reply": v} for k, v in reader_summary(serial).items())
 # %%
 import time
 
-from agentstate.fixtures import store_calls
+from agentstate.lessons.fixtures import store_calls
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import tool_replies
 

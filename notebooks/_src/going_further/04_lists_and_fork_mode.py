@@ -21,7 +21,7 @@
 import operator
 
 from agentstate.core import append_unique, merge_fields
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 
 parent_had, returned = {"engine": "postgres"}, {"engine": "postgres", "port": 5432}
 once = merge_fields(parent_had, returned)
@@ -48,7 +48,7 @@ import warnings
 
 from langchain_core.messages import HumanMessage
 
-from agentstate.fixtures import POSTGRES_FIELDS, parent_model, user_turn
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, parent_model, user_turn
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
     COLLECTOR,
@@ -97,7 +97,7 @@ Table(
 # `tools` the subagent running inside the parent's `tools` node):
 
 # %%
-from agentstate.fixtures import collector_model
+from agentstate.lessons.fixtures import collector_model
 from agentstate.rds import build_shared_schema_agent
 
 agent = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())

@@ -9,8 +9,8 @@
 # show and what they do not.
 
 # %%
-from agentstate.display import Table
 from agentstate.experts import ExpertsConfig, build_experts_graph, load_manual, user_turn
+from agentstate.lessons.display import Table
 
 manual = load_manual()
 ALL3 = "Last night's batch outage sent a SEPA file twice, a customer complains: what to report?"
@@ -90,7 +90,7 @@ outcomes
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.experts import EXPERTS, merge_or_reset
-from agentstate.fixtures import plain_dict_fan_out
+from agentstate.lessons.fixtures import plain_dict_fan_out
 
 assert merge_or_reset({"a": "1"}, {"b": "2"}) == {"a": "1", "b": "2"}
 try:
@@ -110,7 +110,7 @@ without_reducer
 # same thing.
 
 # %%
-from agentstate.fixtures import super_steps
+from agentstate.lessons.fixtures import super_steps
 
 by_mode = {}
 for execution in ("sequential", "parallel", "primed"):

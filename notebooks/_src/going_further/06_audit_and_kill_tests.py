@@ -29,7 +29,7 @@ sorted(t.name for t in tools)
 # the unknown memory `nope` does not appear.
 
 # %%
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 from agentstate.memory import MemoryToolError, read_memory
 
 demo = {"vault_id": "demo", "memory_id": "demo.chat"}

@@ -37,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 from agentstate.memory import Fleet, MemoryClient
-from agentstate.postgres_server import PostgresServer
+from agentstate.servers.postgres import PostgresServer
 
 workdir = Path(tempfile.mkdtemp(prefix="stage06-fleet-"))
 postgres = PostgresServer().start()  # Debian's postgres on a free loopback port, stopped below
@@ -59,7 +59,7 @@ replica_a, replica_b = (MemoryClient(u) for u in fleet.urls)
 # %%
 import asyncio
 
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 from agentstate.memory import read_memory
 
 chat = {"vault_id": "team", "memory_id": "team.chat"}

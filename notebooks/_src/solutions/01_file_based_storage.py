@@ -19,7 +19,7 @@ from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
 PATH = "/requirements.json"

@@ -16,7 +16,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolTimeline, draw_superstep
 

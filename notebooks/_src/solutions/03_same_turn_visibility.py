@@ -20,9 +20,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.simulation import SlowToolMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.simulation import SlowToolMiddleware
 
 REQUIRED = list(POSTGRES_FIELDS)
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
@@ -198,7 +198,7 @@ draw_run(timeline, four, key="requirements", title="7 calls on 4 threads")
 # %% tags=["nbval-ignore-output"]
 from collections import Counter
 
-from agentstate.simulation import ToolLatencyMiddleware
+from agentstate.lessons.simulation import ToolLatencyMiddleware
 
 
 class NeverWait(threading.Condition):

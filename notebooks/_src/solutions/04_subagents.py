@@ -18,8 +18,8 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.display import Table
-from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import PolicyChatModel, ScriptedChatModel, reply, tool_call
 
 

@@ -7,10 +7,10 @@
 # %%
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agentstate.display import Table
 from agentstate.experts import EXPERTS, load_manual, load_results
 from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS, MANUAL_END
-from agentstate.fixtures import prompt_text, shared_by_all
+from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import prompt_text, shared_by_all
 
 manual = load_manual()
 QUESTION = "The overnight batch outage: what must we report to the regulator?"

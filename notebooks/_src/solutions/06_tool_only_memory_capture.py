@@ -16,7 +16,7 @@ from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.display import Table
+from agentstate.lessons.display import Table
 from agentstate.memory import (
     MemoryClient,
     RandomProposals,

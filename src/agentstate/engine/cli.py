@@ -27,7 +27,7 @@ from agentstate.engine.server import (
     state_file,
     stop_detached,
 )
-from agentstate.loopback import LoopbackServerError, port_argument, serve_until_interrupted
+from agentstate.servers.loopback import LoopbackServerError, port_argument, serve_until_interrupted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -23,8 +23,8 @@ from agentstate.engine.prefix_client import PRIME_TIMEOUT, prime, primed_lines
 from agentstate.engine.server import read_state
 from agentstate.engine.state_files import KEY, SavedState, remove_state, scan, states_dir
 from agentstate.engine.state_files import stale_reason as _stale
-from agentstate.loopback import LoopbackServerError
 from agentstate.private_files import read_small_file
+from agentstate.servers.loopback import LoopbackServerError
 
 PREFIX_LIMIT = 16 * 1024 * 1024  # bytes: far more than any context holds
 

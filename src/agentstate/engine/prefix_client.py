@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from agentstate.loopback import LoopbackServerError
+from agentstate.servers.loopback import LoopbackServerError
 
 LOG_PREFIX = "agentstate.engine: "  # how the engine's own log lines start
 RESTORE_HELP = "auto: the newest valid state; none: start cold; or a prefix sha256"

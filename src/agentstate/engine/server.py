@@ -34,7 +34,13 @@ from agentstate.engine.model import HOW_TO_INSTALL, engine_installed
 from agentstate.engine.prefix_client import LOG_PREFIX
 from agentstate.engine.quantize import default_model
 from agentstate.engine.state_files import budget_bytes, states_dir
-from agentstate.loopback import HOST, LoopbackProcess, LoopbackServerError, pid_alive, wait_gone
+from agentstate.servers.loopback import (
+    HOST,
+    LoopbackProcess,
+    LoopbackServerError,
+    pid_alive,
+    wait_gone,
+)
 
 _PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 SERVER_MODULES = ("agentstate.engine", "llama_cpp.server")  # ours (app.py), and the one it wraps

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from agentstate.datafiles import data_path
+from agentstate.lessons.datafiles import data_path
 
 MANUAL_FILE = "manual/operations_manual.md"
 _SECTION = re.compile(rb"^## ", re.MULTILINE)

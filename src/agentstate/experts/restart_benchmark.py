@@ -26,7 +26,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentstate.datafiles import results_path
 from agentstate.engine.prefix_client import engine_state, prime
 from agentstate.engine.server import MEASURED_THREADS, EngineServer
 from agentstate.engine.tokens import count_tokens
@@ -34,6 +33,7 @@ from agentstate.experts.benchmark import BENCH_TIMEOUT, QUERY, run_case
 from agentstate.experts.llm import chat_model
 from agentstate.experts.manual import load_manual
 from agentstate.experts.prompts import system_prefix
+from agentstate.lessons.datafiles import results_path
 from agentstate.models import ModelSettings
 
 RESULTS_FILE = "engine_restart.json"

@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentstate.datafiles import results_path
 from agentstate.engine.model import MODEL_FILE
 from agentstate.engine.quantize import FAST_MODEL_FILE
 from agentstate.experts.manual import load_manual
 from agentstate.experts.prompts import system_prefix
+from agentstate.lessons.datafiles import results_path
 
 RESULTS_FILE = "experts_benchmark.json"
 

@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from agentstate.datafiles import data_path
+from agentstate.lessons.datafiles import data_path
 from agentstate.memory.service.process import ServerProcess
 
 BENCHMARK_FILE = "results/memory_fleet_benchmark.json"

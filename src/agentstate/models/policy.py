@@ -2,7 +2,7 @@
 
 Serves the lessons of notebooks 02-06 from a LangGraph server.
 
-A served graph (``langgraph dev``, see :mod:`agentstate.served`) must answer
+A served graph (``langgraph dev``, see :mod:`agentstate.lessons.served`) must answer
 any number of runs on any number of threads, so a script that runs out is the
 wrong model there. :class:`PolicyChatModel` calls ``policy(messages)`` for every
 reply and keeps nothing between calls (no history, so a long-running server

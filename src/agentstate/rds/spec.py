@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import yaml
 
-from agentstate.datafiles import data_path
+from agentstate.lessons.datafiles import data_path
 
 SPEC_FILE = "aws_rds_instance_spec.yaml"
 FIELD_TYPES = {"string", "int32", "bool", "string_list", "string_map"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 
-from agentstate.datafiles import data_path
+from agentstate.lessons.datafiles import data_path
 
 CONTROLS = ("SESSION_START", "FLUSH_CONTEXT", "SESSION_END")
 ROLES = ("user", "assistant")

@@ -19,9 +19,9 @@ import argparse
 import asyncio
 import sys
 
-from agentstate.loopback import port_open
 from agentstate.memory.service.options import OneLineParser, port_of, start_hint
 from agentstate.private_files import NotOwnFileError, check_db_path, check_own_file
+from agentstate.servers.loopback import port_open
 
 
 def conversation_of(name: str):

@@ -23,9 +23,9 @@ import sys
 from typing import NoReturn
 
 from agentstate._extras import require
-from agentstate.loopback import HOST, port_argument
 from agentstate.memory.service.targets import check_postgres_url, is_postgres, redact
 from agentstate.private_files import NotOwnFileError, read_small_file
+from agentstate.servers.loopback import HOST, port_argument
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 

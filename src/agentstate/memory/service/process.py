@@ -6,8 +6,8 @@ picks a free loopback port, waits until the port answers, and on ``stop()``
 (or at interpreter exit) terminates the process, so nothing is left behind.
 ``kill()`` is a real SIGKILL, for the restart lessons. The server's own log
 goes to ``<db>.log`` (0600, like the store), never to the notebook. Ports, readiness, stopping and
-errors (:class:`~agentstate.loopback.LoopbackServerError`) come from
-:mod:`agentstate.loopback`, shared with stage 05's engine. ``db`` may be a
+errors (:class:`~agentstate.servers.loopback.LoopbackServerError`) come from
+:mod:`agentstate.servers.loopback`, shared with stage 05's engine. ``db`` may be a
 ``postgresql://`` URL: then the process is one replica of a fleet (start
 several on one URL), its log goes where ``log_path`` says, and a password in
 the URL reaches the child as ``PGPASSWORD``, never as an argument.
@@ -21,9 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentstate.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
 from agentstate.memory.service.targets import is_postgres, split_password
 from agentstate.private_files import own_file
+from agentstate.servers.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
 
 __all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
 

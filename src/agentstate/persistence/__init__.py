@@ -12,7 +12,7 @@ Postgres database instead (:func:`postgres_checkpointer`,
 
 Every checkpointer takes ``encrypt=True``: checkpoints and pending writes are
 then encrypted with LangGraph's own ``EncryptedSerializer`` and the key in
-``LANGGRAPH_AES_KEY`` (``agentstate.checkpoint_encryption``; what it does
+``LANGGRAPH_AES_KEY`` (``agentstate.persistence.encryption``; what it does
 not cover is in ``docs/secrets.md``).
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate._extras import needs
-from agentstate.checkpoint_encryption import checkpoint_serializer
+from agentstate.persistence.encryption import checkpoint_serializer
 from agentstate.private_files import private_db_file
 
 with needs("persistence", "agentstate.persistence"):
@@ -93,7 +93,7 @@ def file_contains(path: str | Path, needle: bytes) -> bool:
 _PG_CONNECTION = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 # Any fixed number: the advisory lock that serialises setup() across processes.
 SETUP_LOCK = 0x6167_7374_6174_65  # "agstate"
-START_HINT = "start one (a throwaway server: `python -m agentstate.postgres_server`)"
+START_HINT = "start one (a throwaway server: `python -m agentstate.servers.postgres`)"
 
 
 class PostgresUnavailableError(ConnectionError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGED = Path(__file__).resolve().parent / "data"
-_CHECKOUT = Path(__file__).resolve().parents[2] / "data"
+_PACKAGED = Path(__file__).resolve().parents[1] / "data"
+_CHECKOUT = Path(__file__).resolve().parents[3] / "data"
 
 
 def data_path(name: str) -> Path:

@@ -1,4 +1,4 @@
-"""``python -m agentstate.serve``: ``langgraph dev`` with its saved threads kept private.
+"""``python -m agentstate.lessons.serve``: ``langgraph dev`` with its saved threads kept private.
 
 ``langgraph dev`` pickles every thread (user text, tool arguments, state) into
 ``.langgraph_api/*.pckl`` in its working directory, and it creates them with

@@ -48,7 +48,7 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict  # the Agent Server derives schemas only from this one
 
 from agentstate.core import SecretStore
-from agentstate.fixtures import POSTGRES_FIELDS, delegate, store_calls
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, delegate, store_calls
 from agentstate.memory.capture.calls import write_key
 from agentstate.memory.capture.graph import InvalidTurn, build_capture_graph, check_turn
 from agentstate.memory.capture.observer import VAULT

@@ -31,7 +31,7 @@ from agentstate.core.reducers import append_unique
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolEvent, tool_replies
 
-with needs("lessons", "agentstate.fixtures"):
+with needs("lessons", "agentstate.lessons.fixtures"):
     from deepagents import create_deep_agent
 
     from agentstate.persistence import sqlite_checkpointer

@@ -13,7 +13,7 @@ the server runs as the ``postgres`` system user (or ``nobody``), which owns the
 folder. The programs come from Debian's ``postgresql`` package (``make
 postgres`` installs it). README "From one machine to many" uses it.
 
-``python -m agentstate.postgres_server`` starts one until Ctrl-C and writes
+``python -m agentstate.servers.postgres`` starts one until Ctrl-C and writes
 its URL to a file only its owner can read.
 """
 
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from agentstate._extras import needs
-from agentstate.loopback import free_port, serve_until_interrupted
+from agentstate.servers.loopback import free_port, serve_until_interrupted
 
-with needs("persistence", "agentstate.postgres_server"):
+with needs("persistence", "agentstate.servers.postgres"):
     import psycopg
     from psycopg import sql
 
@@ -338,7 +338,7 @@ class PostgresServer:
 def main(argv: list[str] | None = None) -> int:
     """Start a throwaway server until Ctrl-C; its URL (with the password) goes to a 0600 file."""
     parser = argparse.ArgumentParser(
-        prog="python -m agentstate.postgres_server", description=main.__doc__
+        prog="python -m agentstate.servers.postgres", description=main.__doc__
     )
     parser.add_argument("--port", type=int, default=None, help="TCP port (default: a free one)")
     args = parser.parse_args(argv)

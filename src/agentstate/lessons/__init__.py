@@ -1,0 +1,14 @@
+"""The tutorial's stage, apart from the library: what the lessons and their tests share.
+
+Readers' own agents import ``agentstate.core``, ``agentstate.doctor``,
+``agentstate.models``, ``agentstate.tracing``, ``agentstate.persistence`` and
+the systems (``rds``, ``experts``, ``engine``, ``memory``); the lessons (notebooks
+01-06) import these too: ``fixtures`` (the scenarios and scripted models),
+``display`` (tables, progress, the doctor's reports side by side),
+``simulation`` (tool latency), ``datafiles`` (the shipped data files),
+``served`` (the graphs ``langgraph.json`` serves) and ``serve`` (``langgraph
+dev`` with private threads, for ``make serve``). Nothing in ``agentstate.core``
+or ``agentstate.doctor`` imports from here (tests/test_import_cycles.py).
+"""
+
+__all__: list[str] = []
