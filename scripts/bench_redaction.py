@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def value_pass(rounds: int) -> list[dict[str, Any]]:
             store.put("password", f"Known-Value-{i}-x", thread="t")
         held = known
         middleware.rewrite(REPLY, thread="t")  # the values searched once already, as in a thread
-        samples = [timed(lambda: middleware.rewrite(REPLY, thread="t")) for _ in range(rounds)]
+        samples = [timed(partial(middleware.rewrite, REPLY, thread="t")) for _ in range(rounds)]
         rows.append({"known": known, "samples_s": samples})
     return rows
 
@@ -105,9 +106,13 @@ def new_value(rounds: int, sizes: list[int]) -> list[dict[str, Any]]:
                 content=REPLY.content,
                 tool_calls=[tool_call("connect", host="db1", password=f"Fresh-{i}-{size}-y")],
             )
-            samples.append(timed(lambda m=brings, r=middleware: r.rewrite(m, thread="t")))
+            samples.append(timed(partial(middleware.rewrite, brings, thread="t")))
         rows.append({"known": size, "samples_s": samples})
     return rows
+
+
+def load_and_reply(count: int) -> None:
+    loaded(count)[1].rewrite(REPLY, thread="t")
 
 
 def loading(rounds: int, sizes: list[int]) -> list[dict[str, Any]]:
@@ -115,9 +120,7 @@ def loading(rounds: int, sizes: list[int]) -> list[dict[str, Any]]:
     return [
         {
             "values": size,
-            "samples_s": [
-                timed(lambda s=size: loaded(s)[1].rewrite(REPLY, thread="t")) for _ in range(rounds)
-            ],
+            "samples_s": [timed(partial(load_and_reply, size)) for _ in range(rounds)],
         }
         for size in sizes
     ]
@@ -160,7 +163,7 @@ def hostile(rounds: int) -> list[dict[str, Any]]:
         error = None
         for _ in range(rounds):
             try:
-                samples.append(timed(lambda m=message, r=rewriter: r.rewrite(m, thread="t")))
+                samples.append(timed(partial(rewriter.rewrite, message, thread="t")))
             except RecursionError:
                 error = "RecursionError"
                 break
