@@ -658,7 +658,7 @@ def render_redaction(data: Data) -> str:
     lines = [
         provenance_line(data) + " " + counts,
         "",
-        table(header, rows, "l" + "r" * len(runs) + "r"),
+        table(header, rows, "l" + "r" * (len(header) - 1)),
     ]
     if older:
         said = []
