@@ -59,7 +59,8 @@ NOT_TYPED_BY_HAND = {
     ("docs/benchmarks.md", "default 10 s reader timeout"): "a setting",
     ("docs/memory-server.md", "plus 10 s to open a session"): "a setting",
     ("docs/doctor/README.md", "over 1 MiB"): "a limit",
-    ("README.md", "read and run in about 20 minutes"): "the lessons' target (DESIGN.md)",
+    ("docs/doctor/README.md", "loading took longer than 120 s"): "a setting (--timeout)",
+    ("docs/doctor/README.md", "with the same line 5 s later"): "a setting (the watchdog)",
     ("README.md", "first token 6.2-20.1x, sweep to 5,949 tokens: 6.3-40.6x"): (
         "tests/test_lesson_05.py recomputes it from experts_benchmark.json"
     ),

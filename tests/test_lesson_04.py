@@ -24,6 +24,7 @@ from agentstate.fixtures import (
     user_turn,
     who_sees_what,
 )
+from agentstate.hazards import hazard
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
     RdsAgentState,
@@ -168,6 +169,20 @@ def test_the_pages_collect_is_the_packages_collector_model(lesson):
     assert len(page.tool_calls) == len(POSTGRES_FIELDS)
 
 
+def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
+    """agentstate.hazards' reproductions of lesson 04 (the rows its opening links to): the
+    subagent's writes never reach the parent, as on the page's broken build, and a list handed
+    back whole is doubled, as the page's note-taker shows."""
+    drops, doubled = hazard("subagent-drops-key").run(), hazard("list-doubled-by-subagent").run()
+    assert drops.outcome == "reproduced"
+    assert drops.evidence == "the subagent's tools wrote 5 fields; the parent sees 0"
+    state = broken_agent(lesson).invoke(user_turn())
+    assert fields_seen_by_reader(state) == 0 and state.get("requirements", {}) == {}
+    assert doubled.outcome == "reproduced"
+    assert doubled.evidence == f"the parent ends with {lesson['notes']}"
+    assert lesson["notes"] == ["pre", "pre", "new"]
+
+
 def test_the_lessons_list_comes_back_doubled_like_the_packages_notes_agent(lesson):
     from agentstate.fixtures import AddNotesState, build_notes_agent
 
@@ -260,13 +275,14 @@ def test_the_knob_gives_a_different_answer_at_each_position(lesson):
     """What the lesson's knob shows for each declaration (the fixed-settings check of the knob)."""
     assert list(lesson["SCHEMAS"]) == DECLARATIONS
     rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
-    assert rows["the parent only"]["task returned keys"] == ["messages"]
-    assert rows["the parent only"]["the parent's reader got"] == "0 fields"
-    assert rows["the collector only"]["task returned keys"] == ["messages", "requirements"]
-    assert rows["the collector only"]["the parent's reader got"] == "0 fields"  # dropped up top
-    assert rows["both, one schema"]["the parent's reader got"] == "5 fields"
+    assert rows["the parent only"] == {"task returned keys": ["messages"], "reader got": "0 fields"}
+    assert rows["the collector only"] == {  # requirements crosses up, the parent drops it
+        "task returned keys": ["messages", "requirements"],
+        "reader got": "0 fields",
+    }
+    assert rows["both, one schema"]["reader got"] == "5 fields"
     assert rows["both, no reducer"]["error"].startswith("InvalidUpdateError")
-    assert len({tuple(map(str, r.values()))[1:] for r in rows.values()}) == len(DECLARATIONS)
+    assert len({str(r) for r in rows.values()}) == len(DECLARATIONS)
 
 
 def test_the_knob_rejects_an_unknown_position(lesson):

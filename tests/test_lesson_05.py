@@ -38,6 +38,7 @@ from agentstate.experts import (
 )
 from agentstate.experts.prompts import utc_clock
 from agentstate.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
+from agentstate.hazards import hazard
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks/_src/05_prefix_cached_experts.py"
@@ -101,6 +102,29 @@ def test_the_desk_on_the_page_shares_the_manual_only_with_the_fixed_order(lesson
     for run in (sync, in_a_loop):
         assert shared(lesson["clock_first"], run) < 100
         assert shared(lesson["expert_prompt"], run) > MANUAL.size
+
+
+def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(lesson):
+    """agentstate.hazards' prefix-not-invariant (the row the lesson's opening links to) and
+    the page's clock-first desk agree: the calls' prompts part before the manual starts, so
+    none of it is shared; the page's manual-first order shares all of it."""
+    result = hazard("prefix-not-invariant").run()
+    assert result.outcome == "reproduced", result.evidence
+    assert re.search(r"shared manual 0 of \d+ characters$", result.evidence)
+    from agentstate.fixtures import shared_prefix
+    from agentstate.models import ScriptedChatModel
+
+    def desk_shares(prompt):
+        model = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+        lesson["build_desk"](model, prompt).invoke({"question": ALL3})
+        text = prompt_text(model.seen[0])  # b"system: " + system message 1 + ...
+        return shared_prefix(model.seen)["bytes shared"], text.index(MANUAL.text.encode())
+
+    shared, manual_at = desk_shares(lesson["clock_first"])
+    assert shared < manual_at  # they part before the manual, as in the reproduction
+    assert lesson["busted"]["bytes shared"] < manual_at  # what the page printed
+    shared, manual_at = desk_shares(lesson["expert_prompt"])
+    assert shared > manual_at + MANUAL.size
 
 
 def test_the_doctor_tells_the_two_desks_apart(lesson):

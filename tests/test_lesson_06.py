@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.hazards import hazard
 from agentstate.memory import build_capture_graph, without_guard
 from agentstate.memory.capture.conversations import CONTROLS, load, parse
 from agentstate.memory.capture.observer import CaptureRun
@@ -331,6 +332,42 @@ async def test_the_replayed_store_table_says_stored_twice_where_the_schedule_say
     wrong = {(r["msg_idx"], fault_of[r["verdict"]]) for r in rows if r["verdict"] != "ok"}
     scheduled = {(int(i), f) for f in fault_of.values() for i in schedule[f].split(", ")}
     assert wrong == scheduled
+
+
+async def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(server):
+    """agentstate.hazards' memory-in-react-loop (the row the lesson's opening links to) and the
+    page's ReAct loop on its replay agree: the prebuilt loop stores text nobody said in that
+    message and stores a message twice; the page's guard, on the same replay, does neither."""
+    import re as regex
+
+    from agentstate.memory import replay_model, store_rows
+
+    result = hazard("memory-in-react-loop").run()
+    assert result.outcome == "reproduced", result.evidence
+    found = regex.search(r"\((\d+) the agent's text, (\d+) stored twice\)", result.evidence)
+    assert found and int(found[1]) > 0 and int(found[2]) > 0, result.evidence
+    travel = load("solo_travel")
+    page = lesson_cells(
+        "def react_agent",
+        "class GuardState",
+        "def build_guarded_capture",
+        system_prompt=system_prompt,
+        VAULT=VAULT,
+        server=server,
+    )
+    verdicts, n = {}, next(_memories)
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        agents = {
+            f"hz{n}.loop": page.react_agent(replay_model(), tools, f"hz{n}.loop"),
+            f"hz{n}.guard": page.build_guarded_capture(replay_model(), tools, InMemorySaver()),
+        }
+        for memory_id, agent in agents.items():
+            await page.observe(agent, client, travel.events, memory_id)
+            rows = store_rows(server.db, memory_id, travel, "trip")
+            verdicts[memory_id.split(".")[1]] = {r["verdict"] for r in rows}
+    assert {"not this message's text", "stored twice"} <= verdicts["loop"]
+    assert verdicts["guard"] == {"ok"}
 
 
 def test_the_replay_schedule_lists_only_the_chosen_faults():

@@ -4,11 +4,14 @@
 # A [subagent](../docs/glossary.md#subagent) is an agent that the main
 # agent, the *parent*, starts to do one job. The RDS agent's collector
 # subagent stores the fields, reports "Stored 5 field(s).", and the parent
-# finds none. The RDS agent's changelog (a write-up the README lists)
-# blamed "isolated execution contexts" and added a cache that both agents'
-# tools share. This notebook finds the real cause in the collector's state
-# schema, fixes it with one schema for both agents, and compares that fix
-# with the cache.
+# finds none. The agent's changelog blamed "isolated execution contexts"
+# and added a cache that both agents' tools share. This notebook finds the
+# real cause in the collector's state schema, fixes it with one schema for
+# both agents, and compares that fix with the cache. Which releases this
+# happens in:
+# [subagent-drops-key](../docs/hazards-by-version.md#subagent-drops-key),
+# and for a list handed back whole
+# [list-doubled-by-subagent](../docs/hazards-by-version.md#list-doubled-by-subagent).
 
 # %% [markdown]
 # ## Recap
@@ -64,11 +67,10 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# The collector's model. Offline, a
-# [policy model](../docs/glossary.md#policy-model) replies with
+# The collector's model, offline: a
+# [policy model](../docs/glossary.md#policy-model) that replies with
 # `collect(messages)`. It prints what it was given, stores every field in
-# one reply (so the calls run in parallel), then reports how many stores
-# succeeded.
+# one reply (so the calls run in parallel), then reports.
 
 # %%
 from langchain_core.messages import HumanMessage
@@ -97,9 +99,9 @@ FIELDS
 # The two agents, as a developer writes them. The collector is a plain
 # [`create_agent`](../docs/glossary.md#create-agent) with the store tool.
 # The parent is a [`create_deep_agent`](../docs/glossary.md#create-deep-agent)
-# whose `state_schema` declares `requirements`. It gets the collector as a
-# *compiled subagent*: a name, a description, and the graph. Its scripted
-# model calls `task` with the fields, then reads, then says "Done.".
+# whose `state_schema` declares `requirements`, and gets the collector as a
+# *compiled subagent*: a name, a description, the graph. Its scripted model
+# calls `task` with the fields, then reads, then says "Done.".
 
 # %%
 from deepagents import create_deep_agent
@@ -117,21 +119,11 @@ def collector_agent(schema=AgentState, store=store_requirement):
     return create_agent(model, [store], system_prompt=prompt, state_schema=schema)
 
 
-def parent_agent(
-    collector,
-    script=(DELEGATE, READ, DONE),
-    read=get_collected_requirements,
-    schema=RequirementsState,
-    **options,
-):
+def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    return create_deep_agent(
-        ScriptedChatModel(script=list(script)),
-        tools=[read],
-        subagents=[{**subagent, "runnable": collector}],
-        state_schema=schema,
-        **options,
-    )
+    options = {"tools": [get_collected_requirements], "state_schema": RequirementsState, **options}
+    model = ScriptedChatModel(script=list(script))
+    return create_deep_agent(model, subagents=[{**subagent, "runnable": collector}], **options)
 
 
 # %% [markdown]
@@ -177,9 +169,8 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # **Up.** When the collector ends, `task` returns the keys of its final
 # state that changed (except `messages` and a few others), plus one
 # ToolMessage with its last answer. A graph keeps only the keys its schema
-# declares, and drops a write to any other key without an error. Its
-# `.channels` lists them. The collector, and its state after a run of its
-# own:
+# declares (its `.channels`), and drops a write to any other key without
+# an error. The collector, and its state after a run of its own:
 
 # %%
 alone = collector.invoke({"messages": [HumanMessage(FIELDS)]})
@@ -196,7 +187,7 @@ Table(
 
 # %% [markdown]
 # So the cause is the collector's schema: its tool ran, and its write had
-# no key to land in. The contexts are not isolated either. Both agents'
+# no key to land in. The contexts are not isolated either: both agents'
 # tools share Python objects, which is why the write-up's cache (section
 # 4) works within a turn.
 #
@@ -220,7 +211,7 @@ Table(
 # %% [markdown]
 # A [declarative subagent](../docs/glossary.md#declarative-subagent) (a
 # dict from which deepagents builds the graph) gets the parent's
-# `state_schema` without a line. The fix costs nothing at run time.
+# `state_schema` without a line.
 #
 # The package's `agentstate.rds.build_shared_schema_agent` is this fix on
 # the full RDS agent of stages 01-03, with a declarative collector whose
@@ -248,7 +239,7 @@ Table(
 # The write-up's fix kept the split schema. It added a cache of this
 # turn's fields that both agents' tools share, dropped after each turn,
 # and mirrored state plus cache to `/requirements.json`, the file the user
-# looks at. Here it is, small:
+# looks at:
 
 # %%
 from deepagents.backends.utils import create_file_data
@@ -293,30 +284,31 @@ def fields_read(state):
     return len(json.loads(reads[-1].text))
 
 
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+
 def who_sees_what(options, db):
-    config, turn = {"configurable": {"thread_id": "t"}}, lambda text: {"messages": [("user", text)]}
     options = {**options, "middleware": [MirrorFile()]}
     with SqliteSaver.from_conn_string(db) as saver:
-        script = [DELEGATE, READ, DONE, READ, DONE]
+        script = [DELEGATE, READ, DONE, READ, DONE]  # two turns
         agent = parent_agent(script=script, checkpointer=saver, **options)
-        row = {"same turn": fields_read(agent.invoke(turn("collect"), config))}
-        row["next turn"] = fields_read(agent.invoke(turn("again"), config))
-    with SqliteSaver.from_conn_string(db) as saver:
-        agent = parent_agent(script=[READ, DONE], checkpointer=saver, **options)  # a new agent
-        state = agent.invoke(turn("and now"), config)
+        row = {"same turn": fields_read(agent.invoke(USER, CONFIG))}
+        row["next turn"] = fields_read(agent.invoke(USER, CONFIG))
+    with SqliteSaver.from_conn_string(db) as saver:  # a new agent over the same file: a restart
+        agent = parent_agent(script=[READ, DONE], checkpointer=saver, **options)
+        state = agent.invoke(USER, CONFIG)
     file = state["files"].get("/requirements.json")
     in_file = len(json.loads(file["content"])) if file else 0
     return {**row, "after restart": fields_read(state), "file after restart": in_file}
 
 
-# %%
 import tempfile
 
 builds = {
     "split schema (broken)": {"collector": collector_agent()},
     "cache fix (the write-up)": {
         "collector": collector_agent(store=store_in_cache),
-        "read": read_with_cache,
+        "tools": [read_with_cache],
     },
     "one schema (the fix)": {"collector": collector_agent(RequirementsState)},
 }
@@ -387,7 +379,7 @@ compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
 # A *note* is what the doctor cannot decide from the graph alone: a reader
-# in the same reply as the `task` call would see the state from before it
+# in the same reply as `task` would see the state from before it
 # ([notebook 03](03_same_turn_visibility.ipynb)).
 #
 # ## A knob: who declares `requirements`
@@ -413,24 +405,19 @@ def declared_by(who="the parent only"):
     parent_schema, collector_schema = SCHEMAS[who]
     recorder = CommandRecorder(["task"])
     agent = parent_agent(
-        collector_agent(collector_schema), schema=parent_schema, middleware=[recorder]
+        collector_agent(collector_schema), state_schema=parent_schema, middleware=[recorder]
     )
-    row = {"declared by": who, "task returned keys": "", "the parent's reader got": "", "error": ""}
     try:
-        state = agent.invoke(USER)
-        row["task returned keys"] = recorder.updates[0]["update keys"]
-        row["the parent's reader got"] = f"{fields_read(state)} fields"
+        got = f"{fields_read(agent.invoke(USER))} fields"
     except InvalidUpdateError:
-        row["error"] = "InvalidUpdateError (the collector's 5 parallel writes)"
-    return Table([row])
+        return Table([{"error": "InvalidUpdateError (the collector's 5 parallel writes)"}])
+    return Table([{"task returned keys": recorder.updates[0]["update keys"], "reader got": got}])
 
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-from agentstate.knobs import knob
-
-knob_widget = knob(
+knob_widget = widgets.interact(
     declared_by, who=widgets.Dropdown(options=list(SCHEMAS), description="declared by")
 )
 

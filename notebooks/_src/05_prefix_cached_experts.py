@@ -7,10 +7,11 @@
 # [prefix cache](../docs/glossary.md#prefix-cache) skips reading the manual
 # again, but only for leading tokens identical to an earlier prompt. So
 # where a prompt puts what changes decides what every call costs.
-# cache-lm's notes (a write-up the README lists) made it a rule: "I never
-# put expert persona, timestamps, request IDs, or chat history before the
-# manual." This notebook breaks the rule with a clock line, measures what
-# the prompts share, and proves the fixed order on llama.cpp.
+# cache-lm's notes made it a rule: "I never put expert persona, timestamps,
+# request IDs, or chat history before the manual." This notebook breaks
+# the rule with a clock line, measures what the prompts share, and proves
+# the fixed order on llama.cpp. Which releases this happens in:
+# [prefix-not-invariant](../docs/hazards-by-version.md#prefix-not-invariant).
 
 # %% [markdown]
 # ## Recap
@@ -185,19 +186,18 @@ Table([{"experts": len(EXPERTS), "same messages as the package": all(map(message
 # prompt first empties the cache. The engine logs how many prompt tokens
 # each request reused: a count, not a timing. The manual is cut to its
 # first chapter, so the cell takes about 15 s on an idle 2-core machine
-# (a bar counts the six calls, then gives way to the result). Without the
-# engine the cell says so.
+# (a bar counts the six calls). Without the engine the cell says so.
 
 # %% tags=["nbval-ignore-output"]
-from IPython.display import clear_output
 from langchain_openai import ChatOpenAI
-from tqdm.auto import tqdm
 
+from agentstate.display import progress
 from agentstate.engine import EngineServer, engine_installed
 
 chapter1, live = manual.leading(1), "engine not installed: run `make engine` to see this live"
 if engine_installed():
-    with EngineServer(verbose=True) as server, tqdm(total=6, desc="expert calls") as bar:
+    calls = progress(total=6, desc="expert calls", unit="calls")
+    with EngineServer(verbose=True) as server, calls as bar:
         # llama.cpp reads max_tokens from the request body
         model = ChatOpenAI(
             base_url=server.base_url, api_key="local", model="local", extra_body={"max_tokens": 8}
@@ -210,7 +210,6 @@ if engine_installed():
                 bar.update()
             reused = max(server.prefix_hits()[seen:], default=0)
             live.append({"prompt": name, "most tokens a call reused": reused})
-    clear_output()  # the bar has done its job: keep only the result
     live = Table(live)
     reused = live.column("most tokens a call reused")
     assert reused[0] < 50 < 600 < reused[1]
@@ -295,9 +294,7 @@ def request_id_after(chapter=0):
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-from agentstate.knobs import knob
-
-knob_widget = knob(
+knob_widget = widgets.interact(
     request_id_after,
     chapter=widgets.IntSlider(value=0, min=0, max=len(chapters), description="chapter"),
 )

@@ -3,12 +3,13 @@
 #
 # An agent sits beside a chat between a user and an assistant and keeps its
 # memory: one entry per message on a memory server, with its role and
-# text. A memory-capture post-mortem (a write-up the README lists) built it
-# as a prebuilt agent with the rules in its prompt. It reported that "even
-# with strong guidance, the ReAct loop still produced assistant chat and
-# duplicate `add_entry`". This notebook builds that agent, replays the
-# report against a real memory server, and writes a guard in code that
-# keeps the store right whatever the model proposes.
+# text. A memory-capture post-mortem built it as a prebuilt agent with the
+# rules in its prompt, and reported that "even with strong guidance, the
+# ReAct loop still produced assistant chat and duplicate `add_entry`". This
+# notebook builds that agent, replays the report against a real memory
+# server, and writes a guard in code that keeps the store right whatever
+# the model proposes. Which releases this happens in:
+# [memory-in-react-loop](../docs/hazards-by-version.md#memory-in-react-loop).
 
 # %% [markdown]
 # ## Recap
@@ -324,10 +325,10 @@ turns = itertools.count(1)
 
 
 def replay_fault(fault="writes twice"):
-    memories = {"ReAct loop": f"knob{next(turns)}.react", "guard": f"knob{next(turns)}.guard"}
+    n = next(turns)
+    memories = {"ReAct loop": f"knob{n}.react", "guard": f"knob{n}.guard"}
 
-    async def both():
-        # a widget calls from outside the notebook's event loop: own loop, own connection
+    async def both():  # a knob runs outside the notebook's event loop: own loop, own client
         async with MemoryClient(server.url) as own:
             tools = await own.tools()
             loop = react_agent(replay_model(fault), tools, memories["ReAct loop"])
@@ -337,22 +338,18 @@ def replay_fault(fault="writes twice"):
 
     with ThreadPoolExecutor(1) as worker:
         worker.submit(asyncio.run, both()).result()
-    rows = {
-        agent: store_rows(server.db, memory, travel, "trip") for agent, memory in memories.items()
-    }
+    rows = {a: store_rows(server.db, m, travel, "trip") for a, m in memories.items()}
     return Table(
-        {"agent": agent, "entries": len(r), "not ok": sum(x["verdict"] != "ok" for x in r)}
-        for agent, r in rows.items()
+        {"agent": a, "entries": len(r), "not ok": sum(x["verdict"] != "ok" for x in r)}
+        for a, r in rows.items()
     )
 
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-from agentstate.knobs import knob
-
 faults = ["none", "answers the user", "writes twice", "swaps roles", "all, as reported"]
-knob_widget = knob(
+knob_widget = widgets.interact(
     replay_fault, fault=widgets.Dropdown(options=faults, value="writes twice", description="fault")
 )
 

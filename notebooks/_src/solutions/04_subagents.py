@@ -69,21 +69,11 @@ def collector_agent(schema=AgentState, store=store_requirement):
     return create_agent(model, [store], system_prompt=prompt, state_schema=schema)
 
 
-def parent_agent(
-    collector,
-    script=(DELEGATE, READ, DONE),
-    read=get_collected_requirements,
-    schema=RequirementsState,
-    **options,
-):
+def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    return create_deep_agent(
-        ScriptedChatModel(script=list(script)),
-        tools=[read],
-        subagents=[{**subagent, "runnable": collector}],
-        state_schema=schema,
-        **options,
-    )
+    options = {"tools": [get_collected_requirements], "state_schema": RequirementsState, **options}
+    model = ScriptedChatModel(script=list(script))
+    return create_deep_agent(model, subagents=[{**subagent, "runnable": collector}], **options)
 
 
 class PlainState(AgentState):
@@ -175,7 +165,7 @@ planner = create_agent(
     state_schema=PlanningRequirementsState,
 )
 alone = planner.invoke({"messages": [HumanMessage(FIELDS)]})
-state = parent_agent(planner, schema=PlanningRequirementsState).invoke(USER)
+state = parent_agent(planner, state_schema=PlanningRequirementsState).invoke(USER)
 assert len(alone["todos"]) == 1 and state.get("todos") is None
 assert state["requirements"] == POSTGRES_FIELDS
 Table(
