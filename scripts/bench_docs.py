@@ -570,6 +570,135 @@ def render_engine_restart_cold(data: Data) -> str:
     )
 
 
+# --- the secrets' value pass (scripts/bench_redaction.py) ----------------------------------
+
+
+def duration(seconds: float) -> str:
+    """``0.34 ms``, ``25 ms``, ``2.3 s``: three significant figures at most."""
+    if seconds >= 1:
+        return f"{seconds:,.1f} s"
+    return f"{seconds * 1000:.0f} ms" if seconds >= 0.01 else f"{seconds * 1000:.2f} ms"
+
+
+Row = tuple[str, float | str]  # a row's label, and its median seconds or the error it raised
+GROWS = {"new1": "new0", "load1": "load0"}  # rows shown with their ratio to the row before
+
+
+def times(ratio: float) -> str:
+    """A ratio to three significant figures at most: ``1.02``, ``23.7``, ``210``."""
+    return f"{ratio:,.0f}" if ratio >= 100 else f"{ratio:.1f}" if ratio >= 10 else f"{ratio:.2f}"
+
+
+def redaction_medians(run: Data) -> dict[str, Row]:
+    """Each row's label and median for one run of ``scripts/bench_redaction.py``, in order."""
+    med: dict[str, Row] = {}
+    passes = {r["known"]: statistics.median(r["samples_s"]) for r in run["value_pass"]}
+    most = max(passes)
+    med["pass"] = (f"a reply with no new value, {most:,} values known", passes[most])
+    new, load = run["new_value"], run["loading"]
+    for i, r in enumerate(new):
+        ratio = f" (ratio to {new[0]['known']:,})" if i else ""
+        label = f"a reply that brings a new value, {r['known']:,} values known{ratio}"
+        med[f"new{i}"] = (label, statistics.median(r["samples_s"]))
+    for i, r in enumerate(load):
+        ratio = f" (ratio to {load[0]['values']:,})" if i else ""
+        label = f"loading {r['values']:,} values, then one reply{ratio}"
+        med[f"load{i}"] = (label, statistics.median(r["samples_s"]))
+    words = {
+        "nested values": "a {kb} KB reply after {values} values that are prefixes of one another",
+        "description starting with [": "a {kb} KB task description starting with `[`",
+        "broken arguments": "broken {kb} KB arguments of a watched tool",
+    }
+    for r in run["hostile"]:
+        label = words[r["case"]].format(kb=round(r["chars"] / 1000), values=r["values"])
+        med[r["case"]] = (
+            label,
+            f"`{r['error']}`" if r["error"] else statistics.median(r["samples_s"]),
+        )
+    return med
+
+
+def render_redaction(data: Data) -> str:
+    """docs/secrets.md's table: the value pass of this checkout against the release before."""
+    now, *older = data["runs"]
+    runs = [*older[:1], now]  # the release before (when recorded), then this checkout
+    medians = [redaction_medians(run) for run in runs]
+    if any([label for label, _ in m.values()] != [label for label, _ in medians[-1].values()]
+           for m in medians):  # fmt: skip
+        raise ValueError("the runs in data/results/redaction_benchmark.json measured other rows")
+
+    def cell(m: dict[str, Row], key: str) -> str:
+        value = m[key][1]
+        if isinstance(value, str):
+            return value
+        base = m[GROWS[key]][1] if key in GROWS else None
+        return duration(value) + (f" ({times(value / base)})" if isinstance(base, float) else "")
+
+    def who(run: Data) -> str:
+        return f"now ({run['commit'][:7]})" if run is now else f"before ({run['code']})"
+
+    rows, slower = [], []
+    for key, (label, value) in medians[-1].items():
+        row = [label, *(cell(m, key) for m in medians)]
+        before = medians[0][key][1]
+        if older and isinstance(before, float) and isinstance(value, float):
+            row.append(f"{times(before / value)}x")
+            if value > before:
+                slower.append((key, label, value / before))
+        elif older:
+            row.append("")
+        rows.append(row)
+    header = ["what", *(who(run) for run in runs)] + ["before / now"] * bool(older)
+    counts = " ".join(
+        f"{who(run).capitalize()}: medians of {run['rounds']['rounds']} rounds (loading "
+        f"{run['rounds']['load']}, the last three rows {run['rounds']['hostile']}), load average "
+        f"{run['load_average_before'][0]:.1f} before and {run['load_average_after'][0]:.1f} after."
+        for run in runs
+    )
+    lines = [
+        provenance_line(data) + " " + counts,
+        "",
+        table(header, rows, "l" + "r" * (len(header) - 1)),
+    ]
+    if older:
+        said = []
+        for key, label, ratio in slower:
+            why = (
+                " (each value's encodings go into the matcher when it is put, in Python, where "
+                "the old regex was compiled in C at the first reply)"
+                if key.startswith("load")
+                else ""
+            )
+            said.append(f"{label}, {times(ratio)}x as long{why}")
+        lines += [
+            "",
+            'A ratio in brackets is how a row grows with the values, within one run; "before / '
+            "now\" divides the two runs' medians. "
+            + (
+                f"Slower than before: {'; '.join(said)}. Every other row, and how each grows, is "
+                "the point of the change."
+                if said
+                else "Every row is faster than before."
+            ),
+        ]
+    return "\n".join(lines)
+
+
+def render_redaction_encryption(data: Data) -> str:
+    """docs/secrets.md's sentence on what ``encrypt=True`` costs a turn, from the same run."""
+    enc = data["runs"][0]["encryption"]
+    if not enc:
+        return "The recorded run did not time encrypted checkpoints (`--no-encryption`)."
+    ratio, q1, q3 = ratio_stats(enc["encrypted_s"], enc["plain_s"])
+    plain, encrypted = (statistics.median(enc[k]) for k in ("plain_s", "encrypted_s"))
+    return (
+        f"What it costs: one stage 02 turn ({enc['fields']} parallel fields) on a SQLite file "
+        f"took {duration(plain)} plain and {duration(encrypted)} encrypted (medians of "
+        f"{len(enc['plain_s'])} rounds, the order alternated; `scripts/bench_redaction.py`, the "
+        f"run of the table above), {ratio:.2f}x per round (q1-q3 {q1:.2f}-{q3:.2f})."
+    )
+
+
 # --- the first `make test` (scripts/bench_make_test.py) -------------------------------------
 
 PHASE_WORDS = {
@@ -642,6 +771,8 @@ RENDERERS: dict[str, Callable[[Data], str]] = {
     "checkpointers": render_checkpointers,
     "doctor/diagnose": render_doctor_diagnose,
     "doctor/watch": render_doctor_watch,
+    "redaction": render_redaction,
+    "redaction/encryption": render_redaction_encryption,
 }
 
 

@@ -6,33 +6,55 @@ an unwatched call) with 0 to 1,000 values known for the thread. Then (issue
 33) what a reply that brings a new value costs with 1,000 and 10,000 values
 known, what loading 10,000 and 50,000 values costs (puts, then the first
 reply), 600 values that are prefixes of one another, and a 40 KB free-text
-argument starting with ``[`` and broken 40 KB arguments; each a median, each
-pair's ratio measured in the same run. Then one stage 02 turn on a SQLite
-file, plain and with ``encrypt=True`` (AES, a random key), the order
-alternated every round, and the median ratio. Only public API: the same
-script runs against an older checkout (``PYTHONPATH=<checkout>/src``).
+argument starting with ``[`` and broken 40 KB arguments. Then one stage 02
+turn on a SQLite file, plain and with ``encrypt=True`` (AES, a random key),
+the order alternated every round.
 
-    .venv/bin/python scripts/bench_redaction.py [--rounds 30] [--load-rounds 3]
+Only public API, so the same script times an older release: ``--before
+COMMIT`` exports that commit's ``src`` with ``git archive`` and runs this
+script on it in a child process (``PYTHONPATH``), with fewer rounds
+(``--before-rounds``, ``--before-load-rounds``, ``--before-hostile-rounds``:
+the old code takes seconds where the new takes milliseconds), and without the
+SQLite turns. Both runs land in ``data/results/redaction_benchmark.json``,
+every sample of every round, each run naming the commit it measured and the
+load average around it (``scripts/bench_results.py``);
+``scripts/bench_docs.py`` renders docs/secrets.md's table from that file, and
+the same table is printed here.
+
+    .venv/bin/python scripts/bench_redaction.py --before 569601a
+    .venv/bin/python scripts/bench_redaction.py --rounds 5 --no-encryption --out /tmp/r.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
-import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
+from bench_results import ROOT, start_provenance, write_results
 from langchain_core.messages import AIMessage
 
+import agentstate
 from agentstate.core import SecretRedactionMiddleware, SecretStore
-from agentstate.lessons.fixtures import label_fields, store_calls, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.persistence import sqlite_checkpointer
-from agentstate.persistence.encryption import KEY_VAR
 from agentstate.rds import build_reducer_agent
+
+try:  # this checkout
+    from agentstate.lessons.fixtures import label_fields, store_calls, user_turn
+    from agentstate.persistence.encryption import KEY_VAR
+except ImportError:  # an older release measured with --before, from before issue 34's move
+    from agentstate.checkpoint_encryption import KEY_VAR
+    from agentstate.fixtures import label_fields, store_calls, user_turn
 
 REPLY = AIMessage(
     content=[{"type": "text", "text": "Here is the plan. " * 40}],
@@ -41,23 +63,33 @@ REPLY = AIMessage(
         {"name": "lookup", "args": {"query": "x" * 200}, "id": "c2"},
     ],
 )
+KNOWN = (0, 10, 100, 1000)  # values known for the typical reply
+NESTED = 600  # values that are prefixes of one another
 
 
-def value_pass(rounds: int) -> None:
+def timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def value_pass(rounds: int) -> list[dict[str, Any]]:
+    """Seconds per rewrite of :data:`REPLY` (no new value) with each count of :data:`KNOWN`."""
     store = SecretStore()
     middleware = SecretRedactionMiddleware(store, text_args={"note": ["text"]})
-    held = 0
-    for known in (0, 10, 100, 1000):
+    held, rows = 0, []
+    for known in KNOWN:
         for i in range(held, known):
             store.put("password", f"Known-Value-{i}-x", thread="t")
         held = known
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            middleware.rewrite(REPLY, thread="t")
-            times.append(time.perf_counter() - start)
-        median = statistics.median(times) * 1000
-        print(f"value pass, {known:5d} values known: {median:6.2f} ms/reply")
+        middleware.rewrite(REPLY, thread="t")  # the values searched once already, as in a thread
+        samples = [timed(partial(middleware.rewrite, REPLY, thread="t")) for _ in range(rounds)]
+        rows.append({"known": known, "samples_s": samples})
+    return rows
 
 
 def loaded(count: int, thread: str = "t") -> tuple[SecretStore, SecretRedactionMiddleware]:
@@ -67,55 +99,53 @@ def loaded(count: int, thread: str = "t") -> tuple[SecretStore, SecretRedactionM
     return store, SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
 
 
-def new_value(rounds: int, sizes: list[int]) -> None:
-    """A reply that brings a new value (``connect(password=...)``), with ``n`` values known."""
-    medians = {}
+def new_value(rounds: int, sizes: list[int]) -> list[dict[str, Any]]:
+    """Seconds per reply that brings a new value (``connect(password=...)``), ``n`` known."""
+    rows = []
     for size in sizes:
-        store, middleware = loaded(size)
+        _, middleware = loaded(size)
         middleware.rewrite(REPLY, thread="t")  # the known values searched once already
-        times = []
+        samples = []
         for i in range(rounds):
             brings = AIMessage(
                 content=REPLY.content,
                 tool_calls=[tool_call("connect", host="db1", password=f"Fresh-{i}-{size}-y")],
             )
-            start = time.perf_counter()
-            middleware.rewrite(brings, thread="t")
-            times.append(time.perf_counter() - start)
-        medians[size] = statistics.median(times)
-        print(f"a reply with a new value, {size:6d} known: {medians[size] * 1000:8.2f} ms")
-    low, high = sizes[0], sizes[-1]
-    ratio = medians[high] / medians[low]
-    print(f"  ratio {high}/{low} known: {ratio:6.2f} (values x{high // low})")
+            samples.append(timed(partial(middleware.rewrite, brings, thread="t")))
+        rows.append({"known": size, "samples_s": samples})
+    return rows
 
 
-def loading(rounds: int, sizes: list[int]) -> None:
-    """``n`` values put in one thread, then the first reply (which searches all of them)."""
-    medians = {}
-    for size in sizes:
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            _, middleware = loaded(size)
-            middleware.rewrite(REPLY, thread="t")
-            times.append(time.perf_counter() - start)
-        medians[size] = statistics.median(times)
-        print(f"loading {size:6d} values, then one reply: {medians[size]:7.2f} s")
-    low, high = sizes[0], sizes[-1]
-    ratio = medians[high] / medians[low]
-    print(f"  ratio {high}/{low} values: {ratio:6.2f} (values x{high // low})")
+def load_and_reply(count: int) -> None:
+    loaded(count)[1].rewrite(REPLY, thread="t")
 
 
-def hostile(rounds: int) -> None:
-    """600 nested values; a 40 KB text argument starting with ``[``; broken 40 KB arguments."""
+def loading(rounds: int, sizes: list[int]) -> list[dict[str, Any]]:
+    """Seconds to put ``n`` values in one thread, then the first reply (which searches them)."""
+    return [
+        {
+            "values": size,
+            "samples_s": [timed(partial(load_and_reply, size)) for _ in range(rounds)],
+        }
+        for size in sizes
+    ]
+
+
+def hostile(rounds: int) -> list[dict[str, Any]]:
+    """600 nested values; a 40 KB text argument starting with ``[``; broken 40 KB arguments.
+
+    A case that raises ``RecursionError`` (the old value pass on nested values) records the
+    error and the rounds timed before it.
+    """
     store = SecretStore()
     base = "Q" + "7f3a" * 200
-    for n in range(5, 605):
+    for n in range(5, 5 + NESTED):
         store.put("token", base[:n], thread="t")
     middleware = SecretRedactionMiddleware(
         store, secret_args={"connect": ["password"]}, text_args={"task": ["description"]}
     )
-    nested = AIMessage(content=f"one: {base[:604]} two: {base[:5]} " + base[:300] * 20)
+    text = f"one: {base[: 4 + NESTED]} two: {base[:5]} " + base[:300] * 20
+    nested = AIMessage(content=text)
     description = "[" + ("Create the orders db, then the users db. " * 1000)[:39_960]
     bracket = AIMessage(content="", tool_calls=[tool_call("task", description=description)])
     arguments = '{"host": "db1" "note": "' + "x" * 40_000 + '", "password": "Vex-5512-Hollow"}'
@@ -128,22 +158,24 @@ def hostile(rounds: int) -> None:
     fresh = SecretRedactionMiddleware(  # no value known: the key rules' parsing alone
         SecretStore(), secret_args={"connect": ["password"]}, text_args={"task": ["description"]}
     )
-    for label, message, rewriter in [
-        ("600 nested values, a 12 KB reply", nested, middleware),
-        ("a 40 KB task description starting with '['", bracket, fresh),
-        ("broken 40 KB arguments of a watched tool", broken, fresh),
+    rows = []
+    for case, message, chars, rewriter, values in [
+        ("nested values", nested, len(text), middleware, NESTED),
+        ("description starting with [", bracket, len(description), fresh, 0),
+        ("broken arguments", broken, len(arguments), fresh, 0),
     ]:
-        times = []
+        samples: list[float] = []
+        error = None
         for _ in range(rounds):
-            start = time.perf_counter()
             try:
-                rewriter.rewrite(message, thread="t")
+                samples.append(timed(partial(rewriter.rewrite, message, thread="t")))
             except RecursionError:
-                print(f"{label}: RecursionError")
+                error = "RecursionError"
                 break
-            times.append(time.perf_counter() - start)
-        if times:
-            print(f"{label}: {statistics.median(times) * 1000:8.2f} ms/rewrite")
+        rows.append(
+            {"case": case, "chars": chars, "values": values, "error": error, "samples_s": samples}
+        )
+    return rows
 
 
 def turn(db: Path, encrypt: bool) -> float:
@@ -155,35 +187,114 @@ def turn(db: Path, encrypt: bool) -> float:
     return time.perf_counter() - start
 
 
-def encryption(rounds: int) -> None:
+def encryption(rounds: int) -> dict[str, Any]:
+    """Seconds per stage 02 turn, plain and encrypted, paired by round (order alternated)."""
     os.environ.setdefault(KEY_VAR, secrets.token_hex(16))
-    plain, encrypted, ratios = [], [], []
+    plain, encrypted = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(rounds):
             order = [False, True] if i % 2 == 0 else [True, False]
             took = {flag: turn(Path(tmp) / f"r{i}-{flag}.sqlite", flag) for flag in order}
             plain.append(took[False])
             encrypted.append(took[True])
-            ratios.append(took[True] / took[False])
-    print(f"stage 02 turn, plain SQLite:     {statistics.median(plain) * 1000:6.1f} ms")
-    print(f"stage 02 turn, encrypted SQLite: {statistics.median(encrypted) * 1000:6.1f} ms")
-    print(f"median ratio encrypted/plain:    {statistics.median(ratios):6.2f}")
+    return {"fields": 5, "plain_s": plain, "encrypted_s": encrypted}
 
 
-def main() -> None:
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every sample of one run, with the ``agentstate`` imported here."""
+    hostile_rounds = args.hostile_rounds or min(args.rounds, 5)
+    before = load_average()
+    samples = {
+        "rounds": {"rounds": args.rounds, "load": args.load_rounds, "hostile": hostile_rounds},
+        "value_pass": value_pass(args.rounds),
+        "new_value": new_value(args.rounds, args.add_sizes),
+        "loading": loading(args.load_rounds, args.load_sizes),
+        "hostile": hostile(hostile_rounds),
+        "encryption": None if args.no_encryption else encryption(args.rounds),
+    }
+    return {"load_average_before": before, "load_average_after": load_average(), **samples}
+
+
+def resolve(commit: str) -> str:
+    """The full hash of ``commit`` in this repository, or a one-line error."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"error: --before {commit}: not a commit of this repository")
+    return done.stdout.strip()
+
+
+def measure_at(commit: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The same measurements on the code of ``commit``: its ``src`` exported, a child run."""
+    full = resolve(commit)
+    child_args = [
+        "--rounds", str(args.before_rounds),
+        "--load-rounds", str(args.before_load_rounds),
+        "--hostile-rounds", str(args.before_hostile_rounds),
+        "--add-sizes", *map(str, args.add_sizes),
+        "--load-sizes", *map(str, args.load_sizes),
+        "--no-encryption", "--samples-only",
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-redaction-") as folder:
+        archive = subprocess.run(
+            ["git", "archive", full, "src", "data"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        child = subprocess.run(
+            [sys.executable, __file__, *child_args],
+            env={**os.environ, "PYTHONPATH": str(Path(folder) / "src")},
+            capture_output=True, text=True,
+        )  # fmt: skip
+    if child.returncode:
+        raise SystemExit(f"the run on {commit} failed:\n{child.stderr[-2000:]}")
+    samples = json.loads(child.stdout)
+    if not samples.pop("agentstate").startswith(folder):
+        raise SystemExit(f"the child run did not import agentstate from {commit}")
+    return {"code": commit, "commit": full, **samples}
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--load-rounds", type=int, default=3, help="rounds of each loading")
+    parser.add_argument("--hostile-rounds", type=int, help="rounds of each hostile case (5)")
     parser.add_argument("--add-sizes", type=int, nargs=2, default=[1000, 10_000])
     parser.add_argument("--load-sizes", type=int, nargs=2, default=[10_000, 50_000])
     parser.add_argument("--no-encryption", action="store_true", help="skip the SQLite turns")
-    args = parser.parse_args()
-    value_pass(args.rounds)
-    new_value(args.rounds, args.add_sizes)
-    loading(args.load_rounds, args.load_sizes)
-    hostile(min(args.rounds, 5))
-    if not args.no_encryption:
-        encryption(args.rounds)
+    parser.add_argument("--before", metavar="COMMIT", help="also measure the code at COMMIT")
+    parser.add_argument("--before-rounds", type=int, default=5)
+    parser.add_argument("--before-load-rounds", type=int, default=1)
+    parser.add_argument("--before-hostile-rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="write the results here instead of data/results")
+    parser.add_argument("--samples-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    counts = ["rounds", "load_rounds", "hostile_rounds", "before_rounds", "before_load_rounds"]
+    counts += ["before_hostile_rounds"]
+    for name in counts:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.rounds < 2 and not args.no_encryption:
+        parser.error("--rounds must be at least 2 for the SQLite turns (quartiles of the ratio)")
+    if args.samples_only:  # the child run of measure_at: samples on stdout, nothing written
+        print(json.dumps({"agentstate": agentstate.__file__, **measure(args)}))
+        return
+    if args.before:
+        resolve(args.before)  # before anything is timed
+    provenance = start_provenance("bench_redaction.py", argv, [])
+    runs = [{"code": "this checkout", "commit": provenance["git_commit"], **measure(args)}]
+    if args.before:
+        print(f"measuring {args.before} in a child process ...", file=sys.stderr)
+        runs.append(measure_at(args.before, args))
+    path = write_results("redaction", provenance, {"runs": runs}, args.out)
+    from bench_docs import render  # here: the child run on older code never needs it
+
+    data = json.loads(path.read_text())
+    print(render("redaction", data))
+    if data["runs"][0]["encryption"]:
+        print(render("redaction/encryption", data))
+    print(f"written {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":
