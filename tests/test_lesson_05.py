@@ -248,6 +248,13 @@ def test_readme_cold_warm_figures_come_from_the_recorded_run():
     recorded = re.search(rf"cold/warm time to first token {ratio}", row)
     swept = re.search(rf"sweep to [\d,]+ tokens: {ratio}", row)
     assert recorded and swept, row
+    faster = [float(q["faster"].removesuffix("x")) for q in question_seconds(results)]
+    per_question = re.search(rf"three-expert question waits {ratio} less", row)
+    assert per_question and (float(per_question[1]), float(per_question[2])) == (
+        min(faster),
+        max(faster),
+    )
+    assert row.index("three-expert question") < row.index("per warm call")  # honest one first
     assert (float(recorded[1]), float(recorded[2])) == (min(sizes), max(sizes))
     assert (float(swept[1]), float(swept[2])) == (min(sweep), max(sweep))
 

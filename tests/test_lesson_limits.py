@@ -176,3 +176,12 @@ def test_the_picture_assert_and_private_name_checks_are_not_vacuous(tmp_path):
         )
     )
     assert pictures(built) == 1
+
+
+def test_the_readmes_lesson_times_are_the_yardsticks():
+    """The README's "about N min" per lesson is lesson_stats' estimate to the nearest 5."""
+    readme = (ROOT / "README.md").read_text()
+    for path in LESSONS:
+        minutes = lesson_stats.stats_of(path).minutes
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {path.stem[:2]} "))
+        assert row.endswith(f"| about {5 * round(minutes / 5)} min |"), (path.stem, minutes, row)
