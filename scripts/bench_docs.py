@@ -552,11 +552,88 @@ def render_engine_restart(data: Data) -> str:
     ])  # fmt: skip
 
 
+def render_engine_restart_cold(data: Data) -> str:
+    """docs/experts-and-engine.md's paragraph on what a restart costs, from the restart case."""
+    points = data["restart"]["points"]
+    first, last = points[0], points[-1]
+    per_token = statistics.median(p["state_bytes"] / p["prefix_tokens"] for p in points)
+    return (
+        "The warm prefix lives in the engine's memory, so a restart (a deploy, a crash, a "
+        "second replica) would pay the cold prefill again: a median of "
+        f"{first['cold_ms'] / 1000:.1f} s at {chapters([first['sections']])} and "
+        f"{last['cold_ms'] / 1000:.1f} s at {chapters([last['sections']])} in the recorded "
+        f"restart case ([benchmarks](benchmarks.md), {data['provenance']['date']}). The engine "
+        "keeps it on disk instead, without logits: about "
+        f"{per_token / 1000:.0f} KB per token, {first['state_bytes'] / 1e6:.0f} MB at "
+        f"{chapters([first['sections']])} and {last['state_bytes'] / 1e6:.0f} MB at "
+        f"{chapters([last['sections']])}:"
+    )
+
+
+# --- the first `make test` (scripts/bench_make_test.py) -------------------------------------
+
+PHASE_WORDS = {
+    "install": "the install (`.venv` with the tutorial's set)",
+    "engine-compile": "llama.cpp's compile, beside the install, the checks and `make ends`",
+    "checks": "lint, type check and the notebooks' check",
+    "ends": "`make ends`",
+    "pytest": "pytest",
+}
+
+
+def render_make_test(data: Data) -> str:
+    """The README's figure: how long a newcomer's first `make test` took, phase by phase."""
+    found = data["phases"]
+    spans = {
+        name: (found[name]["end"] - found[name]["start"]) / 60
+        for name in PHASE_WORDS
+        if {"start", "end"} <= set(found.get(name, {}))
+    }
+    parts = ", ".join(f"{PHASE_WORDS[n]} {m:.1f}" for n, m in spans.items())
+    p = data["provenance"]
+    load = p["load_average_before"][0] if p["load_average_before"] else float("nan")
+    where = (
+        f"from a fresh clone with an empty pip cache on {p['cores']} cores, {p['date']}, "
+        f"load average {load:.1f} at the start (`{p['command']}`)"
+    )
+    disk = data["disk_bytes"]
+    gb = (disk["venv"] + disk["pip_cache"]) / 1e9
+    used = (
+        f" It left {gb:.1f} GB on disk: `.venv` (with `make ends`' venvs) "
+        f"{disk['venv'] / 1e9:.1f} GB, pip's cache {disk['pip_cache'] / 1e6:,.0f} MB."
+    )
+    if data["targets"] == ["test"] and data["exit_status"] == 0:
+        return (
+            f"A first `make test` {where} took **{data['total_s'] / 60:.1f} minutes**, "
+            f"{data['pytest']}; in minutes: {parts}.{used}"
+        )
+    failed = [line.split(":")[1].strip() for line in data["ends"] if "failed" in line]
+    status = (
+        f" It exited with status {data['exit_status']}"
+        + (
+            f" (`make ends`: the core tests failed at the {', '.join(failed)} end)"
+            if failed
+            else ""
+        )
+        + "."
+        if data["exit_status"]
+        else ""
+    )
+    return (
+        f"The first `make test` has not been timed whole yet. Its phases, run as "
+        f"`make {' '.join(data['targets'])}` {where}, took {data['total_s'] / 60:.1f} "
+        f"minutes side by side; in minutes: {parts}.{status} Add pytest and, on a machine "
+        f"without them, the time `apt-get` takes to fetch PostgreSQL and Chromium.{used}"
+    )
+
+
 RENDERERS: dict[str, Callable[[Data], str]] = {
     "experts": render_experts,
     "experts/cases": render_experts_cases,
     "experts/sweep": render_experts_sweep,
     "engine_restart": render_engine_restart,
+    "engine_restart/cold": render_engine_restart_cold,
+    "make_test": render_make_test,
     "memory": render_memory,
     "memory/profile": render_memory_profile,
     "memory_fleet": render_memory_fleet,
@@ -587,7 +664,9 @@ def refresh(text: str, data: dict[str, Data] | None = None) -> str:
 
 
 def doc_files() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+    """Every page a figure can be on: the README and docs/."""
+    readme = ROOT / "README.md"
+    return [readme] * readme.is_file() + sorted(DOCS.rglob("*.md"))
 
 
 def stale_blocks() -> list[str]:

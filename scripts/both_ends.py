@@ -1,4 +1,11 @@
-"""`make ends`: the core tested at both ends of its ranges, installed as a reader would.
+"""`make ends`: the core tested at both ends of its ranges, on every Python it claims, installed
+as a reader would.
+
+The ends: the LOWEST allowed versions on the oldest Python of PYTHONS (the Python
+of .venv, or --python), and the NEWEST versions on each Python of PYTHONS that
+this machine has (on PATH as ``python3.N``, or in ``pyenv versions``). The
+classifiers in pyproject.toml list exactly PYTHONS (tests/test_packaging.py); a
+Python of PYTHONS this machine lacks is skipped, and one line says which and why.
 
 For each end, a fresh venv stands in for a reader's own project:
 
@@ -15,7 +22,7 @@ For each end, a fresh venv stands in for a reader's own project:
 Where a newer release exists on the index but does not resolve here, the
 newest end says so in one line and tests the newest that resolves. pip's own
 cache is reused; nothing is installed into .venv. Usage:
-``python scripts/both_ends.py [lowest|newest ...] [--python PATH] [--newest-python PATH]``.
+``python scripts/both_ends.py [lowest|newest ...] [--python PATH]``.
 """
 
 from __future__ import annotations
@@ -50,6 +57,9 @@ CORE_TESTS = [
     "tests/test_doctor_docs.py",
 ]
 """The tests of the core and the doctor that import nothing beyond the core."""
+
+PYTHONS = ("3.11", "3.12", "3.13")
+"""The Pythons the core is tested on, oldest first: the classifiers of pyproject.toml."""
 
 TOOLS = ("pytest", "pytest-timeout", "pytest-xdist")
 """What runs the tests, at the tutorial's versions (constraints.txt)."""
@@ -123,8 +133,16 @@ def why_not(python: Path, name: str, version: Version) -> str:
     return next((ln for ln in text.splitlines() if ln.startswith("ERROR")), "pip: no reason given")
 
 
-def end(name: str, python: str, wheel: Path, tools: dict[str, str]) -> list[str]:
-    """Build one end's venv, install as a reader would, test; the lines that report it."""
+WORKERS = 4
+"""pytest workers across all ends at once (each end gets its share): more ends must not mean
+more processes on the cores, or the core tests' own timings (a reader waits < 2 s) suffer."""
+
+
+def end(name: str, python: str, wheel: Path, tools: dict[str, str], workers: int = 2) -> list[str]:
+    """Build one end's venv, install as a reader would, test; the lines that report it.
+
+    ``name`` is ``lowest``, ``newest``, or ``newest-3.N`` (the newest end on another Python).
+    """
     started = time.monotonic()
     venv = ENDS / name
     shutil.rmtree(venv, ignore_errors=True)
@@ -163,8 +181,8 @@ def end(name: str, python: str, wheel: Path, tools: dict[str, str]) -> list[str]
             raise EndFailed(f"agentstate doctor: {doctor.stdout}{doctor.stderr}")
     # 4. the core and doctor tests against the installed wheel
     env = {**os.environ, "AGENTSTATE_CORE_ONLY": "1"}
-    tests = run([str(py), "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", *CORE_TESTS],
-                cwd=ROOT, env=env)  # fmt: skip
+    tests = run([str(py), "-m", "pytest", "-q", "-n", str(workers), "-p", "no:cacheprovider",
+                 *CORE_TESTS], cwd=ROOT, env=env)  # fmt: skip
     tail = (tests.stdout.strip().splitlines() or [""])[-1]
     if tests.returncode != 0:
         raise EndFailed(f"the core tests failed\n{tests.stdout[-6000:]}{tests.stderr}")
@@ -176,7 +194,7 @@ def end(name: str, python: str, wheel: Path, tools: dict[str, str]) -> list[str]
         + f": {tail.strip('= ')} ({time.monotonic() - started:.0f} s in all; "
         "installing the wheel changed none of them and added no extra)"
     ]
-    if name == "newest":
+    if name == "newest":  # said once, on the first Python: the index is the same for all
         behind = [
             f"{r.name} {newest} is on the index but does not resolve here "
             f"({why_not(py, r.name, newest)})"
@@ -188,31 +206,96 @@ def end(name: str, python: str, wheel: Path, tools: dict[str, str]) -> list[str]
     return lines
 
 
+def python_version(python: str) -> tuple[int, ...] | None:
+    """(major, minor, micro) of an interpreter, or None if it does not run."""
+    try:
+        code = "import sys; sys.stdout.write('%d %d %d' % sys.version_info[:3])"  # Python 2 too
+        done = run([python, "-c", code], timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tuple(map(int, done.stdout.split())) if done.returncode == 0 else None
+
+
+def pyenv_pythons() -> list[str]:
+    """The interpreters ``pyenv versions`` lists (none without pyenv)."""
+    if shutil.which("pyenv") is None:
+        return []
+    root = run(["pyenv", "root"]).stdout.strip()
+    names = run(["pyenv", "versions", "--bare"]).stdout.split()
+    found = (Path(root) / "versions" / n / "bin" / "python" for n in names)
+    return [str(p) for p in found if p.is_file()]
+
+
+def find_pythons(first: str) -> tuple[dict[str, str], list[str]]:
+    """{"3.N": interpreter} for each of PYTHONS found (``first`` for its own), and why the
+    others, and any other Python found, are not tested: the words of the skip line."""
+    candidates = [first, *(shutil.which(f"python{v}") or "" for v in PYTHONS), *pyenv_pythons()]
+    found: dict[str, tuple[tuple[int, ...], str]] = {}
+    others: dict[tuple[int, ...], str] = {}
+    for python in dict.fromkeys(c for c in candidates if c):
+        version = python_version(python)
+        if version is None:
+            continue
+        minor = f"{version[0]}.{version[1]}"
+        if minor not in PYTHONS:
+            others[version] = python
+            continue
+        best = found.get(minor)
+        # the Python asked for wins its minor; otherwise the newest patch release
+        if best is None or (best[1] != first and (python == first or version > best[0])):
+            found[minor] = (version, python)
+    skipped = [
+        f"Python {v} (no python{v} on PATH or in pyenv versions)" for v in PYTHONS if v not in found
+    ]
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    oldest = tuple(map(int, PYTHONS[0].split(".")))
+    below = [".".join(map(str, v)) for v in sorted(others) if v[:2] < oldest]
+    above = [".".join(map(str, v)) for v in sorted(others) if v[:2] > oldest]
+    if below:
+        skipped.append(f"Python {', '.join(below)} (below requires-python {requires})")
+    if above:
+        skipped.append(f"Python {', '.join(above)} (newer than the classifiers' {PYTHONS[-1]})")
+    return {minor: python for minor, (_, python) in sorted(found.items())}, skipped
+
+
+def plan(names: list[str], pythons: dict[str, str], first: str) -> dict[str, str]:
+    """Each end's name and interpreter: lowest on ``first``, newest on every Python found."""
+    ends = {"lowest": first} if "lowest" in names else {}
+    if "newest" in names:
+        first_minor = next((m for m, p in pythons.items() if p == first), None)
+        for minor, python in pythons.items():
+            ends["newest" if minor == first_minor else f"newest-{minor}"] = python
+    return ends
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ends", nargs="*", help="lowest, newest or both (the default)")
-    parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable))
-    parser.add_argument("--newest-python", help="the Python of the newest end (default --python)")
+    parser.add_argument(
+        "--python",
+        default=getattr(sys, "_base_executable", sys.executable),
+        help="the Python of the lowest end (default: .venv's)",
+    )
     args = parser.parse_args()
     if set(args.ends) - {"lowest", "newest"}:
         parser.error(f"an end is lowest or newest, not {' '.join(args.ends)}")
     tools = pins(ROOT / "constraints.txt")
     ENDS.mkdir(parents=True, exist_ok=True)
     names = list(dict.fromkeys(args.ends)) or ["lowest", "newest"]
+    pythons, skipped = find_pythons(args.python)
+    ends = plan(names, pythons, args.python)
+    print(
+        f"ends: Pythons {', '.join(pythons)} found; skipped: {'; '.join(skipped) or 'none'}",
+        flush=True,
+    )
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         wheel = build_wheel(Path(tmp))
-        # both at once: most of an end is pip waiting on the index, the rest is tests
-        with ThreadPoolExecutor(len(names)) as pool:
+        # all at once: most of an end is pip waiting on the index, the rest is tests
+        with ThreadPoolExecutor(len(ends)) as pool:
             futures = {
-                name: pool.submit(
-                    end,
-                    name,
-                    args.newest_python if name == "newest" and args.newest_python else args.python,
-                    wheel,
-                    tools,
-                )
-                for name in names
+                name: pool.submit(end, name, python, wheel, tools, max(1, WORKERS // len(ends)))
+                for name, python in ends.items()
             }
         for name, future in futures.items():
             try:

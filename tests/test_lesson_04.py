@@ -24,6 +24,7 @@ from agentstate.fixtures import (
     user_turn,
     who_sees_what,
 )
+from agentstate.hazards import hazard
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
     RdsAgentState,
@@ -129,16 +130,82 @@ def test_share_state_declares_the_key_on_a_spec_without_the_parents_schema():
 # --- the lesson's plain agent against the package ---
 
 
-def broken_agent(lesson, script=None, **options):
-    """The page's split-schema build: only the parent declares ``requirements``."""
-    middleware = [lesson["DeclareOnParent"](), *options.pop("middleware", [])]
-    script = script or [lesson["DELEGATE"], lesson["READ"], lesson["DONE"]]
-    return lesson["my_agent"](script, middleware=middleware, **options)
+def broken_agent(lesson, **options):
+    """The page's split-schema build: the parent's ``state_schema`` declares ``requirements``,
+    the compiled collector (a plain ``create_agent``) does not."""
+    return lesson["parent_agent"](lesson["collector_agent"](), **options)
 
 
-def fixed_agent(lesson, script=None, **options):
-    script = script or [lesson["DELEGATE"], lesson["READ"], lesson["DONE"]]
-    return lesson["my_agent"](script, state_schema=lesson["RequirementsState"], **options)
+def fixed_agent(lesson, **options):
+    """The page's fix: the collector compiled with the parent's schema."""
+    return lesson["parent_agent"](lesson["collector_agent"](lesson["RequirementsState"]), **options)
+
+
+def test_the_lessons_collector_drops_its_own_writes_without_an_error(lesson):
+    """The page's evidence, on the collector itself: it runs its five stores, reports them
+    stored, and ends with no ``requirements`` key; with the parent's schema it keeps them."""
+    from langchain_core.messages import HumanMessage
+
+    task = {"messages": [HumanMessage(lesson["FIELDS"])]}
+    alone = lesson["collector_agent"]().invoke(task)
+    assert sorted(alone) == ["messages"]
+    assert alone["messages"][-1].text == "Stored 5 field(s)."
+    fixed = lesson["collector_agent"](lesson["RequirementsState"]).invoke(task)
+    assert fixed["requirements"] == POSTGRES_FIELDS
+
+
+def test_the_pages_collect_is_the_packages_collector_model(lesson):
+    """The lesson says the package's declarative collector's model "is `collect`": both reply
+    the same calls to a task, and the same report after the stores."""
+    from langchain_core.messages import HumanMessage
+
+    task = [HumanMessage(lesson["FIELDS"])]
+    page, package = lesson["collect"](task), collector_model().invoke(task)
+
+    def calls(message):
+        return [(c["name"], c["args"]) for c in message.tool_calls]
+
+    assert calls(page) == calls(package)
+    assert len(page.tool_calls) == len(POSTGRES_FIELDS)
+
+
+def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
+    """agentstate.hazards' reproductions of lesson 04 (the rows its opening links to): the
+    subagent's writes never reach the parent, as on the page's broken build, and a list handed
+    back whole is doubled, as the page's note-taker shows."""
+    drops, doubled = hazard("subagent-drops-key").run(), hazard("list-doubled-by-subagent").run()
+    assert drops.outcome == "reproduced"
+    assert drops.evidence == "the subagent's tools wrote 5 fields; the parent sees 0"
+    state = broken_agent(lesson).invoke(user_turn())
+    assert fields_seen_by_reader(state) == 0 and state.get("requirements", {}) == {}
+    assert doubled.outcome == "reproduced"
+    assert doubled.evidence == f"the parent ends with {lesson['notes']}"
+    assert lesson["notes"] == ["pre", "pre", "new"]
+
+
+def test_the_lessons_list_comes_back_doubled_like_the_packages_notes_agent(lesson):
+    from agentstate.fixtures import AddNotesState, build_notes_agent
+
+    start = {"messages": [("user", "Note that the database is for orders.")], "notes": ["pre"]}
+    package = build_notes_agent(AddNotesState).invoke(start)["notes"]
+    assert lesson["notes"] == package == ["pre", "pre", "new"]
+
+
+def test_the_solutions_copy_the_lessons_definitions_unchanged():
+    """Solution 04 answers with the learner's own variables: every definition its first cell
+    copies (functions, classes, constants) is the lesson's, character for character."""
+    import ast
+
+    solution = LESSON.parent / "solutions" / LESSON.name
+    first = next(c.source for c in jupytext.read(solution).cells if c.cell_type == "code")
+    lesson_text = LESSON.read_text()
+    copied = [
+        ast.get_source_segment(first, node)
+        for node in ast.parse(first).body
+        if not isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    assert len(copied) >= 10
+    assert [c for c in copied if c not in lesson_text] == []
 
 
 def test_the_lessons_broken_agent_drops_the_key_like_the_split_schema_build(lesson):
@@ -157,6 +224,7 @@ def test_the_lessons_fix_and_the_package_give_the_parent_the_same_fields(lesson)
     )
     assert plain["requirements"] == package["requirements"] == POSTGRES_FIELDS
     assert fields_seen_by_reader(plain) == 5
+    assert lesson["package_holds"] == POSTGRES_FIELDS  # the page's printed comparison
 
 
 def test_the_doctor_names_the_lessons_broken_agent_and_passes_the_fixed_one(lesson):
@@ -205,14 +273,16 @@ def test_who_sees_what_on_the_page_matches_the_packages_builders(lesson, tmp_pat
 
 def test_the_knob_gives_a_different_answer_at_each_position(lesson):
     """What the lesson's knob shows for each declaration (the fixed-settings check of the knob)."""
+    assert list(lesson["SCHEMAS"]) == DECLARATIONS
     rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
-    assert rows["the parent only"]["task returned keys"] == ["messages"]
-    assert rows["the parent only"]["the parent's reader got"] == "0 fields"
-    assert rows["the collector only"]["task returned keys"] == ["messages", "requirements"]
-    assert rows["the collector only"]["the parent's reader got"] == "0 fields"  # dropped up top
-    assert rows["both, one schema"]["the parent's reader got"] == "5 fields"
+    assert rows["the parent only"] == {"task returned keys": ["messages"], "reader got": "0 fields"}
+    assert rows["the collector only"] == {  # requirements crosses up, the parent drops it
+        "task returned keys": ["messages", "requirements"],
+        "reader got": "0 fields",
+    }
+    assert rows["both, one schema"]["reader got"] == "5 fields"
     assert rows["both, no reducer"]["error"].startswith("InvalidUpdateError")
-    assert len({tuple(map(str, r.values()))[1:] for r in rows.values()}) == len(DECLARATIONS)
+    assert len({str(r) for r in rows.values()}) == len(DECLARATIONS)
 
 
 def test_the_knob_rejects_an_unknown_position(lesson):

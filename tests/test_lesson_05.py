@@ -31,12 +31,14 @@ from agentstate.experts import (
     load_manual,
     load_results,
     plot_ttft,
+    question_seconds,
     system_prefix,
     ttft_points,
     user_turn,
 )
 from agentstate.experts.prompts import utc_clock
 from agentstate.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
+from agentstate.hazards import hazard
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks/_src/05_prefix_cached_experts.py"
@@ -102,6 +104,29 @@ def test_the_desk_on_the_page_shares_the_manual_only_with_the_fixed_order(lesson
         assert shared(lesson["expert_prompt"], run) > MANUAL.size
 
 
+def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(lesson):
+    """agentstate.hazards' prefix-not-invariant (the row the lesson's opening links to) and
+    the page's clock-first desk agree: the calls' prompts part before the manual starts, so
+    none of it is shared; the page's manual-first order shares all of it."""
+    result = hazard("prefix-not-invariant").run()
+    assert result.outcome == "reproduced", result.evidence
+    assert re.search(r"shared manual 0 of \d+ characters$", result.evidence)
+    from agentstate.fixtures import shared_prefix
+    from agentstate.models import ScriptedChatModel
+
+    def desk_shares(prompt):
+        model = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+        lesson["build_desk"](model, prompt).invoke({"question": ALL3})
+        text = prompt_text(model.seen[0])  # b"system: " + system message 1 + ...
+        return shared_prefix(model.seen)["bytes shared"], text.index(MANUAL.text.encode())
+
+    shared, manual_at = desk_shares(lesson["clock_first"])
+    assert shared < manual_at  # they part before the manual, as in the reproduction
+    assert lesson["busted"]["bytes shared"] < manual_at  # what the page printed
+    shared, manual_at = desk_shares(lesson["expert_prompt"])
+    assert shared > manual_at + MANUAL.size
+
+
 def test_the_doctor_tells_the_two_desks_apart(lesson):
     reports = lesson["reports"]
     assert reports["clock first"].codes() == ["prefix-not-invariant"]
@@ -109,26 +134,55 @@ def test_the_doctor_tells_the_two_desks_apart(lesson):
 
 
 def test_the_lessons_time_figures_come_from_the_recorded_sweep():
-    """ "6 to 41 times" and "41 s at 5,949 tokens" in the lesson are the sweep's numbers."""
-    text = LESSON.read_text()
-    points = ttft_points(load_results())
-    ratios = [p["cold / warm"] for p in points]
-    assert f"{round(min(ratios))} to {round(max(ratios))} times" in text.replace("\n# ", " ")
-    biggest = points[-1]
-    assert f"({round(biggest['cold s'])} s at {biggest['prefix tokens']:,} tokens here)" in text
+    """Per question first ("2.3 to 2.9 times faster"), per call after ("6 to 41 times"), in
+    the lesson's prose and Summary: the sweep's numbers, not typed ones."""
+    text = " ".join(LESSON.read_text().replace("\n# ", " ").split())
+    results = load_results()
+    ratios = [p["cold / warm"] for p in ttft_points(results)]
+    faster = [q["faster"].rstrip("x") for q in question_seconds(results)]
+    per_question = f"{min(faster)} to {max(faster)} times faster"
+    per_call = f"{round(min(ratios))} to {round(max(ratios))} times"
+    assert text.count(per_question) == 2 and text.count(per_call) == 2
+    assert text.index(per_question) < text.index(per_call)  # the honest figure first
+
+
+def test_question_seconds_are_three_cold_calls_against_one_cold_and_two_warm():
+    """The issue's figures (7.41 -> 3.25 s up to 123 -> 42.9 s, 2.3-2.9x), from the data."""
+    results = load_results()
+    points, rows = ttft_points(results), question_seconds(results)
+    for p, q in zip(points, rows, strict=True):
+        assert q["clock first, s"] == round(3 * p["cold s"], 2)
+        assert q["invariant, s"] == round(p["cold s"] + 2 * p["warm s"], 2)
+    assert (rows[0]["clock first, s"], rows[0]["invariant, s"], rows[0]["faster"]) == (
+        7.41,
+        3.25,
+        "2.3x",
+    )
+    assert (round(rows[-1]["clock first, s"]), rows[-1]["invariant, s"]) == (123, 42.88)
+    assert rows[-1]["faster"] == "2.9x"
+    assert question_seconds(results, experts=1)[0]["faster"] == "1.0x"
 
 
 def test_the_ttft_chart_draws_the_recorded_points_the_same_every_time():
+    """Left, per question: bars of the recorded sums. Right, per call on a log scale: cold,
+    warm and the floor, which is drawn above the others with its own markers (it used to
+    hide under the warm line on a linear scale)."""
     import io
 
     results = load_results()
     figures = [plot_ttft(results), plot_ttft(results)]
-    (ax,) = figures[0].axes
-    points = ttft_points(results)
-    assert [list(line.get_ydata()) for line in ax.lines] == [
+    ask, call = figures[0].axes
+    points, rows = ttft_points(results), question_seconds(results)
+    heights = [bar.get_height() for bar in ask.patches]
+    assert heights == [q["clock first, s"] for q in rows] + [q["invariant, s"] for q in rows]
+    assert [t.get_text() for t in ask.texts] == [q["faster"] for q in rows]
+    assert [list(line.get_ydata()) for line in call.lines] == [
         [p[k] for p in points] for k in ("cold s", "warm s", "floor s")
     ]
-    assert [t.get_text() for t in ax.texts] == [f"{p['cold / warm']:g}x" for p in points]
+    cold, warm, floor = call.lines
+    assert call.get_yscale() == "log" and call.get_ylim()[0] < min(p["floor s"] for p in points)
+    assert floor.get_zorder() > warm.get_zorder() and floor.get_marker() != warm.get_marker()
+    assert [t.get_text() for t in call.texts] == [f"{p['cold / warm']:g}x" for p in points]
     pngs = []
     for figure in figures:
         buffer = io.BytesIO()
@@ -207,3 +261,63 @@ def test_counting_tokens_writes_nothing_to_stderr(capfd):
         == load_results()["sizes"][0]["prefix_tokens"]
     )
     assert capfd.readouterr().err == ""
+
+
+def test_the_layout_picture_lines_the_manual_up_in_one_column():
+    """Both orders drawn part by part: the manual's box has the same x and width in both rows;
+    the clock-first manual is read again (grey), the invariant one reused (green)."""
+    from agentstate.experts import plot_prompt_layouts
+    from agentstate.experts.charts import LAYOUT_COLOURS
+
+    figure = plot_prompt_layouts(109_128)
+    (ax,) = figure.axes
+    boxes = [p for p in ax.patches if p.get_width() > 0]
+    labelled = {t.get_text(): t for t in ax.texts}
+    assert "instructions + manual\n109,128 bytes" in labelled
+    manuals = [b for b in boxes if b.get_width() > 4]
+    assert len(manuals) == 2
+    top, bottom = sorted(manuals, key=lambda b: -b.get_y())
+    assert (top.get_x(), top.get_width()) == (bottom.get_x(), bottom.get_width())
+    face = {kind: colour for kind, (colour, _) in LAYOUT_COLOURS.items()}
+    from matplotlib.colors import to_rgba
+
+    assert top.get_facecolor() == to_rgba(face["read again"])
+    assert bottom.get_facecolor() == to_rgba(face["reused"])
+    parted = [t for t in ax.texts if "part here" in t.get_text()]
+    assert [round(t.get_position()[0], 2) for t in parted] == [0.05, round(0.05 + 1.6 + 4.4, 2)]
+
+
+def test_they_part_at_shows_whole_words_never_a_cut_value(lesson):
+    """The clock cell and the fix's cell name where the calls part with whole words: each
+    clock reading to its end (it showed `+00:0` cut before), each expert's title whole."""
+    from agentstate.fixtures import shared_prefix
+    from agentstate.models import ScriptedChatModel
+
+    def parted(prompt):
+        model = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+        lesson["build_desk"](model, prompt).invoke({"question": ALL3})
+        return shared_prefix(model.seen)["they part at"]
+
+    before, after = parted(lesson["clock_first"]).split("|")
+    assert before.startswith(("system: Current time: ", "…Current time: "))
+    assert all(re.fullmatch(r"\d*\+00:00", word) for word in after.split(" / "))
+    before, after = parted(lesson["expert_prompt"]).split("|")
+    assert before == "system: You are the "
+    assert after == "technical / compliance / support"
+
+
+def test_the_desk_puts_the_threads_history_from_state_after_the_manual(lesson):
+    """The desk's tie to state: a thread's history in ``DeskState`` reaches every expert after
+    the persona, so two turns of the thread still share the whole manual."""
+    from agentstate.fixtures import shared_prefix
+    from agentstate.models import ScriptedChatModel
+
+    history = [HumanMessage("Who approves a waiver?"), AIMessage("The desk lead, chapter 4.")]
+    turns = []
+    for state in ({"question": ALL3}, {"question": "And to whom?", "history": history}):
+        model = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+        lesson["build_desk"](model, lesson["expert_prompt"]).invoke(state)
+        turns.append(model.seen)
+    assert all(call[2:-1] == history for call in turns[1])
+    first_expert = [turns[0][0], turns[1][0]]
+    assert shared_prefix(first_expert)["bytes shared"] > MANUAL.size

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.hazards import hazard
 from agentstate.memory import build_capture_graph, without_guard
 from agentstate.memory.capture.conversations import CONTROLS, load, parse
 from agentstate.memory.capture.observer import CaptureRun
@@ -234,6 +235,8 @@ def test_the_knob_shows_each_fault_in_the_loop_and_none_behind_the_guard(server)
         "def build_guarded_capture",
         "def replay_fault",
         server=server,
+        system_prompt=system_prompt,
+        VAULT=VAULT,
         travel=load("solo_travel"),
         MemoryClient=MemoryClient,
         replay_model=replay_model,
@@ -254,7 +257,13 @@ async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
     from agentstate.doctor import diagnose
     from agentstate.memory import replay_model
 
-    page = lesson_cells("def react_agent", "class GuardState", "def build_guarded_capture")
+    page = lesson_cells(
+        "def react_agent",
+        "class GuardState",
+        "def build_guarded_capture",
+        system_prompt=system_prompt,
+        VAULT=VAULT,
+    )
     async with MemoryClient(server.url) as client:
         tools = await client.tools()
         loop = page.react_agent(replay_model(), tools, "doctor.trip")
@@ -293,3 +302,80 @@ def test_replay_model_refuses_an_unknown_fault():
 
     with pytest.raises(ValueError, match="unknown fault 'sulks'; choose one of: none"):
         replay_model("sulks")
+
+
+async def test_the_replayed_store_table_says_stored_twice_where_the_schedule_says_so(server):
+    """Section 2 of the lesson: the ReAct loop on the replayed report, read back as the page
+    reads it. Every wrong entry sits where ``replay_schedule`` put its fault, and a message
+    stored twice reads "stored twice" on its second row (message 8, also tagged with the wrong
+    role, read "wrong role" on both rows before), beside what the chat said."""
+    from agentstate.memory import replay_model, replay_schedule, store_rows
+
+    travel = load("solo_travel")
+    page = lesson_cells("def react_agent", system_prompt=system_prompt, VAULT=VAULT, server=server)
+    memory_id = f"sched{next(_memories)}.trip"
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        agent = page.react_agent(replay_model(), tools, memory_id)
+        await page.observe(agent, client, travel.events, memory_id)
+    rows = store_rows(server.db, memory_id, travel, "trip")
+    eight = [r["verdict"] for r in rows if r["msg_idx"] == 8]
+    assert eight == ["wrong role (was assistant)", "stored twice"]
+    said = {m.msg_idx: f"{m.role}: {m.content}" for m in travel.messages("trip")}
+    assert all(r["chat said"] == said[r["msg_idx"]] for r in rows)
+    schedule = {r["fault"]: r["at"] for r in replay_schedule(travel, "trip")}
+    fault_of = {
+        "not this message's text": "answers the user",
+        "stored twice": "writes twice",
+        "wrong role (was assistant)": "swaps roles",
+    }
+    wrong = {(r["msg_idx"], fault_of[r["verdict"]]) for r in rows if r["verdict"] != "ok"}
+    scheduled = {(int(i), f) for f in fault_of.values() for i in schedule[f].split(", ")}
+    assert wrong == scheduled
+
+
+async def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(server):
+    """agentstate.hazards' memory-in-react-loop (the row the lesson's opening links to) and the
+    page's ReAct loop on its replay agree: the prebuilt loop stores text nobody said in that
+    message and stores a message twice; the page's guard, on the same replay, does neither."""
+    import re as regex
+
+    from agentstate.memory import replay_model, store_rows
+
+    result = hazard("memory-in-react-loop").run()
+    assert result.outcome == "reproduced", result.evidence
+    found = regex.search(r"\((\d+) the agent's text, (\d+) stored twice\)", result.evidence)
+    assert found and int(found[1]) > 0 and int(found[2]) > 0, result.evidence
+    travel = load("solo_travel")
+    page = lesson_cells(
+        "def react_agent",
+        "class GuardState",
+        "def build_guarded_capture",
+        system_prompt=system_prompt,
+        VAULT=VAULT,
+        server=server,
+    )
+    verdicts, n = {}, next(_memories)
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        agents = {
+            f"hz{n}.loop": page.react_agent(replay_model(), tools, f"hz{n}.loop"),
+            f"hz{n}.guard": page.build_guarded_capture(replay_model(), tools, InMemorySaver()),
+        }
+        for memory_id, agent in agents.items():
+            await page.observe(agent, client, travel.events, memory_id)
+            rows = store_rows(server.db, memory_id, travel, "trip")
+            verdicts[memory_id.split(".")[1]] = {r["verdict"] for r in rows}
+    assert {"not this message's text", "stored twice"} <= verdicts["loop"]
+    assert verdicts["guard"] == {"ok"}
+
+
+def test_the_replay_schedule_lists_only_the_chosen_faults():
+    from agentstate.memory import replay_schedule
+
+    travel = load("solo_travel")
+    assert [r["fault"] for r in replay_schedule(travel, "trip", "none")] == []
+    (twice,) = replay_schedule(travel, "trip", "writes twice")
+    assert twice["at"] == "3, 8, 13"
+    with pytest.raises(ValueError, match="unknown fault 'sulks'"):
+        replay_schedule(travel, "trip", "sulks")

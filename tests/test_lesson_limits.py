@@ -29,9 +29,6 @@ SOURCES = ROOT / "notebooks" / "_src"
 LESSONS = sorted(SOURCES.glob("[0-9][0-9]_*.py"))
 FURTHER = sorted((SOURCES / "going_further").glob("[0-9][0-9]_*.py"))
 READER_FACING = LESSONS + FURTHER
-# Lessons 04-06 are issue 31's part B (another branch): until it lands they keep their
-# asserts. Delete an entry once its lesson is within the limit.
-PART_B_PENDING = {"04_subagents", "05_prefix_cached_experts", "06_tool_only_memory_capture"}
 STATE_FLOW = ("01", "02", "03")  # the lessons that draw a super-step as state flow
 ASSERT = re.compile(r"^\s*assert\b", re.M)
 # A name with one leading underscore, as a word or an attribute (`_x`, `obj._x`); dunders
@@ -105,11 +102,10 @@ def visible_asserts(path: Path) -> int:
 def test_a_main_lesson_proves_with_few_asserts_and_shows_a_picture(path):
     built = ROOT / "notebooks" / f"{path.stem}.ipynb"
     limit = lesson_stats.MAX_ASSERTS
-    if path.stem not in PART_B_PENDING:
-        assert visible_asserts(path) <= limit, (
-            f"{path.name}: {visible_asserts(path)} assert lines; keep {limit} a reader learns "
-            "from, print the rest, and move equality checks to tests/test_lesson_NN.py"
-        )
+    assert visible_asserts(path) <= limit, (
+        f"{path.name}: {visible_asserts(path)} assert lines; keep {limit} a reader learns "
+        "from, print the rest, and move equality checks to tests/test_lesson_NN.py"
+    )
     assert pictures(built) >= 1, f"{built.name}: no saved figure and no Mermaid diagram"
 
 

@@ -7,7 +7,10 @@ to pip; environment.yml lists the same pins for conda users (issue 24).
 
 import ast
 import importlib.util
+import json
 import re
+import subprocess
+import sys
 import tomllib
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
@@ -186,10 +189,31 @@ def test_make_install_passes_the_constraints_to_pip():
     assert "$(STAMP): pyproject.toml $(CONSTRAINTS)" in makefile
 
 
+def recipe(makefile: str, target: str) -> str:
+    return makefile.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
+
+
 def test_make_test_runs_both_ends():
     makefile = (ROOT / "Makefile").read_text()
-    test_recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "scripts/both_ends.py" in test_recipe
+    assert " checks " in recipe(makefile, "test")
+    assert "scripts/both_ends.py" in recipe(makefile, "checks")
+
+
+def test_make_test_compiles_the_engine_beside_the_install_and_the_checks():
+    """The compile (most of the CPU) overlaps what waits on the index, apt and servers; the
+    engine is installed from the wheel it built, after the checks, never during them."""
+    makefile = (ROOT / "Makefile").read_text()
+    test = recipe(makefile, "test")
+    side_by_side = next(line for line in test.splitlines() if "-j3" in line)
+    assert all(t in side_by_side for t in ("checks", "$(ENGINE_WHEELS)/.built", "system-packages"))
+    assert test.index("-j3") < test.index("$(QUANT)") < test.index("pytest")
+    wheel = recipe(makefile, "$(ENGINE_WHEELS)/.built")
+    assert (
+        "pip wheel" in wheel
+        and "$(STAMP)" not in makefile.split("$(ENGINE_WHEELS)/.built:")[1].split("\n")[0]
+    )
+    assert "--find-links $(ENGINE_WHEELS)" in recipe(makefile, "$(ENGINE)")
+    assert "checks: $(STAMP)" in makefile
 
 
 def both_ends():
@@ -228,6 +252,32 @@ def test_the_tests_make_ends_runs_import_only_the_core():
     assert set(ends.TOOLS) <= set(constraints())
 
 
+def test_the_classifiers_list_exactly_the_pythons_make_ends_tests():
+    """The index shows the supported Pythons: exactly those `make ends` runs the tests on."""
+    listed = [
+        c.removeprefix("Programming Language :: Python :: ")
+        for c in project()["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    ]
+    assert listed == list(both_ends().PYTHONS)
+    floor = project()["requires-python"].removeprefix(">=")
+    assert both_ends().PYTHONS[0] == floor
+
+
+def test_make_ends_finds_each_python_and_says_which_it_skipped(tmp_path, monkeypatch):
+    ends = both_ends()
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    monkeypatch.setattr(ends, "PYTHONS", (here, "3.99"))
+    monkeypatch.setattr(ends, "pyenv_pythons", lambda: [])
+    found, skipped = ends.find_pythons(sys.executable)
+    assert found == {here: sys.executable}
+    assert skipped == ["Python 3.99 (no python3.99 on PATH or in pyenv versions)"]
+    plan = ends.plan(
+        ["lowest", "newest"], {here: sys.executable, "3.99": "/x/python"}, sys.executable
+    )
+    assert plan == {"lowest": sys.executable, "newest": sys.executable, "newest-3.99": "/x/python"}
+
+
 @pytest.mark.parametrize("line", ["langgraph>=1.2.0,<2", "pydantic>=2.9.0,<3"])
 def test_make_ends_takes_each_lower_bound(line):
     assert both_ends().lower_bound(Requirement(line)) == line.split(">=")[1].split(",")[0]
@@ -244,3 +294,50 @@ def test_the_scopes_make_test_starts_first_exist():
 
     missing = [path for path in conftest.LONGEST_FIRST if not (ROOT / path).is_file()]
     assert not missing, f"conftest.LONGEST_FIRST names files that are gone: {missing}"
+
+
+def route_without_make() -> list[str]:
+    """The README's commands for the lessons without make (its "Two commands" section)."""
+    section = (ROOT / "README.md").read_text().split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"Without `make`.*?```bash\n(.*?)```", section, re.S)
+    assert block, "the README's Two commands section shows no route without make"
+    return [line.split("  #", 1)[0].strip() for line in block.group(1).splitlines() if line]
+
+
+def test_the_route_without_make_installs_the_tutorials_set_with_jupyter(tmp_path):
+    """The README's route without make, run as written in a fresh venv, with the install as
+    pip's dry run (the full install is 0.6 GB; `make install` does it for real): it resolves
+    to exactly the pins of constraints.txt, and brings JupyterLab and its kernel."""
+    venv, install, lab = route_without_make()
+    assert venv == "python3 -m venv .venv && . .venv/bin/activate"
+    assert install == 'pip install -c constraints.txt -e ".[lessons]"'
+    assert lab == "jupyter lab notebooks/" and (ROOT / "notebooks").is_dir()
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / ".venv")], check=True)
+    report = tmp_path / "report.json"
+    python = tmp_path / ".venv" / "bin" / "python"
+    words = install.split()[1:]  # pip's own words, as the activated venv's pip reads them
+    words = [w.strip('"') for w in words]
+    done = subprocess.run(
+        [str(python), "-m", "pip", *words, "--dry-run", "--quiet", "--report", str(report)]
+        + ["--disable-pip-version-check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    chosen = {
+        canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+        for i in json.loads(report.read_text())["install"]
+    }
+    assert {"jupyterlab", "ipykernel"} <= set(chosen)
+    pinned = constraints()
+    off = {n: (v, pinned[n]) for n, v in chosen.items() if n in pinned and pinned[n] != v}
+    assert off == {}
+    assert chosen[DIST] == agentstate_version()
+
+
+def agentstate_version() -> str:
+    import agentstate
+
+    return agentstate.__version__

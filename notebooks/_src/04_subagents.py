@@ -1,41 +1,44 @@
 # %% [markdown]
 # # 04 · Subagents: what crosses the `task` boundary, and why
 #
-# The RDS agent grows a helper: a `requirements-collector` subagent gathers
-# the fields, the main agent reads them back. The collector reports
-# "Stored 5 field(s).", and the main agent finds none.
-# The RDS agent's changelog of November 19, 2025 (one of the write-ups of
-# notebook 01) blamed the boundary, "DeepAgents subagents run in isolated
-# execution contexts", and added a per-turn cache that the tools of both
-# agents share. This notebook builds the two agents, finds the real cause
-# in the collector's state schema, fixes it with one schema for both, and
-# compares that fix with the cache across turns and a restart.
+# A [subagent](../docs/glossary.md#subagent) is an agent that the main
+# agent, the *parent*, starts to do one job. The RDS agent's collector
+# subagent stores the fields, reports "Stored 5 field(s).", and the parent
+# finds none. The agent's changelog blamed "isolated execution contexts"
+# and added a cache that both agents' tools share. This notebook finds the
+# real cause in the collector's state schema, fixes it with one schema for
+# both agents, and compares that fix with the cache. Which releases this
+# happens in:
+# [subagent-drops-key](../docs/hazards-by-version.md#subagent-drops-key),
+# and for a list handed back whole
+# [list-doubled-by-subagent](../docs/hazards-by-version.md#list-doubled-by-subagent).
 
 # %% [markdown]
 # ## Recap
-# Stage 03: within one batch of parallel tool calls, readers see the state
-# from before the batch. Stage 02: a `requirements` key with a field-merge
-# reducer keeps every parallel write.
+# Stage 02: a `requirements` key with a field-merge
+# [reducer](../docs/glossary.md#reducer) keeps every parallel write. Stage
+# 03: within one batch of parallel tool calls, readers see the state from
+# before the batch.
 #
 # ## Goals
-# - Reproduce: the subagent stores five fields, the parent sees none.
-# - Look inside: what goes down to the subagent, what `task` brings back up.
-# - Fix it: one state schema for both agents, then compare with the package.
-# - Prove it: who sees the fields in this turn, the next, after a restart.
-# - Turn a knob: declare the key on the parent, the subagent, or both.
+# - Reproduce: the collector stores five fields, and the parent sees none.
+# - Look inside: what goes down to the collector, what comes back up.
+# - Fix it with one state schema, and compare it with the cache.
+# - See a list come back doubled.
 
 # %% [markdown]
 # ## 1. Reproduce: the parent sees nothing
-# A [subagent](../docs/glossary.md#subagent) is an agent that the parent
-# starts through deepagents' [`task` tool](../docs/glossary.md#task-tool)
-# to do one job. First the pieces of stage 02: the `requirements` key with
-# its reducer, a tool that writes it and a tool that reads it.
+# First the pieces of stage 02. A
+# [state schema](../docs/glossary.md#state-schema) is the class that lists
+# the keys of an agent's state. `RequirementsState` adds `requirements`, with
+# its reducer, to the keys every LangChain agent has (`AgentState`: the
+# messages). One tool writes a field, one reads them all.
 
 # %%
 import json
 from typing import Annotated, NotRequired
 
-from deepagents import DeepAgentState, create_deep_agent
+from langchain.agents import AgentState
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
@@ -46,11 +49,10 @@ def merge_fields(current, new):
     return {**(current or {}), **(new or {})}
 
 
-class RequirementsState(DeepAgentState):
+class RequirementsState(AgentState):
     requirements: Annotated[NotRequired[dict], merge_fields]
 
 
-# %%
 @tool
 def store_requirement(field_name: str, value: str | int, runtime: ToolRuntime) -> Command:
     """Store one requirement field."""
@@ -65,63 +67,78 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# The two agents. The collector is a
-# [declarative subagent](../docs/glossary.md#declarative-subagent): a dict
-# from which deepagents builds its graph. Its model is a
-# [policy model](../docs/glossary.md#policy-model), scripted offline: it
-# stores each field of the task description in parallel, then reports how
-# many stores succeeded. The parent's model is a plain script: a `task`
-# call, then a read, then "Done.".
+# The collector's model, offline: a
+# [policy model](../docs/glossary.md#policy-model) that replies with
+# `collect(messages)`. It prints what it was given, stores every field in
+# one reply (so the calls run in parallel), then reports.
 
 # %%
-from agentstate.fixtures import POSTGRES_FIELDS, collector_model
-from agentstate.models import ScriptedChatModel, reply, tool_call
+from langchain_core.messages import HumanMessage
+
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import PolicyChatModel, reply, tool_call
+
+
+def collect(messages):
+    """The collector's reply: store each field of the task, then report."""
+    task = messages[-1]
+    if isinstance(task, HumanMessage):
+        print("collector was given:", [m.type for m in messages])
+        fields = json.loads(task.text)
+        return reply(
+            *(tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items())
+        )
+    stored = [m for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
+    return reply(text=f"Stored {len(stored)} field(s).")
+
 
 FIELDS = json.dumps(POSTGRES_FIELDS)
+FIELDS
+
+# %% [markdown]
+# The two agents, as a developer writes them. The collector is a plain
+# [`create_agent`](../docs/glossary.md#create-agent) with the store tool.
+# The parent is a [`create_deep_agent`](../docs/glossary.md#create-deep-agent)
+# whose `state_schema` declares `requirements`, and gets the collector as a
+# *compiled subagent*: a name, a description, the graph. Its scripted model
+# calls `task` with the fields, then reads, then says "Done.".
+
+# %%
+from deepagents import create_deep_agent
+from langchain.agents import create_agent
+
+from agentstate.models import ScriptedChatModel
+
 DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
 READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
 
 
-# %%
-def my_agent(script, tools=(store_requirement, get_collected_requirements), sub=(), **options):
-    store, read = tools
-    collector = {
-        "name": "requirements-collector",
-        "description": "Collects RDS requirements.",
-        "system_prompt": "Store each field you are given.",
-        "tools": [store],
-        "model": collector_model(),
-        **dict(sub),  # a spec key to change: "model", "middleware"
-    }
-    parent = ScriptedChatModel(script=list(script))
-    return create_deep_agent(parent, tools=[read], subagents=[collector], **options)
+def collector_agent(schema=AgentState, store=store_requirement):
+    model = PolicyChatModel(policy=collect)
+    prompt = "Store each field you are given."
+    return create_agent(model, [store], system_prompt=prompt, state_schema=schema)
+
+
+def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
+    subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
+    options = {"tools": [get_collected_requirements], "state_schema": RequirementsState, **options}
+    model = ScriptedChatModel(script=list(script))
+    return create_deep_agent(model, subagents=[{**subagent, "runnable": collector}], **options)
 
 
 # %% [markdown]
-# In the broken build only the parent declares `requirements`: a middleware
-# may declare state keys in its `state_schema`, and LangChain's
-# `create_agent` (which `create_deep_agent` calls) merges them into that
-# agent's schema. `CommandRecorder` records the keys of the `Command` that
-# each `task` call returned.
+# `CommandRecorder` is a middleware (code that wraps each tool call) that
+# records which keys each `task` call returned to the parent.
 
 # %%
-from langchain.agents.middleware import AgentMiddleware
-
 from agentstate.display import Table
 from agentstate.tracing import CommandRecorder
 
-
-class DeclareOnParent(AgentMiddleware):
-    state_schema = RequirementsState
-
-
-collector, recorder = collector_model(), CommandRecorder(["task"])
-broken = my_agent(
-    [DELEGATE, READ, DONE], sub={"model": collector}, middleware=[DeclareOnParent(), recorder]
-)
-state = broken.invoke({"messages": [("user", "Give me a Postgres 15.5 manifest")]})
-said = {m.name: m.content for m in state["messages"] if isinstance(m, ToolMessage)}
-assert said["task"] == "Stored 5 field(s)." and said["get_collected_requirements"] == "{}"
+USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
+collector, recorder = collector_agent(), CommandRecorder(["task"])
+broken = parent_agent(collector, middleware=[recorder])
+state = broken.invoke(USER)
+said = {m.name: m.text for m in state["messages"] if isinstance(m, ToolMessage)}
 Table([{"collector said": said["task"], "parent's reader got": said["get_collected_requirements"]}])
 
 # %% [markdown]
@@ -129,15 +146,15 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 #
 # ```mermaid
 # flowchart TB
-#     T["parent: model calls task"]
+#     T["parent: task call"]
 #     M["collector: model"]
 #     S["collector: store_requirement x5"]
-#     R["parent: get_collected_requirements reads {}"]
+#     R["parent: reader gets {}"]
 #     X["dropped"]
-#     T -->|"down: parent state, messages = the task description"| M
+#     T -->|"down: the task description"| M
 #     M --> S
-#     S -->|"up: changed keys it declares (none) + one ToolMessage"| R
-#     S -.->|"requirements: not in the collector's schema"| X
+#     S -->|"up: declared keys that changed, none"| R
+#     S -.->|"requirements: not in its schema"| X
 #     classDef parent fill:#eaf2f8,stroke:#2471a3
 #     classDef collector fill:#fef9e7,stroke:#b7950b
 #     class T,R parent
@@ -145,95 +162,88 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # ```
 #
 # **Down.** In deepagents' default
-# [isolated mode](../docs/glossary.md#isolated-mode) the subagent starts
-# from the parent's state with its messages replaced by one human message,
-# the task description, so it does not receive the user's message. (With
-# [`"mode": "fork"`](../docs/glossary.md#fork-mode) it receives the
-# parent's conversation: see the going-further notebook.)
+# [isolated mode](../docs/glossary.md#isolated-mode) the collector gets its
+# system prompt and one human message, the task description, as printed
+# above. The user's message does not go down.
+#
+# **Up.** When the collector ends, `task` returns the keys of its final
+# state that changed (except `messages` and a few others), plus one
+# ToolMessage with its last answer. A graph keeps only the keys its schema
+# declares (its `.channels`), and drops a write to any other key without
+# an error. The collector, and its state after a run of its own:
 
 # %%
-from langchain_core.messages import HumanMessage
-
-humans = [m.content for m in collector.seen[0] if isinstance(m, HumanMessage)]
-assert humans == [FIELDS]
-Table([{"human messages the collector received": humans}])
-
-# %% [markdown]
-# **Up.** `task` returns the keys of the subagent's final state that
-# changed (a few, `messages` among them, excepted), plus one ToolMessage
-# with its last answer. A `Command` that writes a key the graph does not
-# declare is dropped without an error: the collector's stores "succeeded"
-# into nothing, and `task` had only `messages` to return. A compiled graph
-# lists the keys it declares in `.channels`:
-
-# %%
-from deepagents.middleware.subagents import create_sub_agent
-
-spec = {"name": "c", "description": "-", "tools": [store_requirement], "model": collector_model()}
+alone = collector.invoke({"messages": [HumanMessage(FIELDS)]})
 Table(
     [
         {
-            "task returned keys": recorder.updates[0]["update keys"],
+            "collector declares requirements": "requirements" in collector.channels,
+            "collector's state after its run": sorted(alone),
             "parent declares requirements": "requirements" in broken.channels,
-            "collector declares requirements": "requirements" in create_sub_agent(spec).channels,
+            "task returned keys": recorder.updates[0]["update keys"],
         }
     ]
 )
 
 # %% [markdown]
-# So the cause is the collector's schema. The tools of both agents even
-# share Python objects (the write-up's cache below works within a turn), so
-# "isolated execution contexts" is not it.
+# So the cause is the collector's schema: its tool ran, and its write had
+# no key to land in. The contexts are not isolated either: both agents'
+# tools share Python objects, which is why the write-up's cache (section
+# 4) works within a turn.
 #
 # ## 3. The fix: one schema for both
-# `create_deep_agent(state_schema=...)` declares the key on the parent and
-# forwards the schema to every declarative subagent, so both declare
-# `requirements` with its reducer:
+# Build the collector with the parent's schema. It now declares
+# `requirements` with the reducer, and `task` brings the key up:
 
 # %%
 recorder = CommandRecorder(["task"])
-fixed = my_agent([DELEGATE, READ, DONE], state_schema=RequirementsState, middleware=[recorder])
-state = fixed.invoke({"messages": [("user", "Give me a Postgres 15.5 manifest")]})
-read = json.loads([m for m in state["messages"] if m.name == "get_collected_requirements"][0].text)
-assert read == state["requirements"] == POSTGRES_FIELDS
+fixed = parent_agent(collector_agent(RequirementsState), middleware=[recorder])
+state = fixed.invoke(USER)
 Table(
     [
         {
             "task returned keys": recorder.updates[0]["update keys"],
-            "the parent's reader got": list(read),
+            "parent holds": list(state["requirements"]),
         }
     ]
 )
 
 # %% [markdown]
-# ## 4. The package's version
-# `agentstate.rds.build_shared_schema_agent` is this fix on the full RDS
-# agent of stages 01-03 (validation, secret redaction, the synced
-# `/requirements.json`). On the same delegation it gives the parent the
-# same fields:
+# A [declarative subagent](../docs/glossary.md#declarative-subagent) (a
+# dict from which deepagents builds the graph) gets the parent's
+# `state_schema` without a line.
+#
+# The package's `agentstate.rds.build_shared_schema_agent` is this fix on
+# the full RDS agent of stages 01-03, with a declarative collector whose
+# model is `collect`. Its parent holds the same fields:
 
 # %%
+from agentstate.fixtures import collector_model
 from agentstate.rds import build_shared_schema_agent
 
 package = build_shared_schema_agent(
     ScriptedChatModel(script=[DELEGATE, READ, DONE]), collector_model()
 )
-package_state = package.invoke({"messages": [("user", "Give me a Postgres 15.5 manifest")]})
-same = package_state["requirements"] == state["requirements"]
-assert same
+package_holds = package.invoke(USER)["requirements"]
 Table(
-    [{"fields the parent holds": len(package_state["requirements"]), "same as the plain fix": same}]
+    [
+        {
+            "package's parent holds": list(package_holds),
+            "same as the fix": package_holds == state["requirements"],
+        }
+    ]
 )
 
 # %% [markdown]
-# ## 5. Prove it: who sees what, schema fix versus cache fix
-# The write-up's fix kept the split schema, added a cache of this turn's
-# fields that the tools of both agents share, dropped after each turn, and
-# mirrored state plus cache to `/requirements.json`. Here it is, small: the
-# two tools over the cache, and a middleware that writes the file.
+# ## 4. Prove it: who sees what, schema fix versus cache fix
+# The write-up's fix kept the split schema. It added a cache of this
+# turn's fields that both agents' tools share, dropped after each turn,
+# and mirrored state plus cache to `/requirements.json`, the file the user
+# looks at:
 
 # %%
 from deepagents.backends.utils import create_file_data
+from langchain.agents.middleware import AgentMiddleware
 
 turn_cache = {}  # this turn's fields: one dict for every tool in the process
 
@@ -260,10 +270,10 @@ class MirrorFile(AgentMiddleware):
 
 
 # %% [markdown]
-# Three builds on one script: turn 1 delegates and reads, turn 2 reads
+# Three builds on one script. Turn 1 delegates and reads, turn 2 reads
 # again, then a new agent over the same SQLite file (a restart) reads once
-# more. Each column counts the fields the parent's reader listed; the last
-# one, the fields in `/requirements.json` after the restart.
+# more. Each column counts the fields the parent's reader listed, the last
+# one those in `/requirements.json`.
 
 # %%
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -274,136 +284,165 @@ def fields_read(state):
     return len(json.loads(reads[-1].text))
 
 
+CONFIG = {"configurable": {"thread_id": "t"}}
+
+
 def who_sees_what(options, db):
-    config, turn = {"configurable": {"thread_id": "t"}}, lambda text: {"messages": [("user", text)]}
+    options = {**options, "middleware": [MirrorFile()]}
     with SqliteSaver.from_conn_string(db) as saver:
-        agent = my_agent([DELEGATE, READ, DONE, READ, DONE], checkpointer=saver, **options)
-        row = {"same turn": fields_read(agent.invoke(turn("collect"), config))}
-        row["next turn"] = fields_read(agent.invoke(turn("again"), config))
-    with SqliteSaver.from_conn_string(db) as saver:
-        agent = my_agent([READ, DONE], checkpointer=saver, **options)  # a new agent
-        state = agent.invoke(turn("and now"), config)
+        script = [DELEGATE, READ, DONE, READ, DONE]  # two turns
+        agent = parent_agent(script=script, checkpointer=saver, **options)
+        row = {"same turn": fields_read(agent.invoke(USER, CONFIG))}
+        row["next turn"] = fields_read(agent.invoke(USER, CONFIG))
+    with SqliteSaver.from_conn_string(db) as saver:  # a new agent over the same file: a restart
+        agent = parent_agent(script=[READ, DONE], checkpointer=saver, **options)
+        state = agent.invoke(USER, CONFIG)
     file = state["files"].get("/requirements.json")
     in_file = len(json.loads(file["content"])) if file else 0
     return {**row, "after restart": fields_read(state), "file after restart": in_file}
 
 
-# %%
 import tempfile
 
 builds = {
-    "split schema (broken)": {"middleware": [DeclareOnParent(), MirrorFile()]},
+    "split schema (broken)": {"collector": collector_agent()},
     "cache fix (the write-up)": {
-        "middleware": [DeclareOnParent(), MirrorFile()],
-        "tools": (store_in_cache, read_with_cache),
+        "collector": collector_agent(store=store_in_cache),
+        "tools": [read_with_cache],
     },
-    "one schema (the fix)": {"middleware": [MirrorFile()], "state_schema": RequirementsState},
+    "one schema (the fix)": {"collector": collector_agent(RequirementsState)},
 }
 folder = tempfile.mkdtemp()
-who = Table(
-    {"build": b, **who_sees_what(o, f"{folder}/{i}.db")} for i, (b, o) in enumerate(builds.items())
+Table(
+    {"build": build, **who_sees_what(options, f"{folder}/{i}.db")}
+    for i, (build, options) in enumerate(builds.items())
 )
-assert who.column("after restart") == [0, 0, 5] and who.column("file after restart") == [0, 5, 5]
-who
 
 # %% [markdown]
-# The cache is shared with the subagent's tools, so the parent reads the
-# five fields in the same turn. But they never enter state: at the next
-# turn and after a restart the agent has lost them, while the file the user
-# looks at still lists all five. The schema fix puts the fields in state,
-# where the reducer and the checkpointer keep them, and the file agrees.
+# With the cache the parent reads the five fields in the same turn, but
+# they never enter state. At the next turn and after a restart the agent
+# has lost them, while the file still lists all five. The schema fix puts
+# them in state, which the [checkpointer](../docs/glossary.md#checkpointer)
+# keeps, and the file agrees.
 #
-# ## 6. What the doctor says
-# `agentstate.doctor.diagnose` reads a compiled graph without running it.
-# One row per hazard it found in either build of sections 1 and 3 (a
-# finding inside a subagent names it):
+# ## A list comes back doubled
+# `task` returns a changed key *whole*, and the parent's reducer folds it
+# into its own value. A dict merge does not mind. A list with `operator.add`
+# (append) gets its own items a second time. A parent starts with the note
+# `pre`, and a note-taker subagent adds `new`:
+
+# %%
+import operator
+
+
+class NotesState(RequirementsState):
+    notes: Annotated[NotRequired[list], operator.add]
+
+
+@tool
+def add_note(text: str, runtime: ToolRuntime) -> Command:
+    """Add a note."""
+    done = ToolMessage("Noted.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"notes": [text], "messages": [done]})
+
+
+note_taker = create_agent(
+    ScriptedChatModel(script=[reply(tool_call("add_note", text="new")), reply(text="Noted.")]),
+    [add_note],
+    state_schema=NotesState,
+)
+script = [reply(tool_call("task", subagent_type="note-taker", description="Add: new")), DONE]
+notes_parent = create_deep_agent(
+    ScriptedChatModel(script=script),
+    subagents=[{"name": "note-taker", "description": "Adds notes.", "runnable": note_taker}],
+    state_schema=NotesState,
+)
+notes = notes_parent.invoke({**USER, "notes": ["pre"]})["notes"]
+notes
+
+# %% [markdown]
+# The note-taker returned `["pre", "new"]`, and the parent appended it to
+# its own `["pre"]`. A key that crosses the boundary needs a reducer that
+# keeps one copy of what it holds (exercise 3).
+#
+# ## 5. What the doctor says
+# The [doctor](../docs/glossary.md#doctor), `agentstate.doctor.diagnose`,
+# reads a compiled graph without running it. One row per hazard in either
+# build of sections 1 and 3:
 
 # %%
 from agentstate.display import compare_findings
 from agentstate.doctor import diagnose
 
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
-assert (
-    reports["broken build"].codes() == ["subagent-drops-key"]
-    and reports["fixed build"].errors == []
-)
 compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
 # A *note* is what the doctor cannot decide from the graph alone: a reader
-# in the same reply as the `task` call that writes `requirements` would see
-# the state from before it ([notebook 03](03_same_turn_visibility.ipynb)).
+# in the same reply as `task` would see the state from before it
+# ([notebook 03](03_same_turn_visibility.ipynb)).
 #
 # ## A knob: who declares `requirements`
-# Run the cells above first. Declare the key on the parent only (the
-# broken build), on the collector only (its own `middleware`), on both with
-# one schema, or on both without the reducer: each gives a different
-# answer.
+# Run the cells above first. Each position gives a different answer.
 
 # %%
 from langgraph.errors import InvalidUpdateError
 
 
-class PlainState(DeepAgentState):
+class PlainState(AgentState):
     requirements: NotRequired[dict]  # no reducer
 
 
+SCHEMAS = {  # (the parent's, the collector's)
+    "the parent only": (RequirementsState, AgentState),
+    "the collector only": (AgentState, RequirementsState),
+    "both, one schema": (RequirementsState, RequirementsState),
+    "both, no reducer": (PlainState, PlainState),
+}
+
+
 def declared_by(who="the parent only"):
+    parent_schema, collector_schema = SCHEMAS[who]
     recorder = CommandRecorder(["task"])
-    options = {
-        "the parent only": {"middleware": [DeclareOnParent(), recorder]},
-        "the collector only": {
-            "middleware": [recorder],
-            "sub": {"middleware": [DeclareOnParent()]},
-        },
-        "both, one schema": {"middleware": [recorder], "state_schema": RequirementsState},
-        "both, no reducer": {"middleware": [recorder], "state_schema": PlainState},
-    }[who]
-    row = {"declared by": who, "task returned keys": "", "the parent's reader got": "", "error": ""}
+    agent = parent_agent(
+        collector_agent(collector_schema), state_schema=parent_schema, middleware=[recorder]
+    )
     try:
-        state = my_agent([DELEGATE, READ, DONE], **options).invoke({"messages": [("user", "go")]})
-        row["task returned keys"] = recorder.updates[0]["update keys"]
-        row["the parent's reader got"] = f"{fields_read(state)} fields"
+        got = f"{fields_read(agent.invoke(USER))} fields"
     except InvalidUpdateError:
-        row["error"] = "InvalidUpdateError (the collector's 5 parallel writes)"
-    return Table([row])
+        return Table([{"error": "InvalidUpdateError (the collector's 5 parallel writes)"}])
+    return Table([{"task returned keys": recorder.updates[0]["update keys"], "reader got": got}])
 
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-choices = ["the parent only", "the collector only", "both, one schema", "both, no reducer"]
 knob_widget = widgets.interact(
-    declared_by, who=widgets.Dropdown(options=choices, description="declared by")
+    declared_by, who=widgets.Dropdown(options=list(SCHEMAS), description="declared by")
 )
 
 # %% [markdown]
-# On the collector only, `requirements` now crosses up, and the parent
-# drops it: a key must be declared on both sides of the boundary. Without
-# the reducer the collector's own five parallel stores fail, as in stage
-# 02. `tests/test_lesson_04.py` checks all four positions.
+# On the collector only, `requirements` crosses up and the parent drops
+# it: both sides must declare the key. Without the reducer the collector's
+# own five parallel stores fail, as in stage 02.
 #
 # ## Summary
-# - With only the parent declaring `requirements`, the collector's writes
-#   are dropped inside the subagent and the parent sees no field: the cause
-#   is the subagent's schema.
-# - In the default mode the subagent receives the task description as its
-#   only human message; fork mode hands it the parent's conversation.
-# - One schema for both (`create_deep_agent(state_schema=...)`, forwarded to
-#   declarative subagents) returns `requirements`; the fields persist across
-#   turns and a restart. The write-up's cache shows them in the same turn
-#   only, while its file keeps showing them.
-# - Going further: [lists doubled by `operator.add`, fork mode, and the
-#   user's message shown twice](going_further/04_lists_and_fork_mode.ipynb).
+# - A subagent whose schema lacks `requirements` drops its own writes, so
+#   the parent sees no field. The cause is the schema, not isolation.
+# - By default the subagent receives only the task description.
+# - One schema for both brings `requirements` up, and the fields last
+#   across turns and a restart. The cache shows them in the same turn only.
+# - `task` returns a key whole: a list with `operator.add` comes back
+#   doubled.
+# - Going further: [idempotent reducers, fork mode, and the user's message
+#   shown twice](going_further/04_lists_and_fork_mode.ipynb).
 #
 # ## Exercises
-# 1. Give the collector its own compiled graph (a `CompiledSubAgent`) that
-#    declares `requirements` *without* the reducer, and the parent the
-#    schema with it. Which runs fail: two tasks of one field, or one task of
-#    two fields?
-# 2. Give the collector a tool that writes `todos` (the todo list's key) and
-#    declare `todos` on it. Do its todos reach the parent? Compare with
-#    `requirements`.
-# 3. Write a reducer for a list of dicts with an `id` field that merges by
-#    id, and show that a returning subagent does not double the parent's
-#    items (the going-further notebook shows `operator.add` doubling them).
+# 1. Build the collector with `PlainState` and keep `RequirementsState` on
+#    the parent. Which fails: two `task` calls of one field each, or one
+#    `task` of two fields?
+# 2. Give the collector a tool that writes `todos` (the todo list's key)
+#    and declare `todos` in its schema. Do its todos reach the parent?
+# 3. Make `notes` a list of dicts with an `id`, and write a reducer that
+#    merges by id. Show that the note-taker no longer doubles `pre`, and
+#    can update a note in place.

@@ -27,7 +27,16 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "deepagents": ("deepagents",),
     "engine": ("llama_cpp",),
     "experts": ("langchain_openai", "openai", *_PERSISTENCE),
-    "lessons": ("deepagents", "mcp", "matplotlib", "ipywidgets", "tqdm", *_PERSISTENCE),
+    "lessons": (
+        "deepagents",
+        "mcp",
+        "matplotlib",
+        "ipywidgets",
+        "tqdm",
+        "jupyterlab",
+        "ipykernel",
+        *_PERSISTENCE,
+    ),
     "memory": (
         "mcp",
         "langchain_mcp_adapters",

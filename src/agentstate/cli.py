@@ -1,9 +1,15 @@
-"""The ``agentstate`` command: one subcommand per system.
+"""The agentstate command: one subcommand per system.
 
-Each system registers its own subcommands from ``agentstate.<system>.cli``
-(``register(subparsers)``), so this file never grows with them. The systems it
-runs are taught in notebooks 05 (experts, engine) and 06 (memory); ``doctor``
-checks an agent for the hazards of notebooks 01-06.
+Each system registers its own subcommands from its CLI module
+(``register(subparsers)``, :data:`SYSTEMS` names it), imported only when the
+system is named on the command line: ``agentstate --help`` and ``agentstate
+--version`` import none of them, so they answer at once (the experts' model
+stack alone takes seconds to import). The listing says which extra a system
+needs when that extra is missing, found with ``importlib.util.find_spec``
+(nothing imported). The systems it runs are taught in notebooks 05 (experts,
+engine) and 06 (memory); ``doctor`` checks an agent for the hazards of
+notebooks 01-06, and ``hazards`` runs each hazard's reproduction against the
+libraries installed (docs/hazards-by-version.md).
 """
 
 from __future__ import annotations
@@ -11,12 +17,68 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import dataclass
 
-from agentstate._extras import MissingExtraError
+from agentstate import __version__
+from agentstate._extras import DIST, MissingExtraError, missing
 
-SYSTEMS = ("experts", "engine", "memory", "doctor")
-# a system whose CLI is not ``agentstate.<system>.cli``: the memory command belongs to its service
-CLI_MODULES = {"memory": "agentstate.memory.service.cli"}
+
+@dataclass(frozen=True)
+class System:
+    """A subcommand as ``agentstate --help`` lists it, without importing it."""
+
+    name: str
+    module: str
+    """Its CLI module, with ``register(subparsers)``."""
+    help: str
+    """The help line its module registers (tests/test_cli.py checks that the two agree)."""
+    extra: str | None = None
+    """The extra it needs beyond the core (None: the core has all it needs)."""
+
+
+SYSTEMS = (
+    System("experts", "agentstate.experts.cli", "prefix-cached experts (stage 05)", "experts"),
+    System("engine", "agentstate.engine.cli", "the local llama.cpp server (stage 05)", "engine"),
+    System(
+        "memory", "agentstate.memory.service.cli", "the MCP memory server of stage 06", "memory"
+    ),
+    System(
+        "doctor",
+        "agentstate.doctor.cli",
+        "the series' state hazards in an agent graph (stages 01-06)",
+    ),
+    System(
+        "hazards",
+        "agentstate.hazards.cli",
+        "which of the series' hazards live in the libraries installed here (stages 01-06)",
+    ),
+)
+NAMES = tuple(system.name for system in SYSTEMS)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentstate", description=__doc__.splitlines()[0], epilog=f"{DIST} {__version__}"
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
+
+
+def help_line(system: System) -> str:
+    """``system``'s line in ``agentstate --help``, naming its extra when that is missing."""
+    if system.extra and missing(system.extra):
+        return f"(needs the {system.extra!r} extra) {system.help}"
+    return system.help
+
+
+def listing_parser() -> argparse.ArgumentParser:
+    """``agentstate`` with no system named: ``--help`` and ``--version``, nothing imported."""
+    parser = _parser()
+    sub = parser.add_subparsers(dest="system", required=True, metavar="{" + ",".join(NAMES) + "}")
+    for system in SYSTEMS:
+        stub = sub.add_parser(system.name, help=help_line(system), add_help=False)
+        stub.add_argument("words", nargs=argparse.REMAINDER)
+    return parser
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -26,17 +88,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     experts' imports a model stack that takes seconds to load, which
     ``agentstate memory serve`` (or its one-line errors) should not wait for.
     """
-    parser = argparse.ArgumentParser(prog="agentstate", description=__doc__.splitlines()[0])
+    parser = _parser()
     sub = parser.add_subparsers(dest="system", required=True)
-    for system in SYSTEMS if only is None else (only,):
+    for system in SYSTEMS:
+        if only is not None and system.name != only:
+            continue
         try:
-            name = CLI_MODULES.get(system, f"agentstate.{system}.cli")
-            module = importlib.import_module(name)
+            module = importlib.import_module(system.module)
         except MissingExtraError as exc:
-            _needs_extra(sub, system, exc)
+            _needs_extra(sub, system.name, exc)
             continue
         except ModuleNotFoundError as exc:
-            if exc.name != f"agentstate.{system}" and exc.name != name:
+            if exc.name != f"agentstate.{system.name}" and exc.name != system.module:
                 raise
             continue
         module.register(sub)
@@ -46,7 +109,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def _needs_extra(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], system: str, exc: MissingExtraError
 ) -> None:
-    """List ``system`` in ``--help`` as needing its extra; running it says so in one line."""
+    """List ``system`` as needing its extra; running it says so in one line."""
     stub = sub.add_parser(system, help=f"(needs the {exc.extra!r} extra)", add_help=False)
     stub.add_argument("words", nargs=argparse.REMAINDER)
 
@@ -60,8 +123,9 @@ def _needs_extra(
 def main(argv: list[str] | None = None) -> int:
     """Run the ``agentstate`` command; the exit code of the subcommand."""
     words = sys.argv[1:] if argv is None else argv
-    only = words[0] if words and words[0] in SYSTEMS else None
-    args = build_parser(only).parse_args(argv)
+    only = words[0] if words and words[0] in NAMES else None
+    parser = build_parser(only) if only else listing_parser()
+    args = parser.parse_args(words)
     return int(args.func(args) or 0)
 
 

@@ -577,18 +577,31 @@ def shared_prefix(prompts: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
 
     ``"bytes shared"`` is what a prefix cache could reuse across the calls,
     ``"of the prompt"`` that as a share of the first call's prompt, and
-    ``"they part at"`` shows the last 24 shared characters, a bar, then each
-    prompt's next 10 characters separated by `` / `` (newlines as ``⏎``), so
-    a reader sees which byte ends the reuse.
+    ``"they part at"`` shows the shared start of the line where they part (up to 48
+    characters, from a word), a bar, then each prompt's rest of that word, separated
+    by `` / ``, so a reader sees which byte ends the reuse, never a value cut short.
     """
+    import re
+
     data = [prompt_text(p) for p in prompts]
     n = shared_by_all(data)
-    before = data[0][max(0, n - 24) : n].decode("utf-8", "replace")
-    after = " / ".join(d[n : n + 10].decode("utf-8", "replace") for d in data)
+    line = data[0].rfind(b"\n", 0, n) + 1
+    start = max(line, n - 48)
+    if start > line:  # begin at a word, after the "…"
+        space = data[0].find(b" ", start, n)
+        start = space + 1 if space != -1 else start
+    before = data[0][start:n].decode("utf-8", "replace")
+
+    def word(prompt: bytes) -> str:
+        rest = prompt[n : n + 40]
+        end = re.search(rb"\s", rest)
+        return rest[: end.start() if end else len(rest)].decode("utf-8", "replace")
+
+    shown = "…" * (start > line) + before
     return {
         "bytes shared": n,
         "of the prompt": f"{n / len(data[0]):.1%}",
-        "they part at": f"…{before}|{after}".replace("\n", "⏎"),
+        "they part at": f"{shown}|{' / '.join(word(d) for d in data)}",
     }
 
 

@@ -1,43 +1,27 @@
 # %% [markdown]
-# # 04 · Going further: lists a subagent doubles, fork mode, and a message shown twice
+# # 04 · Going further: reducers a subagent cannot double, fork mode, and a message shown twice
 #
 # Notebook 04 made a subagent's writes reach the parent with one state schema
-# for both. Three things at the same boundary did not fit there: a list key
-# with `operator.add` that comes back doubled, deepagents' `mode="fork"`
-# that hands the subagent the parent's conversation, and the original
-# write-up's report that the user's message appeared twice. Each claim is
-# asserted in the cell that shows it.
+# for both, and showed a list key with `operator.add` coming back doubled,
+# because `task` returns a changed key whole. Three things at the same
+# boundary did not fit there: reducers that a returning subagent cannot
+# double, deepagents' `mode="fork"` that hands the subagent the parent's
+# conversation, and the original write-up's report that the user's message
+# appeared twice. Each claim is asserted in the cell that shows it.
 
 # %% [markdown]
-# ## A list reducer that a returning subagent doubles
-# A subagent starts from the parent's state and returns the keys it changed,
-# **whole**. For a list with `operator.add`, the parent then adds the whole
-# returned list to its own, so its existing items come back twice. The
-# parent below starts with one note, `pre`, and delegates one `add_note`:
-
-# %%
-from agentstate.display import Table
-from agentstate.fixtures import AddNotesState, UniqueNotesState, build_notes_agent
-
-start = {"messages": [("user", "Note that the database is for orders.")], "notes": ["pre"]}
-notes = {
-    "operator.add": build_notes_agent(AddNotesState).invoke(start)["notes"],
-    "append_unique": build_notes_agent(UniqueNotesState).invoke(start)["notes"],
-}
-assert notes == {"operator.add": ["pre", "pre", "new"], "append_unique": ["pre", "new"]}
-Table({"reducer": name, "parent's notes after the task": items} for name, items in notes.items())
-
-# %% [markdown]
-# The safe pattern is a reducer that is idempotent for what comes back:
-# `append_unique` adds only unseen items, and the field merge of
-# `requirements` keeps one value per field. A subagent returns the parent's
-# fields together with its own; applied once or twice, the merge keeps each
-# field once, where `operator.add` would repeat the list:
+# ## Reducers a returning subagent cannot double
+# A subagent returns the parent's items together with its own. The safe
+# pattern is a reducer that is idempotent for what comes back (applied once
+# or twice, it gives the same value): `append_unique` adds only unseen
+# items, and the field merge of `requirements` keeps one value per field,
+# where `operator.add` repeats the list:
 
 # %%
 import operator
 
 from agentstate.core import append_unique, merge_fields
+from agentstate.display import Table
 
 parent_had, returned = {"engine": "postgres"}, {"engine": "postgres", "port": 5432}
 once = merge_fields(parent_had, returned)
@@ -139,8 +123,8 @@ Table(streamed.values())
 #
 # ## Summary
 # - A list key with `operator.add` comes back doubled when a subagent
-#   returns it; an idempotent reducer (`append_unique`, a merge by id) keeps
-#   one copy.
+#   returns it (notebook 04); an idempotent reducer (`append_unique`, the
+#   field merge) keeps one copy.
 # - The default subagent mode hands over only the task description;
 #   `mode="fork"` hands over the parent's conversation, user's message first.
 # - A stream with `subgraphs=True` carries the subagent's human message too:

@@ -1,147 +1,199 @@
 # %% [markdown]
 # # 04 · Subagents: exercise solutions
 #
-# Each exercise of notebook 04, answered with code that runs offline and
-# asserts its answer.
-
-# %% [markdown]
-# ## Exercise 1
-# Give the collector its own schema that declares `requirements` *without*
-# the reducer, and the parent the one with it. Which parallel runs fail?
-#
-# A subagent whose graph you compile yourself (a `CompiledSubAgent`: name,
-# description, runnable) does not inherit the parent's schema, so it can
-# have its own:
+# Each exercise of notebook 04, answered with the lesson's own definitions
+# (copied below as the lesson left them: the state, the two tools, the
+# collector's `collect`, `collector_agent`, `parent_agent` and `PlainState`)
+# and code that runs offline and asserts its answer.
 
 # %%
-from deepagents.middleware.subagents import create_sub_agent
-from langgraph.errors import InvalidUpdateError
+import json
+import operator
+from typing import Annotated, NotRequired
 
-from agentstate.fixtures import collector_model, parent_model, user_turn
-from agentstate.rds import (
-    PlainRequirementsState,
-    RdsAgentState,
-    StateStorage,
-    assemble_rds_agent,
-    collector_spec,
-)
-
-
-# %%
-def run(*field_sets):
-    """Parent with the reducer, collector with the plain key; the fields kept, or the error."""
-    spec = collector_spec(collector_model(len(field_sets)), StateStorage())
-    plain = create_sub_agent(spec, state_schema=PlainRequirementsState)
-    compiled = {"name": spec["name"], "description": spec["description"], "runnable": plain}
-    agent = assemble_rds_agent(
-        parent_model(*field_sets), StateStorage(), state_schema=RdsAgentState, subagents=[compiled]
-    )
-    try:
-        return sorted(agent.invoke(user_turn())["requirements"])
-    except InvalidUpdateError:
-        return "InvalidUpdateError"
-
-
-# %%
-runs = {
-    "two tasks, one field each": run({"engine": "postgres"}, {"username": "dbadmin"}),
-    "one task, two fields": run({"engine": "postgres", "username": "dbadmin"}),
-}
-assert runs == {
-    "two tasks, one field each": ["engine", "username"],
-    "one task, two fields": "InvalidUpdateError",
-}
-runs
-
-# %% [markdown]
-# Parallel *subagents* are fine: their results are merged by the parent's
-# reducer. What fails is parallel writes *inside* the collector: two
-# `store_requirement` calls in one of its replies write its plain key twice in
-# one step. Each graph needs the reducer where its own parallel writes land.
-
-# %% [markdown]
-# ## Exercise 2
-# Give the collector a tool that writes `todos` (the key of the todo list),
-# and declare `todos` on it with `share_state`. Do its todos reach the
-# parent's state? Compare with `requirements`.
-#
-# The collector gets a `plan` tool that writes `todos`, and `share_state`
-# declares `todos` on it (with langchain's `PlanningState`, the schema of the
-# todo list), so the write is not simply dropped as undeclared:
-
-# %%
-from langchain.agents.middleware.todo import PlanningState
+from deepagents import create_deep_agent
+from langchain.agents import AgentState, create_agent
 from langchain.tools import ToolRuntime
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.core import share_state, undeclared_keys
+from agentstate.display import Table
+from agentstate.fixtures import POSTGRES_FIELDS
+from agentstate.models import PolicyChatModel, ScriptedChatModel, reply, tool_call
+
+
+def merge_fields(current, new):
+    return {**(current or {}), **(new or {})}
+
+
+class RequirementsState(AgentState):
+    requirements: Annotated[NotRequired[dict], merge_fields]
+
+
+@tool
+def store_requirement(field_name: str, value: str | int, runtime: ToolRuntime) -> Command:
+    """Store one requirement field."""
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"requirements": {field_name: value}, "messages": [done]})
+
+
+@tool
+def get_collected_requirements(runtime: ToolRuntime) -> str:
+    """List every requirement field collected so far, as JSON."""
+    return json.dumps(runtime.state.get("requirements", {}))
+
+
+def collect(messages):
+    """The collector's reply: store each field of the task, then report."""
+    task = messages[-1]
+    if isinstance(task, HumanMessage):
+        print("collector was given:", [m.type for m in messages])
+        fields = json.loads(task.text)
+        return reply(
+            *(tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items())
+        )
+    stored = [m for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
+    return reply(text=f"Stored {len(stored)} field(s).")
+
+
+FIELDS = json.dumps(POSTGRES_FIELDS)
+DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
+READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
+USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
+
+
+def collector_agent(schema=AgentState, store=store_requirement):
+    model = PolicyChatModel(policy=collect)
+    prompt = "Store each field you are given."
+    return create_agent(model, [store], system_prompt=prompt, state_schema=schema)
+
+
+def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
+    subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
+    options = {"tools": [get_collected_requirements], "state_schema": RequirementsState, **options}
+    model = ScriptedChatModel(script=list(script))
+    return create_deep_agent(model, subagents=[{**subagent, "runnable": collector}], **options)
+
+
+class PlainState(AgentState):
+    requirements: NotRequired[dict]  # no reducer
+
+
+# %% [markdown]
+# ## Exercise 1
+# The collector gets `PlainState` (the key without the reducer), the parent
+# keeps `RequirementsState`. Two parent scripts: two `task` calls of one
+# field each (in one reply, so they run in parallel), or one `task` of two
+# fields. The collectors' printouts are silenced here, since two of them
+# run at once.
+
+# %%
+import contextlib
+import io
+
+from langgraph.errors import InvalidUpdateError
+
+
+def task(fields):
+    return tool_call("task", subagent_type="requirements-collector", description=json.dumps(fields))
+
+
+scripts = {
+    "two tasks, one field each": [
+        reply(task({"engine": "postgres"}), task({"username": "dbadmin"})),
+        READ,
+        DONE,
+    ],
+    "one task, two fields": [
+        reply(task({"engine": "postgres", "username": "dbadmin"})),
+        READ,
+        DONE,
+    ],
+}
+outcome = {}
+for name, script in scripts.items():
+    agent = parent_agent(collector_agent(PlainState), script)
+    with contextlib.redirect_stdout(io.StringIO()):  # two collectors at once: lines would mix
+        try:
+            outcome[name] = sorted(agent.invoke(USER)["requirements"])
+        except InvalidUpdateError:
+            outcome[name] = "InvalidUpdateError"
+assert outcome == {
+    "two tasks, one field each": ["engine", "username"],
+    "one task, two fields": "InvalidUpdateError",
+}
+Table({"parent script": name, "requirements": result} for name, result in outcome.items())
+
+# %% [markdown]
+# Parallel *subagents* are fine: each collector writes its plain key once,
+# and the parent's reducer merges what the two return. What fails is
+# parallel writes *inside* one collector: two `store_requirement` calls in
+# one of its replies write its plain key twice in one step. Each graph
+# needs the reducer where its own parallel writes land.
+
+# %% [markdown]
+# ## Exercise 2
+# A collector that also plans: its model calls a `plan` tool that writes
+# `todos` (the key of deepagents' todo list) beside the stores, and its
+# schema declares `todos`.
+
+
+# %%
+class PlanningRequirementsState(RequirementsState):
+    todos: NotRequired[list]
 
 
 @tool
 def plan(step: str, runtime: ToolRuntime) -> Command:
     """Add a step to the todo list."""
-    return Command(
-        update={
-            "todos": [{"content": step, "status": "pending"}],
-            "messages": [ToolMessage("Planned.", tool_call_id=runtime.tool_call_id)],
-        }
-    )
+    done = ToolMessage("Planned.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"todos": [{"content": step, "status": "pending"}], "messages": [done]})
 
 
-# %%
-from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.rds import COLLECTOR
+def plan_and_collect(messages):
+    """Like `collect`, with a `plan` call in the same reply as the stores."""
+    answer = collect(messages)
+    if answer.tool_calls:
+        answer.tool_calls.insert(0, tool_call("plan", step="collect the fields"))
+    return answer
 
 
-def planner_step(messages):
-    if isinstance(messages[-1], HumanMessage):
-        return reply(
-            tool_call("plan", step="collect the engine"),
-            tool_call("store_requirement", field_name="engine", value="postgres"),
-        )
-    return reply(text="Planned and stored.")
-
-
-spec = collector_spec(
-    ScriptedChatModel(script=[planner_step] * 2, model_name=COLLECTOR), StateStorage()
+planner = create_agent(
+    PolicyChatModel(policy=plan_and_collect),
+    [store_requirement, plan],
+    state_schema=PlanningRequirementsState,
 )
-planner = share_state([{**spec, "tools": [*spec["tools"], plan]}], PlanningState)[0]
-assert (
-    undeclared_keys(
-        create_sub_agent(planner, state_schema=RdsAgentState), ["todos", "requirements"]
-    )
-    == []
+alone = planner.invoke({"messages": [HumanMessage(FIELDS)]})
+state = parent_agent(planner, state_schema=PlanningRequirementsState).invoke(USER)
+assert len(alone["todos"]) == 1 and state.get("todos") is None
+assert state["requirements"] == POSTGRES_FIELDS
+Table(
+    [
+        {
+            "key": "todos",
+            "in the planner's own state": alone["todos"],
+            "parent": state.get("todos"),
+        },
+        {
+            "key": "requirements",
+            "in the planner's own state": len(alone["requirements"]),
+            "parent": len(state["requirements"]),
+        },
+    ]
 )
-
-# %%
-from agentstate.rds import fixed_middleware
-from agentstate.tracing import CommandRecorder
-
-recorder = CommandRecorder(["task"])
-state = assemble_rds_agent(
-    parent_model({"engine": "postgres"}),
-    StateStorage(),
-    state_schema=RdsAgentState,
-    middleware=[*fixed_middleware(), recorder],
-    subagents=[planner],
-).invoke(user_turn())
-assert state.get("todos") is None and state["requirements"] == {"engine": "postgres"}
-assert recorder.updates == [{"tool": "task", "update keys": ["messages", "requirements"]}]
-{"parent's todos": state.get("todos"), "task update keys": recorder.updates[0]["update keys"]}
 
 # %% [markdown]
-# The todos do not reach the parent although the collector declares them:
-# the `task` tool leaves a few keys out of what it returns (`todos` and
-# `messages` among them), while a key of our own, `requirements`, comes back.
-# Sharing the schema is necessary, not always sufficient.
+# The todos stay in the subagent although its schema declares them, while
+# `requirements` comes up. `task` leaves a few keys out of what it returns,
+# `todos` and `messages` among them (deepagents keeps the parent's own todo
+# list apart from its subagents'). Declaring a key on both sides is
+# necessary, not always sufficient.
 
 # %% [markdown]
 # ## Exercise 3
-# Write a reducer for a list of dicts with an `id` field that merges by id
-# (a later item with the same id replaces the earlier one), and show that a
-# returning subagent does not double the parent's items.
+# Notes become dicts with an `id`. A reducer merges by id: a later item
+# replaces an earlier one with the same id, a new id is appended.
 
 
 # %%
@@ -152,78 +204,55 @@ def merge_by_id(left, right):
     return list(merged.values())
 
 
-pre = {"id": "pre", "text": "for orders"}
-assert merge_by_id([pre], [pre, {"id": "new", "text": "v2"}]) == [pre, {"id": "new", "text": "v2"}]
-assert merge_by_id([pre], [{"id": "pre", "text": "changed"}]) == [{"id": "pre", "text": "changed"}]
-
-# %% [markdown]
-# Now through a real parent and subagent: the parent starts with one note,
-# the subagent adds one and returns its whole list.
-
-# %%
-from typing import Annotated, NotRequired
-
-from deepagents import create_deep_agent
-
-
-class ItemNotesState(RdsAgentState):
-    notes: Annotated[NotRequired[list[dict]], merge_by_id]
+class ItemNotesState(RequirementsState):
+    notes: Annotated[NotRequired[list], merge_by_id]
 
 
 @tool
 def add_item(item_id: str, text: str, runtime: ToolRuntime) -> Command:
-    """Add a note with an id."""
-    return Command(
-        update={
-            "notes": [{"id": item_id, "text": text}],
-            "messages": [ToolMessage("Noted.", tool_call_id=runtime.tool_call_id)],
-        }
-    )
+    """Add or replace a note with an id."""
+    done = ToolMessage("Noted.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"notes": [{"id": item_id, "text": text}], "messages": [done]})
 
 
-# %%
-def run_notes(schema):
-    """The parent starts with ``pre``, delegates one ``add_item``; the parent's notes after."""
-    note_taker = ScriptedChatModel(
-        script=[reply(tool_call("add_item", item_id="new", text="v2")), reply(text="Noted.")]
-    )
-    parent = ScriptedChatModel(
-        script=[
-            reply(tool_call("task", description="Add note new.", subagent_type="note-taker")),
-            reply(text="Done."),
-        ]
-    )
-    agent = create_deep_agent(
-        parent,
-        tools=[add_item],
+def notes_after(schema, *calls):
+    """The lesson's note-taker and parent over ``schema``; the parent starts with note ``pre``."""
+    note_taker = create_agent(
+        ScriptedChatModel(script=[reply(*calls), reply(text="Noted.")]),
+        [add_item],
         state_schema=schema,
-        subagents=[
-            {
-                "name": "note-taker",
-                "description": "Adds notes.",
-                "system_prompt": "Add the note.",
-                "tools": [add_item],
-                "model": note_taker,
-            }
-        ],
     )
-    return agent.invoke({"messages": [("user", "note it")], "notes": [pre]})["notes"]
+    script = [reply(tool_call("task", subagent_type="note-taker", description="Take notes")), DONE]
+    notes_parent = create_deep_agent(
+        ScriptedChatModel(script=script),
+        subagents=[{"name": "note-taker", "description": "Adds notes.", "runnable": note_taker}],
+        state_schema=schema,
+    )
+    pre = {"id": "pre", "text": "for orders"}
+    return notes_parent.invoke({**USER, "notes": [pre]})["notes"]
 
 
-# %%
-import operator
+class AddItemsState(RequirementsState):
+    notes: Annotated[NotRequired[list], operator.add]
 
 
-class AddItemsState(RdsAgentState):
-    notes: Annotated[NotRequired[list[dict]], operator.add]
-
-
-notes = {"merge_by_id": run_notes(ItemNotesState), "operator.add": run_notes(AddItemsState)}
-assert notes["merge_by_id"] == [pre, {"id": "new", "text": "v2"}]
-assert notes["operator.add"] == [pre, pre, {"id": "new", "text": "v2"}]
-{name: [item["id"] for item in items] for name, items in notes.items()}
+new = tool_call("add_item", item_id="new", text="v2")
+update = tool_call("add_item", item_id="pre", text="for orders and invoices")
+runs = {
+    "operator.add, add new": notes_after(AddItemsState, new),
+    "merge_by_id, add new": notes_after(ItemNotesState, new),
+    "merge_by_id, update pre": notes_after(ItemNotesState, update),
+}
+assert [n["id"] for n in runs["operator.add, add new"]] == ["pre", "pre", "new"]
+assert [n["id"] for n in runs["merge_by_id, add new"]] == ["pre", "new"]
+assert runs["merge_by_id, update pre"] == [{"id": "pre", "text": "for orders and invoices"}]
+Table(
+    {"run": name, "parent's notes": [f"{n['id']}: {n['text']}" for n in notes]}
+    for name, notes in runs.items()
+)
 
 # %% [markdown]
-# The subagent returned its whole list `[pre, new]` (`operator.add` shows it:
-# `pre` twice); merging by id keeps one `pre`. Unlike
-# `append_unique`, it also lets an item be updated in place by its id.
+# The note-taker returned its whole list, `pre` included. `operator.add`
+# appends it to the parent's `pre` again; merging by id keeps one `pre`, and
+# unlike a reducer that only skips items it has seen, it lets a subagent
+# update a note in place by its id.

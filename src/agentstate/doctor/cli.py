@@ -355,9 +355,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Find the series' state hazards in compiled agent graphs, without running "
         "them. Exit status 1 when a finding is an error, 0 when none is, 2 (one line on stderr "
         "per target) when a target cannot be loaded or the command is wrong.",
-        epilog="Why a code matters and its fix: agentstate doctor --explain CODE. Configuration "
-        "([tool.agentstate.doctor]) and suppression comments (# agentstate: ignore[CODE]): "
-        "docs/doctor/README.md.",
+        epilog="Why a code matters and its fix: agentstate doctor --explain CODE. Configured "
+        "like a linter: [tool.agentstate.doctor] in pyproject.toml (select, ignore, "
+        "per-graph-ignores, fail-on, timeout), and # agentstate: ignore[CODE] on the line a "
+        "finding names or on the state key's declaration.",
     )
     parser.add_argument(
         "target",
@@ -441,7 +442,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--docs-url",
         metavar="URL",
         default=None,
-        help="the URL of docs/doctor/ for SARIF's helpUri (default: this checkout's pages)",
+        help="the base URL of the doctor's code pages, for SARIF's helpUri "
+        "(default: this checkout's pages)",
     )
     parser.add_argument("--version", action=_Version)
     parser.set_defaults(func=run)

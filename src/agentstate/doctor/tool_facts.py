@@ -10,8 +10,14 @@ as the RDS tools of notebooks 01-04 call their storage), and collects
 - the state keys read as ``state[...]``, ``state.get(...)`` or
   ``runtime.state[...]`` (an injected ``state`` parameter counts too);
 - the paths of deepagents' ``files`` it reads and writes, and the paths it
-  reads and writes through a backend (``backend.read``/``backend.write``),
-  so a read-modify-write of one path can be told apart from two paths.
+  reads and writes through a backend (``backend.read``/``backend.write``) or
+  on disk, so a read-modify-write of one path can be told apart from two
+  paths; backend and disk accesses are kept in the order they run, so a file
+  written and then read back is not a read-modify-write.
+
+A helper is followed with what its caller hands it: a parameter given the
+state, deepagents' ``files``, a backend, the store or a path is that, in the
+helper, as it is in the caller.
 
 A key or path built at run time is recorded as *dynamic*: the checks say so
 as ``info``, never as an alarm. Taught in notebooks 01-04 (and used for 06).
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import functools
 import inspect
 import linecache
@@ -61,6 +68,15 @@ BACKEND_READS = frozenset({"read", "aread", "download_files", "adownload_files"}
 BACKEND_WRITES = frozenset({"write", "awrite", "edit", "aedit", "upload_files", "aupload_files"})
 MAX_DEPTH = 5
 
+Position = tuple[int, ...]
+"""Where an access runs: ``(line, column)`` of the call's end (arguments run before the
+call), a helper's own positions appended to its call's."""
+Access = tuple[Position, str, str, bool]
+"""``(position, "disk" or "backend", path, written)``: one read or whole write of a path."""
+Role = tuple[str, str, str]
+"""``(parameter, role, value)``: what a helper's parameter is given at one call: ``state``,
+``files``, ``backend``, ``store``, or ``path`` (the caller's path, as its code)."""
+
 
 @functools.cache
 def backend_protocol() -> type | None:
@@ -95,6 +111,11 @@ class CodeFacts:
     echoes: set[str] = field(default_factory=set)
     """Keys a node returns with the value it was given under the same key in them
     (``{"q": [state["q"]]}``): a ``Send`` worker handing its item back."""
+    accesses: list[Access] = field(default_factory=list)
+    """Backend and disk reads and whole writes in the order they run (helpers' at their call)."""
+    pairs_apart: set[tuple[str, str, str]] = field(default_factory=set)
+    """``(where, read path, written path)`` of :meth:`pairs` in another function of the same
+    tool (its sync and async functions are separate runs: their orders do not interleave)."""
     own_reads: set[str] = field(default_factory=set)
     """The keys the function's own body reads (``reads`` adds its helpers'): a helper's
     ``state`` may be another dict."""
@@ -104,8 +125,18 @@ class CodeFacts:
     """What could not be told (a key or path built at run time, an unreadable source)."""
     analysed: bool = True
 
-    def merge(self, other: CodeFacts) -> None:
-        """Add what a helper does to what its caller does."""
+    def merge(self, other: CodeFacts, at: Position | None = ()) -> None:
+        """Add what a helper does to what its caller does: its accesses run at ``at`` (``()``:
+        where they are; ``None``: apart, another function of the same tool)."""
+        if at is None:
+            self.pairs_apart |= {
+                (where, read, written)
+                for where in ("disk", "backend")
+                for read, written in other.pairs(where)
+            }
+        else:
+            self.accesses.extend((at + pos, w, p, write) for pos, w, p, write in other.accesses)
+            self.pairs_apart |= other.pairs_apart
         self.writes |= other.writes
         self.reads |= other.reads
         self.file_reads |= other.file_reads
@@ -119,6 +150,21 @@ class CodeFacts:
         self.echoes |= other.echoes
         self.state_sets |= other.state_sets
         self.dynamic.extend(d for d in other.dynamic if d not in self.dynamic)
+
+    def pairs(self, where: str) -> set[tuple[str, str]]:
+        """``(read path, written path)`` of every ``where`` (``disk`` or ``backend``) read that
+        runs before a write: a read-modify-write where the two paths are one. A path written
+        and then read back is no pair."""
+        read: set[str] = set()
+        found: set[tuple[str, str]] = set()
+        for _, w, path, written in sorted(self.accesses):
+            if w != where:
+                continue
+            if written:
+                found |= {(r, path) for r in read}
+            else:
+                read.add(path)
+        return found | {(r, p) for w, r, p in self.pairs_apart if w == where}
 
 
 def top_package(obj: object) -> str:
@@ -152,7 +198,7 @@ def tool_functions(tool: BaseTool) -> list[Callable[..., object]]:
     return found
 
 
-Memo = dict[tuple[int, int, bool, frozenset[str]], CodeFacts]
+Memo = dict[tuple[int, int, bool, frozenset[str], frozenset[Role]], CodeFacts]
 
 _SOURCE_CACHE: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
 
@@ -319,9 +365,11 @@ class _Scanner:
         seen: set[types.CodeType],
         memo: Memo,
         seeds: frozenset[str] | None = None,
+        roles: frozenset[Role] = frozenset(),
     ) -> None:
         self.fn = fn
         self.seeds = seeds
+        self.roles = roles
         self.bound = bound
         self.node_mode = node_mode
         self.depth = depth
@@ -341,6 +389,10 @@ class _Scanner:
         self.store_names: set[str] = {"store"}
         self.chosen: set[str] = set()
         """Names holding what the model chose (a tool's arguments, a node's state)."""
+        self.given_paths: dict[str, ast.expr] = {}
+        """Parameters handed a path by the caller: the caller's code for it."""
+        self.given_consts: dict[str, str] = {}
+        """Parameters handed a string the caller's code surely is."""
 
     # --- entry ---
 
@@ -378,6 +430,7 @@ class _Scanner:
                     for word in INJECTED_TYPES
                 )
             }
+        self._take_roles()
         for arg in [*self.tree.args.args, *self.tree.args.kwonlyargs]:
             note = ast.unparse(arg.annotation) if arg.annotation is not None else ""
             if "InjectedState" in note:
@@ -386,6 +439,25 @@ class _Scanner:
                 self.backend_names.add(arg.arg)
             if "Store" in note:  # store: BaseStore, Annotated[BaseStore, InjectedStore()]
                 self.store_names.add(arg.arg)
+
+    def _take_roles(self) -> None:
+        """What the caller handed this helper's parameters (:meth:`_helper_roles`)."""
+        names = {
+            "state": self.state_names,
+            "files": self.file_names,
+            "backend": self.backend_names,
+            "store": self.store_names,
+        }
+        for param, role, value in self.roles:
+            if role in names:
+                names[role].add(param)
+            elif role == "const":
+                self.given_consts[param] = value
+            elif role == "path":
+                try:
+                    self.given_paths[param] = ast.parse(value, mode="eval").body
+                except SyntaxError:
+                    continue
 
     def _collect_assigns(self) -> None:
         assert self.tree is not None
@@ -484,6 +556,62 @@ class _Scanner:
                 seeds |= set(named) - given
         return frozenset(seeds)
 
+    def _helper_roles(
+        self, call: ast.Call, fn: types.FunctionType, bound: object
+    ) -> frozenset[Role]:
+        """What each of the helper's parameters is given at this call: the state, the files,
+        a backend, the store, a string constant, and every argument's code as a path."""
+        tree = function_ast(fn)
+        if tree is None:
+            return frozenset()
+        positional = [a.arg for a in [*tree.args.posonlyargs, *tree.args.args]]
+        if bound is not None and positional:
+            positional = positional[1:]
+        named = {*positional, *(a.arg for a in tree.args.kwonlyargs)}
+        pairs: list[tuple[str, ast.expr]] = []
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred) or index >= len(positional):
+                break
+            pairs.append((positional[index], arg))
+        pairs += [(kw.arg, kw.value) for kw in call.keywords if kw.arg in named]
+        roles: set[Role] = set()
+        for param, arg in pairs:
+            if self._is_files(arg):
+                roles.add((param, "files", ""))
+            elif self._is_state(arg):
+                roles.add((param, "state", ""))
+            if self._is_store(arg):
+                roles.add((param, "store", ""))
+            if isinstance(arg, ast.Name | ast.Attribute) and self._is_backend(arg):
+                roles.add((param, "backend", ""))
+            const = self._const(arg)
+            if const is not None:
+                roles.add((param, "const", const))
+            roles.add((param, "path", ast.unparse(self._rendered(self._followed(arg)))))
+        return frozenset(roles)
+
+    def _followed(self, node: ast.expr, hops: int = 0) -> ast.expr:
+        """A local name followed to the one value it is given (a path built once, then used)."""
+        if isinstance(node, ast.Name) and hops < 4 and node.id not in self.given_paths:
+            values = self.assigns.get(node.id, [])
+            if len(values) == 1:
+                return self._followed(values[0], hops + 1)
+        return node
+
+    def _rendered(self, node: ast.expr) -> ast.expr:
+        """``node`` with every parameter the caller handed a path replaced by the caller's code,
+        so a helper's path and its caller's compare as one."""
+        if not self.given_paths:
+            return node
+        given = self.given_paths
+
+        class Swap(ast.NodeTransformer):
+            def visit_Name(self, name: ast.Name) -> ast.AST:
+                return given.get(name.id, name)
+
+        swapped: ast.expr = Swap().visit(copy.deepcopy(node))
+        return swapped
+
     # --- what an expression is ---
 
     def _is_state(self, node: ast.expr) -> bool:
@@ -521,6 +649,8 @@ class _Scanner:
             if node.id in self.assigns:
                 values = {self._const(v) for v in self.assigns[node.id]}
                 return values.pop() if len(values) == 1 else None
+            if node.id in self.given_consts:
+                return self.given_consts[node.id]
             value = self.names.get(node.id)
             return value if isinstance(value, str) else None
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -531,7 +661,7 @@ class _Scanner:
 
     def _path(self, node: ast.expr) -> str:
         const = self._const(node)
-        return const if const is not None else _expr(node)
+        return const if const is not None else _expr(self._rendered(node))
 
     def _resolve_name(self, name: str) -> object:
         if name == "self" and self.bound is not None:
@@ -573,9 +703,11 @@ class _Scanner:
         *,
         node_mode: bool,
         seeds: frozenset[str] = frozenset(),
+        roles: frozenset[Role] = frozenset(),
     ) -> CodeFacts | None:
-        """What a helper does, scanned once per (function, bound object, mode, chosen params)."""
-        key = (id(fn), id(bound), node_mode, seeds)
+        """What a helper does, scanned once per (function, bound object, mode, chosen params,
+        what its parameters are given)."""
+        key = (id(fn), id(bound), node_mode, seeds, roles)
         if key in self.memo:
             return self.memo[key]
         if self.depth >= MAX_DEPTH or fn.__code__ in self.seen:
@@ -589,6 +721,7 @@ class _Scanner:
             seen=self.seen,
             memo=self.memo,
             seeds=seeds,
+            roles=roles,
         )
         facts = scanner.scan()
         self.seen.discard(fn.__code__)
@@ -642,9 +775,9 @@ class _Scanner:
             self._disk(node, func)
             if isinstance(owner, ast.Name | ast.Attribute) and self._is_backend(owner):
                 if func.attr in BACKEND_READS and node.args:
-                    self.facts.backend_reads.add(self._path(node.args[0]))
+                    self._access(node, "backend", self._path(node.args[0]), written=False)
                 if func.attr in BACKEND_WRITES and node.args:
-                    self.facts.backend_writes.add(self._path(node.args[0]))
+                    self._access(node, "backend", self._path(node.args[0]), written=True)
         if isinstance(func, ast.Name) and func.id == "open" and node.args:
             self._disk_open(node, node.args[0], 1)
         files_args = [a for a in node.args if self._is_files(a)]
@@ -655,19 +788,33 @@ class _Scanner:
         fn, bound = self._callee(func)
         if fn is not None:
             helper = self._sub(
-                fn, bound, node_mode=False, seeds=self._helper_seeds(node, fn, bound)
+                fn,
+                bound,
+                node_mode=False,
+                seeds=self._helper_seeds(node, fn, bound),
+                roles=self._helper_roles(node, fn, bound),
             )
             if helper is not None:
-                self.facts.merge(helper)
+                line = node.end_lineno if node.end_lineno is not None else node.lineno
+                column = node.end_col_offset if node.end_col_offset is not None else 0
+                self.facts.merge(helper, at=(line, column))
 
-    def _disk_path(self, node: ast.expr, hops: int = 0) -> str:
+    def _disk_path(self, node: ast.expr) -> str:
         """A disk path as its code, a local name followed to the one value it is given."""
-        if isinstance(node, ast.Name) and hops < 4:
-            values = self.assigns.get(node.id, [])
-            if len(values) == 1:
-                return self._disk_path(values[0], hops + 1)
+        node = self._followed(node)
         const = self._const(node)
-        return const if const is not None else _expr(node)
+        return const if const is not None else _expr(self._rendered(node))
+
+    def _access(self, call: ast.Call, where: str, path: str, *, written: bool) -> None:
+        """Record a read or a whole write of ``path`` where ``call`` runs (its end)."""
+        line = call.end_lineno if call.end_lineno is not None else call.lineno
+        column = call.end_col_offset if call.end_col_offset is not None else call.col_offset
+        self.facts.accesses.append(((line, column), where, path, written))
+        facts = self.facts
+        if where == "disk":
+            (facts.disk_writes if written else facts.disk_reads).add(path)
+        else:
+            (facts.backend_writes if written else facts.backend_reads).add(path)
 
     def _disk_open(self, call: ast.Call, path: ast.expr, mode_at: int) -> None:
         """``open(path, mode)`` / ``path.open(mode)``: a read, or a whole-file write."""
@@ -679,9 +826,9 @@ class _Scanner:
         if text is None:
             return  # a mode chosen at run time: not told
         if "w" in text or "+" in text:
-            self.facts.disk_writes.add(self._disk_path(path))
+            self._access(call, "disk", self._disk_path(path), written=True)
         elif "r" in text or text in ("", "b", "t"):
-            self.facts.disk_reads.add(self._disk_path(path))
+            self._access(call, "disk", self._disk_path(path), written=False)
 
     def _disk(self, call: ast.Call, func: ast.Attribute) -> None:
         """``pathlib``'s ``read_text``/``write_text``/``open`` on a path of the user's."""
@@ -691,9 +838,9 @@ class _Scanner:
             if isinstance(resolved, types.ModuleType | type) or owner.id in ("self", "cls"):
                 return  # Image.open(...), os.open(...): not a path
         if func.attr in ("read_text", "read_bytes"):
-            self.facts.disk_reads.add(self._disk_path(owner))
+            self._access(call, "disk", self._disk_path(owner), written=False)
         elif func.attr in ("write_text", "write_bytes"):
-            self.facts.disk_writes.add(self._disk_path(owner))
+            self._access(call, "disk", self._disk_path(owner), written=True)
         elif func.attr == "open":
             self._disk_open(call, owner, 0)
 
@@ -883,5 +1030,6 @@ def tool_facts(tool: BaseTool, memo: Memo | None = None) -> CodeFacts:
         facts.analysed = False
         facts.dynamic.append(f"{tool.name}: no Python function found behind the tool")
     for fn in functions:
-        facts.merge(function_facts(fn, memo=memo))
+        found = function_facts(fn, memo=memo)
+        facts.merge(found, at=None if len(functions) > 1 else ())
     return facts

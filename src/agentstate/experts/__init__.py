@@ -10,7 +10,12 @@ from agentstate._extras import needs
 
 with needs("experts", "agentstate.experts"):
     from agentstate.experts.benchmark import evict
-    from agentstate.experts.charts import plot_ttft, ttft_points
+    from agentstate.experts.charts import (
+        plot_prompt_layouts,
+        plot_ttft,
+        question_seconds,
+        ttft_points,
+    )
     from agentstate.experts.checkpoints import (
         file_contains,
         memory_checkpointer,
@@ -60,8 +65,10 @@ __all__ = [
     "memory_checkpointer",
     "merge_or_reset",
     "parse_router_reply",
+    "plot_prompt_layouts",
     "plot_ttft",
     "provenance_checks",
+    "question_seconds",
     "route_by_llm",
     "route_by_rules",
     "sqlite_checkpointer",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentstate.datafiles import data_path
+from agentstate.datafiles import results_path
 from agentstate.engine.prefix_client import engine_state, prime
 from agentstate.engine.server import MEASURED_THREADS, EngineServer
 from agentstate.engine.tokens import count_tokens
@@ -36,7 +36,7 @@ from agentstate.experts.manual import load_manual
 from agentstate.experts.prompts import system_prefix
 from agentstate.models import ModelSettings
 
-RESULTS_FILE = "results/engine_restart.json"
+RESULTS_FILE = "engine_restart.json"
 TARGET_SHARE = 0.9
 
 
@@ -122,7 +122,7 @@ def run_restart(
 
 def load_restart_results(path: str | Path | None = None) -> dict[str, Any]:
     """The recorded restart case (``data/results/engine_restart.json``)."""
-    return json.loads(Path(path or data_path(RESULTS_FILE)).read_text())
+    return json.loads(Path(path or results_path(RESULTS_FILE)).read_text())
 
 
 def restart_rows(results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -14,18 +14,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentstate.datafiles import data_path
+from agentstate.datafiles import results_path
 from agentstate.engine.model import MODEL_FILE
 from agentstate.engine.quantize import FAST_MODEL_FILE
 from agentstate.experts.manual import load_manual
 from agentstate.experts.prompts import system_prefix
 
-RESULTS_FILE = "results/experts_benchmark.json"
+RESULTS_FILE = "experts_benchmark.json"
 
 
 def load_results(path: str | Path | None = None) -> dict[str, Any]:
     """The recorded benchmark results (``data/results/experts_benchmark.json``)."""
-    return json.loads(Path(path or data_path(RESULTS_FILE)).read_text())
+    return json.loads(Path(path or results_path(RESULTS_FILE)).read_text())
 
 
 def provenance_checks(results: dict[str, Any]) -> dict[str, bool]:

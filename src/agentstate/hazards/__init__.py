@@ -8,7 +8,7 @@ no longer loses or doubles anything) or ``unavailable`` (the API the
 reproduction needs does not exist in these versions). It never asks the
 doctor: the verdict comes from the run.
 
-``python -m agentstate.hazards`` (or ``agentstate hazards``) prints the table
+``agentstate hazards`` (or ``python -m agentstate.hazards``) prints the table
 for the versions installed, so a reader on other releases than the tutorial's
 pins can tell whether a lesson's failure still happens to them;
 ``scripts/hazards_by_version.py`` runs them across version sets and

@@ -1,49 +1,18 @@
-"""``python -m agentstate.hazards``: which hazards of notebooks 01-06 live in the versions here.
-
-Prints one line per hazard (its lesson, the outcome of a run here, the
-evidence) under the versions of the libraries that decide it; ``--json``
-prints ``{"versions": ..., "results": [...]}`` for scripts/hazards_by_version.py.
-Exit status 0 whatever the outcomes: a hazard that reproduces is information,
-not a failure.
-"""
+"""``python -m agentstate.hazards``: the same as ``agentstate hazards`` (notebooks 01-06)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import warnings
 
-from agentstate.hazards.registry import HAZARDS, installed_versions, results_json, run_all
+from agentstate.hazards.cli import HELP, add_arguments, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the hazards named (or all) and print what each run showed; exit status 0."""
-    parser = argparse.ArgumentParser(
-        prog="python -m agentstate.hazards",
-        description="Run the series' hazards against the libraries installed here.",
-    )
-    parser.add_argument("names", nargs="*", metavar="NAME", help="hazards to run (default: all)")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-    args = parser.parse_args(argv)
-    known = {h.name for h in HAZARDS}
-    unknown = [n for n in args.names if n not in known]
-    if unknown:
-        parser.error(f"unknown hazard {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    versions = installed_versions()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an old release's deprecation notes are not results
-        results = run_all(args.names or None)
-    if args.json:
-        json.dump({"versions": versions, "results": results_json(results)}, sys.stdout, indent=1)
-        print()
-        return 0
-    print(", ".join(f"{k} {v}" for k, v in versions.items()))
-    lessons = {h.name: h.lesson for h in HAZARDS}
-    width = max(len(r.hazard) for r in results)
-    for r in results:
-        print(f"{lessons[r.hazard]}  {r.hazard:<{width}}  {r.outcome:<11} {r.evidence}")
-    return 0
+    """Parse ``argv`` as ``agentstate hazards`` does and run it."""
+    parser = argparse.ArgumentParser(prog="python -m agentstate.hazards", description=HELP)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

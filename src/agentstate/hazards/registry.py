@@ -88,7 +88,7 @@ HAZARDS: tuple[Hazard, ...] = (
         "builtin-parallel-edit",
         "01",
         "five edit_file calls of deepagents' own, one line each, on one file in one reply",
-        None,
+        "file-read-modify-write",  # below the release that refuses (agentstate.doctor.releases)
         ("deepagents",),
         f"{_M}.files:builtin_edits_of_one_file",
     ),

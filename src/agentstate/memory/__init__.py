@@ -91,6 +91,7 @@ _HOMES = {
     "expected_entries": "lesson",  # the entries the capture rules call for
     "random_events": "lesson",  # a random conversation for the property test
     "replay_model": "lesson",  # the scripted model replaying the reported faults
+    "replay_schedule": "lesson",  # where that replay's faults fire in a chat
     "store_rows": "lesson",  # a memory's stored entries as table rows
     "stored_entries": "lesson",  # the entries a memory holds
     "system_prompt": "capture.prompt",  # the capture prompt every agent is given

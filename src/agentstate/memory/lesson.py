@@ -22,7 +22,7 @@ from agentstate.memory.capture.baselines.auditor import (
     expected_flushes,
     read_memory,
 )
-from agentstate.memory.capture.conversations import Conversation, Event, parse
+from agentstate.memory.capture.conversations import CONTROLS, Conversation, Event, parse
 from agentstate.memory.capture.observer import CaptureRun, ReactRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
 from agentstate.memory.capture.prompt import ids_from
@@ -255,7 +255,13 @@ def expected_entries(conversation: Conversation, thread: str) -> list[Entry]:
 
 
 def store_rows(db: str | Path, memory_id: str, conversation: Conversation, thread: str) -> list:
-    """One row per stored entry: its tags, its whole text, and what is wrong with it."""
+    """One row per stored entry: what the chat said at its ``msg_idx``, what was stored, and
+    what is wrong with it.
+
+    The verdict names one fault per row: another text than the message's; else "stored
+    twice" for a second entry of the same message (whatever its role tag: the first copy's
+    row already says whether the role is wrong); else a wrong role; else ``ok``.
+    """
     said = {m.msg_idx: m for m in conversation.messages(thread)}
     seen: set[tuple] = set()
     rows = []
@@ -263,12 +269,57 @@ def store_rows(db: str | Path, memory_id: str, conversation: Conversation, threa
         message = said.get(idx)
         if message is None or message.content != text:
             verdict = "not this message's text"
+        elif (idx, text) in seen:
+            verdict = "stored twice"
         elif message.role != role:
             verdict = f"wrong role (was {message.role})"
-        elif (idx, role, text) in seen:
-            verdict = "stored twice"
         else:
             verdict = "ok"
-        seen.add((idx, role, text))
-        rows.append({"msg_idx": idx, "role": role, "text": text, "verdict": verdict})
+        seen.add((idx, text))
+        chat = f"{message.role}: {message.content}" if message is not None else "(no message)"
+        rows.append(
+            {"msg_idx": idx, "chat said": chat, "stored": f"{role}: {text}", "verdict": verdict}
+        )
     return rows
+
+
+def replay_schedule(
+    conversation: Conversation, thread: str, fault: str = "all, as reported"
+) -> list[dict[str, Any]]:
+    """Where the replayed model of ``replay_model(fault)`` misbehaves on ``thread``'s chat.
+
+    One row per fault of ``FAULTS[fault]``: what the model does, and at which messages
+    (``msg_idx``) or controls, read from the same ``Faults.hits`` rule the replay plays.
+    A replay's faults sit at fixed positions: the schedule shows them before the run.
+    """
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}; choose one of: {', '.join(FAULTS)}")
+    f = FAULTS[fault]
+    said = [(m.msg_idx or 0, m.role, m.content) for m in conversation.messages(thread)]
+
+    def listed(indexes: list[int]) -> str:
+        return ", ".join(map(str, indexes)) or "(none in this chat)"
+
+    def at(role: str | None, every: int, offset: int) -> str:
+        return listed([i for i, r, _ in said if role in (None, r) and f.hits(every, i, offset)])
+
+    schedule = [
+        (f.answer_every, "answers the user", "answers the user in its own words, stores that text",
+         lambda: at("user", f.answer_every, 1)),
+        (f.duplicate_every, "writes twice", "calls add_entry twice for the message",
+         lambda: at(None, f.duplicate_every, 3)),
+        (f.role_swap_every, "swaps roles", "tags the assistant's message as the user's",
+         lambda: at("assistant", f.role_swap_every, 0)),
+        (f.double_bootstrap, "bootstraps twice", "calls get_context and list_entries twice",
+         lambda: "each SESSION_START"),
+        (f.skip_periodic_flush, "skips the periodic flush", "leaves out the flush due there",
+         lambda: listed([i for i, _, _ in said if calls.periodic_flush_due(i)])),
+        (f.control_words_in_text, "reads control words in text",
+         "takes a message whose text is a control word for a control",
+         lambda: listed([i for i, _, text in said if text in CONTROLS])),
+    ]  # fmt: skip
+    return [
+        {"fault": name, "the model": does, "at": where()}
+        for on, name, does, where in schedule
+        if on
+    ]
