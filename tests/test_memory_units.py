@@ -18,7 +18,7 @@ from agentstate.memory.capture.graph import curated, guard
 from agentstate.memory.capture.policy import AGENT_ANSWER, AS_REPORTED, CapturePolicy
 from agentstate.memory.capture.prompt import ids_from, system_prompt
 from agentstate.memory.service.store import MemoryInputError
-from agentstate.memory.service.stores import open_service, open_store
+from agentstate.memory.service.stores import open_service, open_store, read_memory_rows
 from tests import memory_backends
 
 V, M = "vault", "mem"
@@ -240,6 +240,19 @@ def test_store_rejects_bad_ids_and_unknown_memories(memory_db):
     with pytest.raises(MemoryInputError, match="unknown memory 'x'"):
         store.require_memory(V, "x")
     store.close()
+
+
+def test_assign_position_refuses_an_unknown_memory_in_one_line_and_writes_nothing(memory_db):
+    # one position rule for both stores (sql_store.Store); SQLite's raised a TypeError here
+    store = open_store(memory_db)
+    try:
+        with pytest.raises(MemoryInputError, match="^unknown memory 'x'$"):
+            store.assign_position("x", "a message")
+        assert read_memory_rows(memory_db, "x")["ops"] == []  # nothing logged
+        store.create_memory(V, "x")
+        assert store.assign_position("x", "a message") == 1  # nothing was assigned before
+    finally:
+        store.close()
 
 
 def test_queued_writes_wait_for_the_writer_and_survive_a_new_store(memory_db):

@@ -61,7 +61,7 @@ _HOMES = {
     # the server and its client
     "MemoryAccessDenied": "client",  # the server wants a (different) bearer token
     "MemoryClient": "client",  # tools and direct calls over one kept MCP session
-    "MemoryInputError": "service.store",  # bad input or unknown memory; nothing written
+    "MemoryInputError": "service.checks",  # bad input or unknown memory; nothing written
     "MemoryServerUnavailable": "client",  # nothing answers; says how to start it
     "MemoryStore": "service.store",  # the server's SQLite storage
     "MemoryToolError": "client",  # the server refused a call (its message)
@@ -73,7 +73,7 @@ _HOMES = {
     # a fleet: several replicas over one Postgres database (issue 35)
     "Fleet": "fleet",  # start N replicas of the server on one database URL
     "PostgresMemoryStore": "service.store_postgres",  # the store over Postgres, shared by replicas
-    "StoreUnavailableError": "service.store",  # the database is down: one line, nothing acked
+    "StoreUnavailableError": "service.sql_store",  # the database is down: one line, nothing acked
     "fleet_rows": "fleet",  # the recorded fleet benchmark as table rows
     "open_store": "service.stores",  # the store --db names: an SQLite path or a Postgres URL
     "write_in_flight": "fleet",  # does a replica hold a claimed write uncommitted right now

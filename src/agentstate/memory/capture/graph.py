@@ -58,7 +58,7 @@ from langgraph.graph.message import add_messages
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.conversations import CONTROLS
 from agentstate.memory.capture.prompt import system_prompt, turn_line
-from agentstate.memory.service.store import MAX_POSITION, MemoryInputError, check_text
+from agentstate.memory.service.checks import MAX_POSITION, MemoryInputError, check_text
 
 MODEL_WINDOW = 24  # conversation messages shown to the model (the newest ones)
 

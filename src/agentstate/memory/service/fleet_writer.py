@@ -14,28 +14,27 @@ replica and awaits through another still waits for its writes.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from agentstate.memory.service.store import StoreUnavailableError
+from agentstate.memory.service.queue_writer import QueueWriter
 from agentstate.memory.service.store_postgres import PostgresMemoryStore
 
 
-class FleetWriter:
-    """Applies the shared queue's writes; pending counts come from the database."""
+class FleetWriter(QueueWriter):
+    """Applies the shared queue's writes; pending counts come from the database.
+
+    :meth:`close` stops the thread after its current transaction: what is still
+    queued stays queued, for whichever replica looks next.
+    """
 
     def __init__(self, store: PostgresMemoryStore, delay: float = 0.0, poll: float = 0.5) -> None:
         self.store = store
         self.delay = delay  # seconds each claimed write is held before it is applied (tests)
         self.poll = poll
-        self._cond = threading.Condition()
         self._poked = True  # drain once at start: writes left by a replica that died
-        self._error: str | None = None
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="memory-fleet-writer", daemon=True)
-        self._thread.start()
+        super().__init__("memory-fleet-writer")
 
     @contextmanager
     def submitting(self, memory_id: str) -> Iterator[None]:
@@ -58,15 +57,8 @@ class FleetWriter:
             while not self._stopping:
                 try:
                     applied = self.store.drain(delay=self.delay)
-                except StoreUnavailableError as exc:
-                    with self._cond:
-                        self._error = str(exc)
-                    time.sleep(0.2)
-                    break
                 except Exception as exc:  # reported by await_consistency; retried
-                    with self._cond:
-                        self._error = f"{type(exc).__name__}: {exc}"
-                    time.sleep(0.2)
+                    self._failed(exc)
                     break
                 with self._cond:
                     self._error = None
@@ -89,18 +81,8 @@ class FleetWriter:
             if left == 0:
                 return
             if time.monotonic() >= deadline:
-                why = f"; last write error: {self._error}" if self._error else ""
-                raise TimeoutError(
-                    f"{left} write(s) for {memory_id!r} still queued after {timeout:g}s{why}"
-                )
+                raise self._still_queued(left, memory_id, timeout)
             with self._cond:
                 self._poked = True  # another replica's writes: look now, not at the next poll
                 self._cond.notify_all()
                 self._cond.wait(timeout=0.02)
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread after its current transaction (what is queued stays queued)."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join(timeout)

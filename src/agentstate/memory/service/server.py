@@ -51,25 +51,24 @@ from mcp.server.fastmcp import FastMCP  # noqa: E402
 from mcp.server.fastmcp.exceptions import ToolError  # noqa: E402
 from pydantic import WithJsonSchema  # noqa: E402
 
+from agentstate.memory.service.checks import (  # noqa: E402
+    LAST_SEQ,
+    MAX_POSITION,
+    MAX_TAGS_CHARS,
+    MemoryInputError,
+    check_id,
+    check_key,
+    check_text,
+    parse_time,
+)
 from agentstate.memory.service.options import (  # noqa: E402
     HOST,
     OneLineParser,
     add_serve_arguments,
     preflight,
 )
-from agentstate.memory.service.store import (  # noqa: E402
-    LAST_SEQ,
-    MAX_POSITION,
-    MAX_TAGS_CHARS,
-    MemoryInputError,
-    StoreInUseError,
-    StoreUnavailableError,
-    check_id,
-    check_key,
-    check_text,
-    new_entry_id,
-    parse_time,
-)
+from agentstate.memory.service.sql_store import StoreUnavailableError  # noqa: E402
+from agentstate.memory.service.store import StoreInUseError, new_entry_id  # noqa: E402
 from agentstate.memory.service.stores import QueueWriter, Store, open_service  # noqa: E402
 from agentstate.memory.service.targets import redact  # noqa: E402
 

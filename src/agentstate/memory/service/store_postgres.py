@@ -1,10 +1,11 @@
 """Postgres storage for the memory service: several server replicas, one database, one truth.
 
-Notebook 06 (the fleet is drawn in going-further 06b). The same interface as
-the SQLite :class:`~agentstate.memory.service.store.MemoryStore` and the same
-input checks; what changes is that any number of server processes may open
-one database at once, so nothing here may rely on one process seeing every
-write:
+Notebook 06 (the fleet is drawn in going-further 06b). The same
+:class:`~agentstate.memory.service.sql_store.Store` as the SQLite
+:class:`~agentstate.memory.service.store.MemoryStore`, so the same checks,
+position rule, pages and errors; what is here is what changes: any number of
+server processes may open one database at once, so nothing here may rely on
+one process seeing every write:
 
 - A keyed write is ``INSERT ... ON CONFLICT DO NOTHING`` on the unique
   ``(memory_id, write_key)``, never a read-then-write: two replicas that get
@@ -25,7 +26,7 @@ write:
   from the pool for up to ``retry_for`` seconds; only operations that are
   idempotent are retried (keyed writes, positions by key, applies by
   ``applied_at``, reads), and past that the caller gets one line,
-  :class:`~agentstate.memory.service.store.StoreUnavailableError`, never an
+  :class:`~agentstate.memory.service.sql_store.StoreUnavailableError`, never an
   acknowledgement of a write that was not committed.
 
 Search uses Postgres full-text search (the ``simple`` configuration, each
@@ -39,23 +40,19 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agentstate._extras import needs
-from agentstate.memory.service.store import (
-    LAST_SEQ,
-    MAX_MSG_IDX,
-    MAX_POSITION,
-    MemoryInputError,
+from agentstate.memory.service.sql_store import (
+    INSERT_OP,
+    Execute,
+    QueuedWrite,
+    Store,
     StoreUnavailableError,
-    check_after,
-    check_id,
-    msg_idx_refusal,
+    audit_rows,
     now,
-    written_msg_idx,
 )
 from agentstate.memory.service.targets import redact
 
@@ -114,7 +111,13 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-class PostgresMemoryStore:
+def for_psycopg(sql: str) -> str:
+    """A shared statement of :mod:`.sql_store` (``?`` parameters) in psycopg's ``%s`` style."""
+    assert "%" not in sql  # a literal % would need doubling for psycopg
+    return sql.replace("?", "%s")
+
+
+class PostgresMemoryStore(Store):
     """The memory store over one Postgres database, shared by every replica (see module).
 
     ``url`` is a ``postgresql://`` URL (its password, if any, is never shown);
@@ -124,6 +127,7 @@ class PostgresMemoryStore:
     """
 
     blocking = True  # the server calls it from a worker thread, not its event loop
+    ROW_LOCK = " FOR UPDATE"  # replicas choosing positions at once wait for each other
 
     def __init__(
         self,
@@ -136,7 +140,7 @@ class PostgresMemoryStore:
         self.url = url
         self.shown = redact(url)
         self.retry_for = retry_for
-        self._vaults: dict[str, str] = {}
+        self._vaults = {}
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -204,18 +208,33 @@ class PostgresMemoryStore:
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-    def _rows(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+    def _fetch(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+        """The rows of one read in psycopg's style (``%s``), retried while the database is back."""
+
         def op(conn: psycopg.Connection) -> list[dict[str, Any]]:
             with conn.cursor(row_factory=dict_row) as cur:
                 return cur.execute(sql, params).fetchall()
 
         return self._run(op)
 
+    def _rows(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+        return self._fetch(for_psycopg(sql), params)
+
+    def _write(self, sql: str, params: tuple) -> None:
+        # autocommit: one statement is its own transaction, one round trip
+        self._run(lambda conn: conn.execute(for_psycopg(sql), params))
+
+    def _atomic(self, work: Callable[[Execute], T]) -> T:
+        def op(conn: psycopg.Connection) -> T:
+            with conn.transaction():
+                return work(lambda sql, params: conn.execute(for_psycopg(sql), params))
+
+        return self._run(op)
+
     # --- memories ---------------------------------------------------------------------------
 
-    def create_memory(self, vault_id: Any, memory_id: Any, title: str = "") -> bool:
-        """Create a memory; False if it already exists in this vault (idempotent)."""
-        check_id(vault_id, "vault_id"), check_id(memory_id, "memory_id")
+    def _create(self, vault_id: str, memory_id: str, title: str) -> str | None:
+        """``INSERT ... ON CONFLICT DO NOTHING``: replicas asked at once make it once."""
 
         def op(conn: psycopg.Connection) -> str | None:
             with conn.transaction():
@@ -232,60 +251,18 @@ class PostgresMemoryStore:
                 ).fetchone()
                 return row[0] if row else None
 
-        owner = self._run(op)
-        if owner is None:
-            return True
-        if owner != vault_id:
-            raise MemoryInputError(f"memory id {memory_id!r} already belongs to vault {owner!r}")
-        return False
+        return self._run(op)
 
-    def require_memory(self, vault_id: Any, memory_id: Any) -> None:
-        """Raise ``MemoryInputError`` unless ``memory_id`` exists in ``vault_id``."""
-        check_id(vault_id, "vault_id")
-        if self.vault_of(memory_id) != vault_id:
-            raise MemoryInputError(
-                f"unknown memory {memory_id!r} in vault {vault_id!r}; create it with create_memory"
-            )
+    # --- queue ------------------------------------------------------------------------------
 
-    def vault_of(self, memory_id: Any) -> str:
-        """The vault of an existing memory (cached: a memory never changes vault)."""
-        check_id(memory_id, "memory_id")
-        if memory_id in self._vaults:
-            return self._vaults[memory_id]
-        rows = self._rows("SELECT vault_id FROM memories WHERE memory_id = %s", (memory_id,))
-        if not rows:
-            raise MemoryInputError(f"unknown memory {memory_id!r}; create it with create_memory")
-        self._vaults[memory_id] = rows[0]["vault_id"]
-        return rows[0]["vault_id"]
+    def _enqueue(self, write: QueuedWrite) -> int | None:
+        """``ON CONFLICT DO NOTHING`` on the key: concurrent sends, to any replicas, store once.
 
-    # --- queue, positions, call log ---------------------------------------------------------
-
-    def enqueue(
-        self,
-        memory_id: str,
-        kind: str,
-        payload: dict[str, Any],
-        detail: dict,
-        key: str | None = None,
-    ) -> int | None:
-        """Queue a write and log the call in one transaction; return its queue seq.
-
-        With ``key``: None, and nothing written or logged, if this memory already
-        has a write with that key (``ON CONFLICT DO NOTHING``: concurrent sends of
-        one write, to one replica or several, store it once). An entry's
-        ``msg_idx`` past :data:`MAX_MSG_IDX` is refused unless this memory assigned it.
+        A write without a key is not retried after a lost connection: it may have
+        been committed, and a second run would store it twice.
         """
-        idx = written_msg_idx(payload.get("tags", {})) if kind == "entry" else None
-        if idx is not None and idx > MAX_MSG_IDX:
-            known = self._rows(
-                "SELECT 1 FROM positions WHERE memory_id = %s AND position = %s", (memory_id, idx)
-            )
-            if not known:
-                raise msg_idx_refusal(memory_id, idx)
-        stamp = now()
-        text = json.dumps({**payload, "enqueued_at": stamp}, ensure_ascii=False)
-        tool = "add_entry" if kind == "entry" else "put_context"
-        logged = json.dumps(detail, ensure_ascii=False, sort_keys=True)
+        queued, logged = write.rows(now())
+        idx = write.raises_last_position
 
         def op(conn: psycopg.Connection) -> int | None:
             with conn.transaction():
@@ -293,94 +270,22 @@ class PostgresMemoryStore:
                     "INSERT INTO queue (memory_id, kind, payload, enqueued_at, write_key) "
                     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (memory_id, write_key) "
                     "WHERE write_key IS NOT NULL DO NOTHING RETURNING seq",
-                    (memory_id, kind, text, stamp, key),
+                    queued,
                 ).fetchone()
                 if row is None:
                     return None
-                conn.execute(
-                    "INSERT INTO ops (memory_id, tool, detail, at) VALUES (%s, %s, %s, %s)",
-                    (memory_id, tool, logged, stamp),
-                )
-                if idx is not None and 0 <= idx <= MAX_MSG_IDX:
+                conn.execute(for_psycopg(INSERT_OP), logged)
+                if idx is not None:
                     conn.execute(
                         "UPDATE memories SET last_position = %s "
                         "WHERE memory_id = %s AND last_position < %s",
-                        (idx, memory_id, idx),
+                        (idx, write.memory_id, idx),
                     )
                 return int(row[0])
 
-        return self._run(op, retry=key is not None)
-
-    def assign_position(self, memory_id: str, message_key: str, after: int = 0) -> int:
-        """The position of the message ``message_key``: the same every time, assigned once.
-
-        Under the memory's row lock (``SELECT ... FOR UPDATE``): a new key gets
-        the next position past ``after``, every position assigned before and
-        every ``msg_idx`` written; replicas asked at once give out distinct ones.
-        """
-
-        def op(conn: psycopg.Connection) -> int:
-            with conn.transaction():
-                last = conn.execute(
-                    "SELECT last_position FROM memories WHERE memory_id = %s FOR UPDATE",
-                    (memory_id,),
-                ).fetchone()
-                if last is None:
-                    raise MemoryInputError(f"unknown memory {memory_id!r}")
-                row = conn.execute(
-                    "SELECT position FROM positions WHERE memory_id = %s AND message_key = %s",
-                    (memory_id, message_key),
-                ).fetchone()
-                if row is not None:
-                    position, new = int(row[0]), False
-                else:
-                    check_after(memory_id, after, int(last[0]))
-                    position, new = max(int(last[0]), after) + 1, True
-                    if position > MAX_POSITION:
-                        raise MemoryInputError(f"memory {memory_id!r} has no position left")
-                    conn.execute(
-                        "INSERT INTO positions (memory_id, message_key, position) "
-                        "VALUES (%s, %s, %s)",
-                        (memory_id, message_key, position),
-                    )
-                    conn.execute(
-                        "UPDATE memories SET last_position = %s WHERE memory_id = %s",
-                        (position, memory_id),
-                    )
-                conn.execute(
-                    "INSERT INTO ops (memory_id, tool, detail, at) VALUES (%s, %s, %s, %s)",
-                    (
-                        memory_id,
-                        "assign_position",
-                        json.dumps({"position": position, "new": new}, sort_keys=True),
-                        now(),
-                    ),
-                )
-                return position
-
-        return self._run(op)
-
-    def log_op(self, memory_id: str, tool: str, detail: dict[str, Any] | None = None) -> None:
-        """Record a successful read in the call log (the auditor checks bootstraps with it)."""
-        line = (memory_id, tool, json.dumps(detail or {}, sort_keys=True), now())
-        self._run(
-            lambda conn: conn.execute(
-                "INSERT INTO ops (memory_id, tool, detail, at) VALUES (%s, %s, %s, %s)", line
-            )
-        )
+        return self._run(op, retry=write.key is not None)
 
     # --- the writer's side: claim whole memories, apply their queued writes -----------------
-
-    def pending(self) -> list[dict[str, Any]]:
-        """Queued writes not applied yet (every replica's), oldest first."""
-        return self._rows("SELECT * FROM queue WHERE applied_at IS NULL ORDER BY seq")
-
-    def pending_count(self, memory_id: str) -> int:
-        """Queued writes of ``memory_id`` not applied yet, counted in the database."""
-        return self._rows(
-            "SELECT COUNT(*) AS n FROM queue WHERE memory_id = %s AND applied_at IS NULL",
-            (memory_id,),
-        )[0]["n"]
 
     def drain(self, memories: int = 16, *, delay: float = 0.0) -> int:
         """Apply the queued writes of up to ``memories`` memories no other writer holds.
@@ -427,73 +332,13 @@ class PostgresMemoryStore:
 
     # --- reads ------------------------------------------------------------------------------
 
-    def list_entries(
-        self,
-        memory_id: str,
-        limit: int = 25,
-        before: int | str | None = None,
-        after: int | str | None = None,
-    ) -> tuple[list[dict[str, Any]], dict[str, int] | None]:
-        """One page of entries, oldest first, and the cursor of the next page (or None).
-
-        As the SQLite store's ``list_entries``;
-        ``seq`` counts this memory's entries (1, 2, ...) in the order they committed.
-        """
-        if isinstance(after, str):
-            after = self._first_seq(memory_id, ">", after) - 1
-        if isinstance(before, str):
-            before = self._first_seq(memory_id, ">=", before)
-        if after is not None:
-            rows = self._rows(
-                "SELECT * FROM entries WHERE memory_id = %s AND seq > %s ORDER BY seq ASC LIMIT %s",
-                (memory_id, after, limit + 1),
-            )
-            page = [_entry(r) for r in rows[:limit]]
-            return page, ({"after": page[-1]["seq"]} if len(rows) > limit else None)
-        rows = self._rows(
-            "SELECT * FROM entries WHERE memory_id = %s AND seq < %s ORDER BY seq DESC LIMIT %s",
-            (memory_id, LAST_SEQ if before is None else before, limit + 1),
-        )
-        page = [_entry(r) for r in reversed(rows[:limit])]
-        return page, ({"before": page[0]["seq"]} if len(rows) > limit else None)
-
-    def _first_seq(self, memory_id: str, op: str, stamp: str) -> int:
-        assert op in (">", ">=")  # never user text in the statement
-        rows = self._rows(
-            f"SELECT seq FROM entries WHERE memory_id = %s AND created_at {op} %s "
-            "ORDER BY seq LIMIT 1",
-            (memory_id, stamp),
-        )
-        return rows[0]["seq"] if rows else LAST_SEQ
-
-    def get_entry(self, memory_id: str, entry_id: str) -> dict[str, Any]:
-        """One entry of ``memory_id``; ``MemoryInputError`` if there is none."""
-        rows = self._rows(
-            "SELECT * FROM entries WHERE memory_id = %s AND entry_id = %s", (memory_id, entry_id)
-        )
-        if not rows:
-            raise MemoryInputError(f"no entry {entry_id!r} in memory {memory_id!r}")
-        return _entry(rows[0])
-
-    def search(self, memory_id: str, query: str, top_ke: int) -> list[dict[str, Any]]:
-        """Full-text search, each word of the query OR-ed, best ``ts_rank`` first."""
-        terms = re.findall(r"\w+", query, flags=re.UNICODE)
-        if not terms or top_ke == 0:
-            return []
-        match = " | ".join(f"'{t}'" for t in terms)  # \w+ holds no quote or operator
-        rows = self._rows(
+    def _search(self, memory_id: str, terms: list[str], top_ke: int) -> list[dict[str, Any]]:
+        """Postgres full-text search (``simple``), the terms OR-ed, best ``ts_rank`` first."""
+        match = " | ".join(f"'{t}'" for t in terms)  # \\w+ holds no quote or operator
+        return self._fetch(
             "SELECT *, ts_rank(words, q) AS rank FROM entries, to_tsquery('simple', %s) q "
             "WHERE memory_id = %s AND words @@ q ORDER BY rank DESC, seq LIMIT %s",
             (match, memory_id, top_ke),
-        )
-        return [_entry(r) for r in rows]
-
-    def contexts(self, memory_id: str, limit: int = 1) -> list[dict[str, Any]]:
-        """Latest snapshots first."""
-        return self._rows(
-            "SELECT content, created_at FROM contexts WHERE memory_id = %s "
-            "ORDER BY snapshot DESC LIMIT %s",
-            (memory_id, limit),
         )
 
 
@@ -553,43 +398,14 @@ def _apply(conn: psycopg.Connection, items: list[dict[str, Any]]) -> None:
         )
 
 
-def _entry(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "seq": row["seq"],
-        "entry_id": row["entry_id"],
-        "raw_entry": row["raw_entry"],
-        "summary": row["summary"],
-        "tags": json.loads(row["tags"]),
-        "created_at": row["created_at"],
-    }
-
-
 def read_memory_rows(url: str, memory_id: str) -> dict[str, Any]:
-    """Entries, call log, contexts and pending count of one memory, read from the database.
+    """What the auditor reads of one memory (:func:`~.sql_store.audit_rows`), from the database.
 
-    For the auditor: a read-only transaction of its own, never a replica's memory.
+    A read-only transaction of its own, never a replica's memory.
     """
     with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             cur.execute("SET TRANSACTION READ ONLY")
-            entries = cur.execute(
-                "SELECT seq, raw_entry, tags FROM entries WHERE memory_id = %s ORDER BY seq",
-                (memory_id,),
-            ).fetchall()
-            ops = cur.execute(
-                "SELECT tool, detail FROM ops WHERE memory_id = %s ORDER BY seq", (memory_id,)
-            ).fetchall()
-            pending = cur.execute(
-                "SELECT COUNT(*) AS n FROM queue WHERE memory_id = %s AND applied_at IS NULL",
-                (memory_id,),
-            ).fetchone()
-            contexts = cur.execute(
-                "SELECT content FROM contexts WHERE memory_id = %s ORDER BY snapshot",
-                (memory_id,),
-            ).fetchall()
-    return {
-        "entries": entries,
-        "ops": ops,
-        "contexts": [r["content"] for r in contexts],
-        "pending": pending["n"] if pending else 0,
-    }
+            return audit_rows(
+                lambda sql, params: cur.execute(for_psycopg(sql), params).fetchall(), memory_id
+            )

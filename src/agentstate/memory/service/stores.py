@@ -5,93 +5,22 @@
 ``--db postgresql://...`` opens
 :class:`~agentstate.memory.service.store_postgres.PostgresMemoryStore` (any
 number of replicas on one database, each with a :class:`~.fleet_writer.FleetWriter`).
-:class:`Store` is what the server's tools use of either; :func:`read_memory`
-is what the auditor reads, from the database itself, never from a replica.
+:class:`~.sql_store.Store` is what the server's tools use of either (what both
+keep alike lives there once); :func:`read_memory_rows` is what the auditor
+reads, from the database itself, never from a replica.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from agentstate.memory.service.queue_writer import QueueWriter
+from agentstate.memory.service.sql_store import Store
 from agentstate.memory.service.store import MemoryStore
+from agentstate.memory.service.store import read_memory_rows as from_sqlite
 from agentstate.memory.service.targets import is_postgres
-
-
-class Store(Protocol):
-    """What the memory server's tools call; both backends implement it (see their docs)."""
-
-    blocking: bool  # True: call it from a worker thread (a network round trip per call)
-
-    def create_memory(self, vault_id: Any, memory_id: Any, title: str = "") -> bool:
-        """Create a memory; False if it already exists in this vault."""
-
-    def require_memory(self, vault_id: Any, memory_id: Any) -> None:
-        """``MemoryInputError`` unless the memory exists in the vault."""
-
-    def vault_of(self, memory_id: Any) -> str:
-        """The vault of an existing memory."""
-
-    def enqueue(
-        self,
-        memory_id: str,
-        kind: str,
-        payload: dict[str, Any],
-        detail: dict,
-        key: str | None = None,
-    ) -> int | None:
-        """Queue a write and log it; None if its key was already used."""
-
-    def assign_position(self, memory_id: str, message_key: str, after: int = 0) -> int:
-        """A message's position, assigned once."""
-
-    def log_op(self, memory_id: str, tool: str, detail: dict[str, Any] | None = None) -> None:
-        """Record a read in the call log."""
-
-    def pending_count(self, memory_id: str) -> int:
-        """Queued writes of the memory not applied yet."""
-
-    def drain(self) -> int:
-        """Apply queued writes; how many were applied."""
-
-    def list_entries(
-        self,
-        memory_id: str,
-        limit: int = 25,
-        before: int | str | None = None,
-        after: int | str | None = None,
-    ) -> tuple[list[dict[str, Any]], dict[str, int] | None]:
-        """A page of entries, oldest first, and the next page's cursor."""
-
-    def get_entry(self, memory_id: str, entry_id: str) -> dict[str, Any]:
-        """One entry."""
-
-    def search(self, memory_id: str, query: str, top_ke: int) -> list[dict[str, Any]]:
-        """Full-text search, best first."""
-
-    def contexts(self, memory_id: str, limit: int = 1) -> list[dict[str, Any]]:
-        """Latest context snapshots first."""
-
-    def close(self) -> None:
-        """Release the database."""
-
-
-class QueueWriter(Protocol):
-    """What the server's tools call of a writer (:class:`~.writer.Writer` or a fleet's)."""
-
-    def submitting(self, memory_id: str) -> Any:
-        """A context manager around queueing one write."""
-
-    def withdraw(self, memory_id: str) -> None:
-        """A write counted by ``submitting`` was not queued."""
-
-    def wait(self, memory_id: str, timeout: float) -> None:
-        """Block until no write of the memory is queued."""
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the writer's thread."""
 
 
 def open_store(db: str | Path, *, retry_for: float = 10.0) -> Store:
@@ -131,34 +60,7 @@ def read_memory_rows(db: str | Path, memory_id: str) -> dict[str, Any]:
         from agentstate.memory.service.store_postgres import read_memory_rows as from_postgres
 
         return from_postgres(str(db), memory_id)
-    conn = sqlite3.connect(f"file:{Path(db)}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        entries = [
-            dict(r)
-            for r in conn.execute(
-                "SELECT seq, raw_entry, tags FROM entries WHERE memory_id = ? ORDER BY seq",
-                (memory_id,),
-            )
-        ]
-        ops = [
-            dict(r)
-            for r in conn.execute(
-                "SELECT tool, detail FROM ops WHERE memory_id = ? ORDER BY seq", (memory_id,)
-            )
-        ]
-        pending = conn.execute(
-            "SELECT COUNT(*) FROM queue WHERE memory_id = ? AND applied_at IS NULL", (memory_id,)
-        ).fetchone()[0]
-        contexts = [
-            r[0]
-            for r in conn.execute(
-                "SELECT content FROM contexts WHERE memory_id = ? ORDER BY snapshot", (memory_id,)
-            )
-        ]
-    finally:
-        conn.close()
-    return {"entries": entries, "ops": ops, "contexts": contexts, "pending": pending}
+    return from_sqlite(db, memory_id)
 
 
 def decoded(rows: dict[str, Any]) -> dict[str, Any]:

@@ -13,26 +13,25 @@ counts are exact because one process at a time serves a file
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
 
+from agentstate.memory.service.queue_writer import QueueWriter
 from agentstate.memory.service.store import MemoryStore
 
 
-class Writer:
-    """Applies queued writes in queue order; tracks how many are pending per memory."""
+class Writer(QueueWriter):
+    """Applies queued writes in queue order; tracks how many are pending per memory.
+
+    :meth:`close` applies what is queued first, then stops the thread.
+    """
 
     def __init__(self, store: MemoryStore, delay: float = 0.0) -> None:
         self.store = store
         self.delay = delay  # seconds per write: lets tests and the notebook see "enqueued"
-        self._cond = threading.Condition()
         self._pending: Counter[str] = Counter(row["memory_id"] for row in store.pending())
-        self._error: str | None = None
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="memory-writer", daemon=True)
-        self._thread.start()
+        super().__init__("memory-writer")
 
     @contextmanager
     def submitting(self, memory_id: str):
@@ -71,9 +70,7 @@ class Writer:
                 try:
                     self.store.apply_many(batch)
                 except Exception as exc:  # reported by await_consistency; retried
-                    with self._cond:
-                        self._error = f"{type(exc).__name__}: {exc}"
-                    time.sleep(0.2)
+                    self._failed(exc)
                     break
                 with self._cond:
                     self._error = None
@@ -90,15 +87,4 @@ class Writer:
         """Block until ``memory_id`` has no queued writes; TimeoutError names the last failure."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._pending[memory_id] <= 0, timeout=timeout):
-                why = f"; last write error: {self._error}" if self._error else ""
-                raise TimeoutError(
-                    f"{self._pending[memory_id]} write(s) for {memory_id!r} still queued "
-                    f"after {timeout:g}s{why}"
-                )
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Apply what is queued, then stop the thread."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self._thread.join(timeout)
+                raise self._still_queued(self._pending[memory_id], memory_id, timeout)
