@@ -5,6 +5,7 @@ on, pinned here so an upgrade that changes it turns CI red, and the lesson's pla
 
 import json
 from pathlib import Path
+from typing import NotRequired
 
 import jupytext
 import pytest
@@ -40,7 +41,7 @@ from agentstate.tracing import CommandRecorder
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "_src" / "04_subagents.py"
 GOING_FURTHER = LESSON.parent / "going_further" / "04_lists_and_fork_mode.py"
-DECLARATIONS = ["the parent only", "the collector only", "both, one schema", "both, no reducer"]
+DECLARATIONS = ["the parent only", "the collector only", "both, one schema"]
 
 
 @pytest.fixture(scope="module")
@@ -255,34 +256,78 @@ def test_the_lessons_fix_streams_the_same_fields(lesson):
     assert last["requirements"] == POSTGRES_FIELDS
 
 
-def test_who_sees_what_on_the_page_matches_the_packages_builders(lesson, tmp_path):
-    """The page's three teaching builds and the package's three builders give one table."""
-    page = [
-        lesson["who_sees_what"](o, str(tmp_path / f"page{i}.db"))
-        for i, o in enumerate(lesson["builds"].values())
+def test_who_sees_what_on_the_page_runs_the_packages_three_builders(lesson, tmp_path):
+    """The page's comparison: the split schema sees nothing, the cache only within the turn,
+    the one schema every time (the page prints this table from the package's builders)."""
+    assert list(lesson["builds"].values()) == [
+        build_split_schema_agent,
+        build_cache_fix_agent,
+        build_shared_schema_agent,
     ]
-    builders = [build_split_schema_agent, build_cache_fix_agent, build_shared_schema_agent]
-    package = [
-        who_sees_what(b, POSTGRES_FIELDS, str(tmp_path / f"package{i}.db"))
-        for i, b in enumerate(builders)
+    rows = [
+        who_sees_what(b, POSTGRES_FIELDS, str(tmp_path / f"{i}.db"))
+        for i, b in enumerate(lesson["builds"].values())
     ]
+    assert [r["same turn"] for r in rows] == [0, 5, 5]
+    assert [r["next turn"] for r in rows] == [0, 0, 5]
+    assert [r["after restart"] for r in rows] == [0, 0, 5]
+    assert [r["file after restart"] for r in rows] == [0, 5, 5]
+
+
+@pytest.fixture(scope="module")
+def going_further() -> dict:
+    """Going-further notebook 04's namespace after its first code cell (the cache written out)."""
+    cells = [c.source for c in jupytext.read(GOING_FURTHER).cells if c.cell_type == "code"]
+    namespace: dict = {}
+    exec(compile(cells[0], str(GOING_FURTHER), "exec", dont_inherit=True), namespace)
+    return namespace
+
+
+def test_the_cache_written_out_in_going_further_is_the_packages_cache_fix(going_further, tmp_path):
+    """The write-up's cache, moved from the lesson to going further 04, gives the same table as
+    the package's ``build_cache_fix_agent`` (the builder the lesson's table runs)."""
+    page = who_sees_what(going_further["cache_fix"], POSTGRES_FIELDS, str(tmp_path / "page.db"))
+    package = who_sees_what(build_cache_fix_agent, POSTGRES_FIELDS, str(tmp_path / "pkg.db"))
     assert page == package
-    assert [r["next turn"] for r in page] == [0, 0, 5]
-    assert [r["same turn"] for r in page] == [0, 5, 5]
+    assert page == {"same turn": 5, "next turn": 0, "after restart": 0, "file after restart": 5}
+    assert going_further["turn_cache"] == {}  # emptied after each turn
 
 
 def test_the_knob_gives_a_different_answer_at_each_position(lesson):
-    """What the lesson's knob shows for each declaration (the fixed-settings check of the knob)."""
+    """What the lesson's knob shows for each declaration (the fixed-settings check of the knob);
+    the first and last positions are the page's broken build and its fix."""
     assert list(lesson["SCHEMAS"]) == DECLARATIONS
     rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
-    assert rows["the parent only"] == {"task returned keys": ["messages"], "reader got": "0 fields"}
-    assert rows["the collector only"] == {  # requirements crosses up, the parent drops it
-        "task returned keys": ["messages", "requirements"],
-        "reader got": "0 fields",
+    said = "Stored 5 field(s)."
+    assert rows["the parent only"] == {
+        "collector said": said,
+        "task returned keys": ["messages"],
+        "parent's reader got": "0 fields",
     }
-    assert rows["both, one schema"]["reader got"] == "5 fields"
-    assert rows["both, no reducer"]["error"].startswith("InvalidUpdateError")
-    assert len({str(r) for r in rows.values()}) == len(DECLARATIONS)
+    assert rows["the collector only"] == {  # requirements crosses up, the parent drops it
+        "collector said": said,
+        "task returned keys": ["messages", "requirements"],
+        "parent's reader got": "0 fields",
+    }
+    assert rows["both, one schema"] == {
+        "collector said": said,
+        "task returned keys": ["messages", "requirements"],
+        "parent's reader got": "5 fields",
+    }
+
+
+def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson):
+    """Exercise 1's premise (the old knob position "both, no reducer"): the collector's five
+    parallel stores into a key without a reducer raise InvalidUpdateError."""
+    from langchain.agents import AgentState
+    from langgraph.errors import InvalidUpdateError
+
+    class PlainState(AgentState):
+        requirements: NotRequired[dict]
+
+    agent = lesson["parent_agent"](lesson["collector_agent"](PlainState), PlainState)
+    with pytest.raises(InvalidUpdateError):
+        agent.invoke(user_turn())
 
 
 def test_the_knob_rejects_an_unknown_position(lesson):

@@ -39,6 +39,7 @@ from agentstate.experts import (
 from agentstate.experts.prompts import utc_clock
 from agentstate.hazards import hazard
 from agentstate.lessons.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
+from agentstate.models import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = ROOT / "notebooks/_src/05_prefix_cached_experts.py"
@@ -66,6 +67,15 @@ def test_teaching_prompt_is_the_package_prompt_byte_for_byte(lesson, expert):
         taught = lesson["expert_prompt"](MANUAL.text, EXPERTS[expert].system_text(), ALL3, turn)
         package = build_messages(system_prefix(MANUAL), expert, ALL3, turn)
         assert prompt_text(taught) == prompt_text(package)
+
+
+def test_the_pages_package_comparison_is_over_the_prompts_its_desk_sent(lesson):
+    """The page compares what its fixed desk sent (one call per expert) with the package's
+    ``build_messages``; a desk that sent another order would print False."""
+    assert len(lesson["sent"]) == len(EXPERTS) and lesson["same"] is True
+    clock = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+    lesson["build_desk"](clock, lesson["clock_first"]).invoke({"question": lesson["QUESTION"]})
+    assert sorted([m.content for m in c] for c in clock.seen) != lesson["sent"]
 
 
 def test_the_knob_shares_one_more_chapter_at_each_position(lesson):

@@ -223,34 +223,47 @@ async def test_teaching_guard_leaves_a_refused_message_unstored(server):
     assert state.values.get("stored", []) == []
 
 
-def test_the_knob_shows_each_fault_in_the_loop_and_none_behind_the_guard(server):
+async def test_the_knob_shows_each_message_in_both_stores(server):
+    """The knob's fixed settings: at every ``msg_idx`` the guard's store holds one ``ok``
+    entry, and the ReAct loop's rows are wrong exactly where the replay's schedule puts a
+    fault (message 8: the wrong role, then stored twice)."""
     from agentstate.lessons.display import Table
     from agentstate.memory import replay_model, store_rows
 
-    """The knob's fixed settings: every fault position shows something of its own in the
-    ReAct loop, and the guard with the same model stores the 14 messages exactly."""
+    travel = load("solo_travel")
     page = lesson_cells(
         "def react_agent",
         "class GuardState",
         "def build_guarded_capture",
-        "def replay_fault",
+        "def stored_for",
         server=server,
         system_prompt=system_prompt,
         VAULT=VAULT,
-        travel=load("solo_travel"),
-        MemoryClient=MemoryClient,
-        replay_model=replay_model,
+        travel=travel,
         store_rows=store_rows,
         Table=Table,
     )
-    faults = ["none", "answers the user", "writes twice", "swaps roles", "all, as reported"]
-    rows = {f: {r["agent"]: r for r in page.replay_fault(f).rows} for f in faults}
-    loop = {f: (r["ReAct loop"]["entries"], r["ReAct loop"]["not ok"]) for f, r in rows.items()}
-    assert loop["none"] == (14, 0)
-    assert loop["writes twice"][0] > 14 and loop["swaps roles"] == (14, loop["swaps roles"][1])
-    assert all(loop[f][1] > 0 for f in faults[1:])
-    assert len(set(loop.values())) == len(faults)  # each position shows something new
-    assert all((r["guard"]["entries"], r["guard"]["not ok"]) == (14, 0) for r in rows.values())
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        loop = page.react_agent(replay_model(), tools, "react.trip")
+        await page.observe(loop, client, travel.events, "react.trip")
+        guard = page.build_guarded_capture(replay_model(), tools, InMemorySaver())
+        await page.observe(guard, client, travel.events, "teaching.trip")
+    rows = {i: page.stored_for(i).rows for i in range(1, 15)}
+    for i, shown in rows.items():
+        guard_rows = [
+            (r["verdict"], r["chat said"] == r["stored"]) for r in shown if r["agent"] == "guard"
+        ]
+        assert guard_rows == [("ok", True)], i
+    wrong = {
+        i
+        for i, shown in rows.items()
+        for r in shown
+        if r["agent"] == "ReAct loop" and r["verdict"] != "ok"
+    }
+    assert wrong == {1, 3, 4, 5, 8, 9, 12, 13}  # the schedule's positions
+    loop8 = [r["verdict"] for r in rows[8] if r["agent"] == "ReAct loop"]
+    assert loop8 == ["wrong role (was assistant)", "stored twice"]
 
 
 async def test_the_doctor_tells_the_lessons_two_agents_apart(server):

@@ -123,12 +123,17 @@ KNOBS = {
     "01_file_based_storage": ("layout = one file", "1"),  # one field of five kept
     "02_state_reducer": ("reducer = merge_fields", "5"),
     "03_same_turn_visibility": ("turn cache = True", "5"),
-    "04_subagents": ("declared by = the parent only", "messages 0 fields"),
+    "04_subagents": ("declared by = the parent only", "Stored 5 field(s). messages 0 fields"),
     "05_prefix_cached_experts": (
         "chapter = 0 (0 to 28)",
         "(nothing: before the manual) 290 0.3% Request id: 000|0 / 1 / 2",
     ),
-    "06_tool_only_memory_capture": ("fault = writes twice", "guard 14 0"),
+    "06_tool_only_memory_capture": (  # message 8: the guard's one entry is the chat's message
+        "msg_idx = 8 (1 to 14)",
+        "guard 8 assistant: Book the Pena Palace timed ticket a few days ahead in May; the rest can"
+        " be bought on the day. assistant: Book the Pena Palace timed ticket a few days ahead in"
+        " May; the rest can be bought on the day. ok",
+    ),
 }
 
 

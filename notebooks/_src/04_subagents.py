@@ -22,20 +22,19 @@
 #
 # ## Goals
 # - Reproduce: the collector stores five fields, and the parent sees none.
-# - Look inside: what goes down to the collector, what comes back up.
+# - Look inside: what goes down to the collector, and what comes back up.
 # - Fix it with one state schema, and compare it with the cache.
-# - See a list come back doubled.
 
 # %% [markdown]
 # ## 1. Reproduce: the parent sees nothing
-# First the pieces of stage 02. A
-# [state schema](../docs/glossary.md#state-schema) is the class that lists
-# the keys of an agent's state. `RequirementsState` adds `requirements`, with
-# its reducer, to the keys every LangChain agent has (`AgentState`: the
-# messages). One tool writes a field, one reads them all.
+# A [state schema](../docs/glossary.md#state-schema) lists the keys of an
+# agent's state. `RequirementsState` adds `requirements` to `AgentState`
+# (the messages), with `operator.or_` as its reducer: it merges two dicts.
+# One tool writes a field, one reads them all.
 
 # %%
 import json
+import operator
 from typing import Annotated, NotRequired
 
 from langchain.agents import AgentState
@@ -45,12 +44,8 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 
-def merge_fields(current, new):
-    return {**(current or {}), **(new or {})}
-
-
 class RequirementsState(AgentState):
-    requirements: Annotated[NotRequired[dict], merge_fields]
+    requirements: Annotated[NotRequired[dict], operator.or_]
 
 
 @tool
@@ -76,15 +71,14 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 from langchain_core.messages import HumanMessage
 
 from agentstate.lessons.fixtures import POSTGRES_FIELDS
-from agentstate.models import PolicyChatModel, reply, tool_call
+from agentstate.models import PolicyChatModel, ScriptedChatModel, reply, tool_call
 
 
 def collect(messages):
     """The collector's reply: store each field of the task, then report."""
-    task = messages[-1]
-    if isinstance(task, HumanMessage):
+    if isinstance(messages[-1], HumanMessage):
         print("collector was given:", [m.type for m in messages])
-        fields = json.loads(task.text)
+        fields = json.loads(messages[-1].text)
         return reply(
             *(tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items())
         )
@@ -93,53 +87,63 @@ def collect(messages):
 
 
 FIELDS = json.dumps(POSTGRES_FIELDS)
-FIELDS
+DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
+READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
+USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
 
 # %% [markdown]
 # The two agents, as a developer writes them. The collector is a plain
-# [`create_agent`](../docs/glossary.md#create-agent) with the store tool.
-# The parent is a [`create_deep_agent`](../docs/glossary.md#create-deep-agent)
-# whose `state_schema` declares `requirements`, and gets the collector as a
-# *compiled subagent*: a name, a description, the graph. Its scripted model
-# calls `task` with the fields, then reads, then says "Done.".
+# [`create_agent`](../docs/glossary.md#create-agent). The parent is a
+# [`create_deep_agent`](../docs/glossary.md#create-deep-agent) that gets
+# the collector as a *compiled subagent* (a name, a description, the
+# graph). Its scripted model calls `task`, then reads, then says "Done.".
 
 # %%
 from deepagents import create_deep_agent
 from langchain.agents import create_agent
 
-from agentstate.models import ScriptedChatModel
 
-DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
-READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
-
-
-def collector_agent(schema=AgentState, store=store_requirement):
+def collector_agent(schema=AgentState):
     model = PolicyChatModel(policy=collect)
     prompt = "Store each field you are given."
-    return create_agent(model, [store], system_prompt=prompt, state_schema=schema)
+    return create_agent(model, [store_requirement], system_prompt=prompt, state_schema=schema)
 
 
-def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
+def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DONE), **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    options = {"tools": [get_collected_requirements], "state_schema": RequirementsState, **options}
-    model = ScriptedChatModel(script=list(script))
-    return create_deep_agent(model, subagents=[{**subagent, "runnable": collector}], **options)
+    subagents = [{**subagent, "runnable": collector}]
+    model, tools = ScriptedChatModel(script=list(script)), [get_collected_requirements]
+    return create_deep_agent(model, tools, subagents=subagents, state_schema=schema, **options)
 
 
 # %% [markdown]
-# `CommandRecorder` is a middleware (code that wraps each tool call) that
-# records which keys each `task` call returned to the parent.
+# `declared_by` runs one turn with `requirements` declared by the parent
+# only, the collector only, or both. `CommandRecorder`, a middleware (code
+# that wraps each tool call), records the keys `task` returned. The
+# developer declared the key on the parent only:
 
 # %%
 from agentstate.lessons.display import Table
 from agentstate.tracing import CommandRecorder
 
-USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
-collector, recorder = collector_agent(), CommandRecorder(["task"])
-broken = parent_agent(collector, middleware=[recorder])
-state = broken.invoke(USER)
-said = {m.name: m.text for m in state["messages"] if isinstance(m, ToolMessage)}
-Table([{"collector said": said["task"], "parent's reader got": said["get_collected_requirements"]}])
+SCHEMAS = {  # who declares requirements: (the parent's schema, the collector's)
+    "the parent only": (RequirementsState, AgentState),
+    "the collector only": (AgentState, RequirementsState),
+    "both, one schema": (RequirementsState, RequirementsState),
+}
+
+
+def declared_by(who="the parent only"):
+    parent_schema, collector_schema = SCHEMAS[who]
+    recorder = CommandRecorder(["task"])
+    agent = parent_agent(collector_agent(collector_schema), parent_schema, middleware=[recorder])
+    said = {m.name: m.text for m in agent.invoke(USER)["messages"] if m.type == "tool"}
+    got = f"{len(json.loads(said['get_collected_requirements']))} fields"
+    row = {"collector said": said["task"], "task returned keys": recorder.updates[0]["update keys"]}
+    return Table([{**row, "parent's reader got": got}])
+
+
+declared_by("the parent only")
 
 # %% [markdown]
 # ## 2. Look inside: down and up the `task` boundary
@@ -169,172 +173,101 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # **Up.** When the collector ends, `task` returns the keys of its final
 # state that changed (except `messages` and a few others), plus one
 # ToolMessage with its last answer. A graph keeps only the keys its schema
-# declares (its `.channels`), and drops a write to any other key without
-# an error. The collector, and its state after a run of its own:
+# declares (its `.channels`). It drops a write to any other key without an
+# error. Here is the collector on its own, and its state after a run:
 
 # %%
+collector = collector_agent()
 alone = collector.invoke({"messages": [HumanMessage(FIELDS)]})
 Table(
     [
         {
             "collector declares requirements": "requirements" in collector.channels,
             "collector's state after its run": sorted(alone),
-            "parent declares requirements": "requirements" in broken.channels,
-            "task returned keys": recorder.updates[0]["update keys"],
+            "parent declares requirements": "requirements" in parent_agent(collector).channels,
         }
     ]
 )
 
 # %% [markdown]
 # So the cause is the collector's schema: its tool ran, and its write had
-# no key to land in. The contexts are not isolated either: both agents'
-# tools share Python objects, which is why the write-up's cache (section
-# 4) works within a turn.
+# no key to land in. Nor are the contexts isolated: both agents' tools run
+# in one process and can share objects, which is why the write-up's cache
+# works.
 #
 # ## 3. The fix: one schema for both
-# Build the collector with the parent's schema. It now declares
-# `requirements` with the reducer, and `task` brings the key up:
+# Build the collector with the parent's schema, and `task` brings
+# `requirements` up:
 
 # %%
-recorder = CommandRecorder(["task"])
-fixed = parent_agent(collector_agent(RequirementsState), middleware=[recorder])
-state = fixed.invoke(USER)
-Table(
-    [
-        {
-            "task returned keys": recorder.updates[0]["update keys"],
-            "parent holds": list(state["requirements"]),
-        }
-    ]
-)
+declared_by("both, one schema")
 
 # %% [markdown]
 # A [declarative subagent](../docs/glossary.md#declarative-subagent) (a
-# dict from which deepagents builds the graph) gets the parent's
-# `state_schema` without a line.
-#
-# The package's `agentstate.rds.build_shared_schema_agent` is this fix on
-# the full RDS agent of stages 01-03, with a declarative collector whose
-# model is `collect`. Its parent holds the same fields:
+# dict from which deepagents builds the graph) gets the parent's schema
+# without a line. The package's `agentstate.rds.build_shared_schema_agent`
+# is this fix on the full RDS agent, with a declarative collector. Given the
+# same two models, its parent holds the same fields:
 
 # %%
-from agentstate.lessons.fixtures import collector_model
 from agentstate.rds import build_shared_schema_agent
 
+fixed = parent_agent(collector_agent(RequirementsState))
 package = build_shared_schema_agent(
-    ScriptedChatModel(script=[DELEGATE, READ, DONE]), collector_model()
+    ScriptedChatModel(script=[DELEGATE, READ, DONE]), PolicyChatModel(policy=collect)
 )
 package_holds = package.invoke(USER)["requirements"]
 Table(
     [
         {
             "package's parent holds": list(package_holds),
-            "same as the fix": package_holds == state["requirements"],
+            "same as the fix": package_holds == fixed.invoke(USER)["requirements"],
         }
     ]
 )
 
 # %% [markdown]
 # ## 4. Prove it: who sees what, schema fix versus cache fix
-# The write-up's fix kept the split schema. It added a cache of this
-# turn's fields that both agents' tools share, dropped after each turn,
-# and mirrored state plus cache to `/requirements.json`, the file the user
-# looks at:
+# The write-up kept the split schema and added a cache of the turn's
+# fields, shared by both agents' tools and emptied after each turn. It
+# also copied state plus cache to `/requirements.json`, the file the user
+# reads. The package builds all three fixes on the full RDS agent (going
+# further 04 writes the cache out). `who_sees_what` runs each: turn 1
+# delegates and reads, turn 2 reads again, then a new agent over the same
+# SQLite file (a restart) reads. Each column counts the fields read, the
+# last one those in the file:
 
 # %%
-from deepagents.backends.utils import create_file_data
-from langchain.agents.middleware import AgentMiddleware
-
-turn_cache = {}  # this turn's fields: one dict for every tool in the process
-
-
-@tool("store_requirement")
-def store_in_cache(field_name: str, value: str | int, runtime: ToolRuntime) -> Command:
-    """Store one requirement field."""
-    turn_cache[field_name] = value
-    return store_requirement.func(field_name, value, runtime)
-
-
-@tool("get_collected_requirements")
-def read_with_cache(runtime: ToolRuntime) -> str:
-    """List every requirement field collected so far, as JSON."""
-    return json.dumps({**runtime.state.get("requirements", {}), **turn_cache})
-
-
-class MirrorFile(AgentMiddleware):
-    def after_agent(self, state, runtime):  # after each turn: the file, then the cache is dropped
-        fields = {**state.get("requirements", {}), **turn_cache}
-        turn_cache.clear()
-        if fields:
-            return {"files": {"/requirements.json": create_file_data(json.dumps(fields))}}
-
-
-# %% [markdown]
-# Three builds on one script. Turn 1 delegates and reads, turn 2 reads
-# again, then a new agent over the same SQLite file (a restart) reads once
-# more. Each column counts the fields the parent's reader listed, the last
-# one those in `/requirements.json`.
-
-# %%
-from langgraph.checkpoint.sqlite import SqliteSaver
-
-
-def fields_read(state):
-    reads = [m for m in state["messages"] if m.name == "get_collected_requirements"]
-    return len(json.loads(reads[-1].text))
-
-
-CONFIG = {"configurable": {"thread_id": "t"}}
-
-
-def who_sees_what(options, db):
-    options = {**options, "middleware": [MirrorFile()]}
-    with SqliteSaver.from_conn_string(db) as saver:
-        script = [DELEGATE, READ, DONE, READ, DONE]  # two turns
-        agent = parent_agent(script=script, checkpointer=saver, **options)
-        row = {"same turn": fields_read(agent.invoke(USER, CONFIG))}
-        row["next turn"] = fields_read(agent.invoke(USER, CONFIG))
-    with SqliteSaver.from_conn_string(db) as saver:  # a new agent over the same file: a restart
-        agent = parent_agent(script=[READ, DONE], checkpointer=saver, **options)
-        state = agent.invoke(USER, CONFIG)
-    file = state["files"].get("/requirements.json")
-    in_file = len(json.loads(file["content"])) if file else 0
-    return {**row, "after restart": fields_read(state), "file after restart": in_file}
-
-
 import tempfile
 
+from agentstate.lessons.fixtures import who_sees_what
+from agentstate.rds import build_cache_fix_agent, build_split_schema_agent
+
 builds = {
-    "split schema (broken)": {"collector": collector_agent()},
-    "cache fix (the write-up)": {
-        "collector": collector_agent(store=store_in_cache),
-        "tools": [read_with_cache],
-    },
-    "one schema (the fix)": {"collector": collector_agent(RequirementsState)},
+    "split schema (broken)": build_split_schema_agent,
+    "cache fix (the write-up)": build_cache_fix_agent,
+    "one schema (the fix)": build_shared_schema_agent,
 }
 folder = tempfile.mkdtemp()
 Table(
-    {"build": build, **who_sees_what(options, f"{folder}/{i}.db")}
-    for i, (build, options) in enumerate(builds.items())
+    {"build": name, **who_sees_what(build, POSTGRES_FIELDS, f"{folder}/{i}.db")}
+    for i, (name, build) in enumerate(builds.items())
 )
 
 # %% [markdown]
 # With the cache the parent reads the five fields in the same turn, but
-# they never enter state. At the next turn and after a restart the agent
-# has lost them, while the file still lists all five. The schema fix puts
-# them in state, which the [checkpointer](../docs/glossary.md#checkpointer)
-# keeps, and the file agrees.
+# they never enter state: at the next turn the agent has lost them, while
+# the file still lists all five. The schema fix puts them in state, which
+# the [checkpointer](../docs/glossary.md#checkpointer) keeps.
 #
 # ## A list comes back doubled
 # `task` returns a changed key *whole*, and the parent's reducer folds it
-# into its own value. A dict merge does not mind. A list with `operator.add`
-# (append) gets its own items a second time. A parent starts with the note
-# `pre`, and a note-taker subagent adds `new`:
+# into its own value. A dict merge does not mind, but a list with
+# `operator.add` (append) gets its own items again. A parent starts with
+# the note `pre`, and a note-taker subagent adds `new`:
+
 
 # %%
-import operator
-
-
 class NotesState(RequirementsState):
     notes: Annotated[NotRequired[list], operator.add]
 
@@ -362,57 +295,27 @@ notes
 
 # %% [markdown]
 # The note-taker returned `["pre", "new"]`, and the parent appended it to
-# its own `["pre"]`. A key that crosses the boundary needs a reducer that
-# keeps one copy of what it holds (exercise 3).
+# its own `["pre"]`. A list that crosses the boundary needs a reducer that
+# keeps one copy (exercise 3).
 #
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor), `agentstate.doctor.diagnose`,
-# reads a compiled graph without running it. One row per hazard in either
-# build of sections 1 and 3:
+# reads a compiled graph without running it. Both builds:
 
 # %%
 from agentstate.doctor import diagnose
 from agentstate.lessons.display import compare_findings
 
+broken = parent_agent(collector_agent())
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
-# A *note* is what the doctor cannot decide from the graph alone: a reader
-# in the same reply as `task` would see the state from before it
-# ([notebook 03](03_same_turn_visibility.ipynb)).
+# A *note* is what it cannot decide from the graph alone: a reader in the
+# same reply as `task` would see the state from before it (notebook 03).
 #
 # ## A knob: who declares `requirements`
 # Run the cells above first. Each position gives a different answer.
-
-# %%
-from langgraph.errors import InvalidUpdateError
-
-
-class PlainState(AgentState):
-    requirements: NotRequired[dict]  # no reducer
-
-
-SCHEMAS = {  # (the parent's, the collector's)
-    "the parent only": (RequirementsState, AgentState),
-    "the collector only": (AgentState, RequirementsState),
-    "both, one schema": (RequirementsState, RequirementsState),
-    "both, no reducer": (PlainState, PlainState),
-}
-
-
-def declared_by(who="the parent only"):
-    parent_schema, collector_schema = SCHEMAS[who]
-    recorder = CommandRecorder(["task"])
-    agent = parent_agent(
-        collector_agent(collector_schema), state_schema=parent_schema, middleware=[recorder]
-    )
-    try:
-        got = f"{fields_read(agent.invoke(USER))} fields"
-    except InvalidUpdateError:
-        return Table([{"error": "InvalidUpdateError (the collector's 5 parallel writes)"}])
-    return Table([{"task returned keys": recorder.updates[0]["update keys"], "reader got": got}])
-
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
@@ -423,24 +326,23 @@ knob_widget = widgets.interact(
 
 # %% [markdown]
 # On the collector only, `requirements` crosses up and the parent drops
-# it: both sides must declare the key. Without the reducer the collector's
-# own five parallel stores fail, as in stage 02.
+# it: both sides must declare the key.
 #
 # ## Summary
-# - A subagent whose schema lacks `requirements` drops its own writes, so
-#   the parent sees no field. The cause is the schema, not isolation.
-# - By default the subagent receives only the task description.
-# - One schema for both brings `requirements` up, and the fields last
-#   across turns and a restart. The cache shows them in the same turn only.
+# - A subagent whose schema lacks `requirements` drops its own writes
+#   without an error. The cause is the schema, not isolation.
+# - One schema for both brings the key up, and the fields last across turns
+#   and a restart. The cache shows them in the same turn only.
 # - `task` returns a key whole: a list with `operator.add` comes back
 #   doubled.
-# - Going further: [idempotent reducers, fork mode, and the user's message
-#   shown twice](going_further/04_lists_and_fork_mode.ipynb).
+# - Going further: [the write-up's cache written out, idempotent reducers,
+#   fork mode, and the user's message shown
+#   twice](going_further/04_lists_and_fork_mode.ipynb).
 #
 # ## Exercises
-# 1. Build the collector with `PlainState` and keep `RequirementsState` on
-#    the parent. Which fails: two `task` calls of one field each, or one
-#    `task` of two fields?
+# 1. Keep `RequirementsState` on the parent, and build the collector with a
+#    `PlainState` whose `requirements` has no reducer. Which fails: two
+#    `task` calls of one field each, or one `task` of two fields?
 # 2. Give the collector a tool that writes `todos` (the todo list's key)
 #    and declare `todos` in its schema. Do its todos reach the parent?
 # 3. Make `notes` a list of dicts with an `id`, and write a reducer that

@@ -2,11 +2,10 @@
 # # 05 · The invariant prefix: one changed byte before the manual makes every call cold
 #
 # A bank's operations desk answers questions in threads. Three experts
-# answer each question, and each reads the same 108 KB operations manual,
-# then the thread's history from state, then the question. An engine with a
+# answer each question. Each reads the same 108 KB operations manual, then
+# the thread's history from state, then the question. An engine with a
 # [prefix cache](../docs/glossary.md#prefix-cache) skips reading the manual
-# again, but only for leading tokens identical to an earlier prompt. So
-# where a prompt puts what changes decides what every call costs.
+# again, but only for leading tokens identical to an earlier prompt.
 # cache-lm's notes made it a rule: "I never put expert persona, timestamps,
 # request IDs, or chat history before the manual." This notebook breaks
 # the rule with a clock line, measures what the prompts share, and proves
@@ -16,23 +15,22 @@
 # %% [markdown]
 # ## Recap
 # Stage 04 decided which state keys cross a subagent boundary. Here nothing
-# is lost from state. The question is where state, and anything else that
+# is lost from state: the question is where state, and anything else that
 # changes, goes in the prompt.
 #
 # ## Goals
-# - Reproduce: a clock line before the manual gives every expert call a new prefix.
-# - Look inside: the layout of an expert's prompt, and which parts vary.
+# - Reproduce: a clock line before the manual gives every call a new prefix.
 # - Write the prompt order whole, and prove it on llama.cpp.
 # - Read what it saves per question, then per call.
 
 # %% [markdown]
 # ## 1. Reproduce: a clock line before the manual
-# The desk, built here: a `StateGraph` whose
-# [`Send` fan-out](../docs/glossary.md#send-fan-out) starts one run of the
-# `expert` node per expert, all in one super-step. Their notes meet in a
-# dict-merge reducer. `history` is the thread's earlier messages, which a
-# [checkpointer](../docs/glossary.md#checkpointer) would keep between
-# turns. `prompt` builds each expert's messages.
+# The desk: a `StateGraph` whose
+# [`Send` fan-out](../docs/glossary.md#send-fan-out) runs the `expert`
+# node once per expert, in one super-step. Their notes meet in a dict-merge
+# reducer. `history` is the thread's earlier messages, which a
+# [checkpointer](../docs/glossary.md#checkpointer) keeps between turns.
+# `prompt` builds each expert's messages.
 
 # %%
 import operator
@@ -101,13 +99,12 @@ Table([busted])
 
 # %% [markdown]
 # The three calls read the clock microseconds apart, so their prompts part
-# in its last digits, a few dozen bytes in, before the manual starts. A
-# prefix cache reuses only the shared leading tokens, so every call reads
-# the whole manual again.
+# in its last digits, before the manual starts. Every call reads the whole
+# manual again.
 #
 # ## 2. Look inside: the layout of an expert's prompt
-# The two orders part by part, the manual in one column. Colours say what a
-# prefix cache does with each part on the second and third expert's call:
+# The two orders part by part. Colours say what a prefix cache does with
+# each part on the second and third expert's call:
 
 # %%
 from agentstate.experts import plot_prompt_layouts
@@ -115,8 +112,8 @@ from agentstate.experts import plot_prompt_layouts
 plot_prompt_layouts(len((GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END).encode()))
 
 # %% [markdown]
-# After the first part that differs, everything is read again, the same
-# manual included. Each message of the three clock-first calls, measured:
+# After the first part that differs, everything is read again, the manual
+# included. Each message of the three clock-first calls, measured:
 
 # %%
 calls = recorder.seen
@@ -137,8 +134,8 @@ Table(
 # ## 3. The fix: the prompt order, written whole
 # System message 1 holds the fixed instructions and the manual, and nothing
 # else: no clock, no id, no name. The persona comes second, then the
-# thread's history and the question. So the experts' prompts differ only
-# after the manual, and a thread's growing history never moves it.
+# thread's history and the question. So the prompts differ only after the
+# manual, and a thread's growing history never moves it.
 
 
 # %%
@@ -158,46 +155,38 @@ fixed = shared_prefix(recorder.seen)
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
-# Now the three prompts share 109,157 bytes: the role tag `system: ` (8
-# bytes), all 109,128 bytes of system message 1, then `⏎system: You are the `
-# (21 bytes). They part at each expert's title.
+# Now the three prompts share all 109,128 bytes of system message 1 and a
+# few bytes around it, and part at each expert's title.
 #
 # The package's `build_messages(system_prefix(manual), expert, question)`
-# is the same order, and its graph adds a router and a synthesis. It gives
-# the same messages for every expert:
+# is the same order (its graph adds a router and a synthesis). It builds
+# the messages the desk just sent:
 
 # %%
 from agentstate.experts import build_messages, system_prefix
 
-
-def messages_of(expert):
-    taught = expert_prompt(manual.text, EXPERTS[expert].system_text(), QUESTION)
-    package = build_messages(system_prefix(manual), expert, QUESTION)
-    return [m.content for m in taught] == [m.content for m in package]
-
-
-Table([{"experts": len(EXPERTS), "same messages as the package": all(map(messages_of, EXPERTS))}])
+sent = sorted([m.content for m in call] for call in recorder.seen)
+package = [build_messages(system_prefix(manual), expert, QUESTION) for expert in EXPERTS]
+same = sent == sorted([m.content for m in call] for call in package)
+Table([{"expert calls": len(sent), "same messages as the package": same}])
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
-# The next cell runs the desk of section 1 on llama.cpp's server with
-# SmolLM2-135M (`make engine` installs them) through LangChain's
-# `ChatOpenAI`, once per order, one expert after the other. An unrelated
-# prompt first empties the cache. The engine logs how many prompt tokens
-# each request reused: a count, not a timing. The manual is cut to its
-# first chapter, so the cell takes about 15 s on an idle 2-core machine
-# (a bar counts the six calls). Without the engine the cell says so.
+# The next cell runs the desk on llama.cpp's server with SmolLM2-135M
+# (`make engine` installs them) through LangChain's `ChatOpenAI`, once per
+# order, one expert after the other. An unrelated prompt first empties the
+# cache. The engine logs how many prompt tokens each request reused: a
+# count, not a timing. The manual is cut to its first chapter, so the cell
+# takes about 15 s. Without the engine the cell says so.
 
 # %% tags=["nbval-ignore-output"]
 from langchain_openai import ChatOpenAI
 
 from agentstate.engine import EngineServer, engine_installed
-from agentstate.lessons.display import progress
 
 chapter1, live = manual.leading(1), "engine not installed: run `make engine` to see this live"
 if engine_installed():
-    calls = progress(total=6, desc="expert calls", unit="calls")
-    with EngineServer(verbose=True) as server, calls as bar:
+    with EngineServer(verbose=True) as server:
         # llama.cpp reads max_tokens from the request body
         model = ChatOpenAI(
             base_url=server.base_url, api_key="local", model="local", extra_body={"max_tokens": 8}
@@ -206,8 +195,7 @@ if engine_installed():
         for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
             model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
             seen, desk = len(server.prefix_hits()), build_desk(model, prompt, chapter1.text)
-            for _ in desk.stream({"question": QUESTION}, {"max_concurrency": 1}):
-                bar.update()
+            desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at a time
             reused = max(server.prefix_hits()[seen:], default=0)
             live.append({"prompt": name, "most tokens a call reused": reused})
     live = Table(live)
@@ -218,18 +206,17 @@ live
 # %% [markdown]
 # With the clock first, a call reused at most the tokens before the
 # clock's digits. With the manual first, the second and third expert
-# reused the whole first-chapter prefix (about 620 tokens), so only the
-# persona and the question were read anew.
+# reused the whole first-chapter prefix (about 620 tokens).
 #
 # ## What it saves, per question
-# What that is worth in [time to first token](../docs/glossary.md#time-to-first-token),
-# recorded by `scripts/bench_experts.py` on this repository's engine (3
-# rounds, medians, the first 1 to 16 chapters of the manual). A
+# In [time to first token](../docs/glossary.md#time-to-first-token), as
+# `scripts/bench_experts.py` recorded it on this engine (3 rounds, medians,
+# the first 1 to 16 chapters of the manual). A
 # [cold call](../docs/glossary.md#cold-and-warm-calls)
 # [prefills](../docs/glossary.md#prefill) (reads) the whole prefix, a warm
-# one only the persona and the question. A question of three experts costs
-# three cold calls with the clock first, and one cold and two warm calls
-# with the invariant prefix. Read from the recorded data file:
+# one only the persona and the question. A question costs three cold calls
+# with the clock first, one cold and two warm calls with the invariant
+# prefix:
 
 # %%
 from agentstate.experts import load_results, plot_ttft, question_seconds
@@ -247,8 +234,6 @@ Table(question_seconds(results))
 plot_ttft(results)
 
 # %% [markdown]
-# The going-further notebook has the numbers and where they came from.
-#
 # ## 5. What the doctor says
 # `agentstate.doctor.Watch` is a callback handler: passed to a run, it
 # reports model calls whose prompts part before a large shared part. Both
@@ -271,22 +256,21 @@ compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual
-# Run the cells above first. A per-call line (a request id, like a clock
-# reading) goes after the first `chapter` chapters of the manual (0:
-# before it). The table shows the bytes the three experts' prompts share
-# (what a cache could reuse), their share of the prompt, and where they part.
+# Run the cells above first. A per-call line (a request id) goes after the
+# first `chapter` chapters of the manual (0: before it). The table shows
+# the bytes the three prompts share, their share of the prompt, and where
+# they part.
 
 # %%
 chapters = manual.chapter_titles()
 
 
 def request_id_after(chapter=0):
-    cut = len(GLOBAL_INSTRUCTIONS) + (len(manual.leading(chapter).text) if chapter else 0)
+    cut = len(manual.leading(chapter).text) if chapter else 0
     prompts = []
-    for n, expert in enumerate(EXPERTS):
-        first, *rest = expert_prompt(manual.text, EXPERTS[expert].system_text(), QUESTION)
-        line = f"Request id: {n:04d}\n"  # differs per call
-        prompts.append([SystemMessage(first.content[:cut] + line + first.content[cut:]), *rest])
+    for n, expert in enumerate(EXPERTS):  # the line differs per call
+        text = manual.text[:cut] + f"Request id: {n:04d}\n" + manual.text[cut:]
+        prompts.append(expert_prompt(text, EXPERTS[expert].system_text(), QUESTION))
     after = chapters[chapter - 1] if chapter else "(nothing: before the manual)"
     return Table([{"id line after": after, **shared_prefix(prompts)}])
 
@@ -306,14 +290,12 @@ knob_widget = widgets.interact(
 #
 # ## Summary
 # - A prefix cache reuses only identical leading tokens. A clock line
-#   before the manual makes the experts' prompts part in its last digits,
-#   and every call reads the whole manual again.
-# - The fix is an order: instructions + manual (invariant), then the
-#   persona, then the thread's history from state and the question.
+#   before the manual makes every call read the whole manual again.
+# - The fix is an order: instructions + manual, then the persona, then the
+#   thread's history from state and the question.
 # - On llama.cpp the second and third expert reuse the whole prefix only
-#   with the invariant order. Recorded, a question of three experts is 2.3
-#   to 2.9 times faster, and a warm call 6 to 41 times faster than a cold
-#   one.
+#   with that order. Recorded, a question of three experts is 2.3 to 2.9
+#   times faster, and a warm call 6 to 41 times faster than a cold one.
 # - Going further: [the router, the fan-out, the recorded benchmark and its
 #   provenance](going_further/05_benchmark_and_provenance.ipynb).
 #

@@ -1,14 +1,14 @@
 # %% [markdown]
 # # 06 · Tool-only memory capture: code decides what is stored
 #
-# An agent sits beside a chat between a user and an assistant and keeps its
+# An agent watches a chat between a user and an assistant and keeps its
 # memory: one entry per message on a memory server, with its role and
 # text. A memory-capture post-mortem built it as a prebuilt agent with the
 # rules in its prompt, and reported that "even with strong guidance, the
 # ReAct loop still produced assistant chat and duplicate `add_entry`". This
 # notebook builds that agent, replays the report against a real memory
-# server, and writes a guard in code that keeps the store right whatever
-# the model proposes. Which releases this happens in:
+# server, and writes a guard in code that keeps the store right. Which
+# releases this happens in:
 # [memory-in-react-loop](../docs/hazards-by-version.md#memory-in-react-loop).
 
 # %% [markdown]
@@ -17,18 +17,16 @@
 # what comes out: which of the model's tool calls may run at all.
 #
 # ## Goals
-# - Build the write-up's agent, replay its report, and read the damage out
-#   of the store.
-# - See why the loop lets it through.
-# - Write a guard: exactly one `add_entry` per message, whatever the model
+# - Build the write-up's agent, replay its report, and read the damage in
+#   the store.
+# - Write a guard: one `add_entry` per message, whatever the model
 #   proposes, and prove it over random proposals.
 
 # %% [markdown]
 # ## 1. Reproduce: the write-up's report, replayed
 # The memory server is a real process (SQLite, on 127.0.0.1) that offers
-# its tools over [MCP, the Model Context Protocol](../docs/glossary.md#mcp);
+# its tools over [MCP, the Model Context Protocol](../docs/glossary.md#mcp).
 # `langchain-mcp-adapters` turns them into LangChain tools.
-# `ServerProcess` stops the server when the kernel exits.
 
 # %%
 import tempfile
@@ -53,9 +51,9 @@ VAULT = "agentstate"
 print(system_prompt(VAULT, "react.trip"))
 
 # %% [markdown]
-# An observer sends the agent each event of the chat as one invoke: only
-# the new message, the earlier ones kept by its checkpointer. `msg_idx` is
-# a message's position in the chat.
+# An observer sends the agent each event of the chat as one invoke: the
+# new message only (as `messages` for the ReAct loop, as `turn` for the
+# guard of section 3). `msg_idx` is a message's position in the chat.
 
 # %%
 from langchain.agents import create_agent
@@ -74,8 +72,7 @@ async def observe(agent, client, events, memory_id):
     await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
     ids = {"thread_id": memory_id, "vault_id": VAULT, "memory_id": memory_id}
     for event in events:
-        message = event.to_message()  # a user/assistant message, or a control message
-        # the ReAct loop reads `messages`, the guard of section 3 reads `turn`
+        message = event.to_message()  # a chat message, or a control message
         await agent.ainvoke({"messages": [message], "turn": message}, {"configurable": ids})
     await client.call("await_consistency", memory_id=memory_id)  # its writes are queued
     return stored_entries(server.db, memory_id)
@@ -85,8 +82,8 @@ async def observe(agent, client, events, memory_id):
 # **This is a replay.** The write-up's model is not available, so a
 # scripted model [replays](../docs/glossary.md#replay) its report at fixed
 # positions, whatever the prompt says. It shows what the loop does with
-# such calls, not that a model makes them. Its fault schedule on the chat
-# it will observe (one thread, 14 messages):
+# such calls, not that a model makes them. Its fault schedule on the
+# 14-message chat it will observe:
 
 # %%
 from agentstate.lessons.display import Table
@@ -113,12 +110,10 @@ damage = store_rows(server.db, "react.trip", travel, "trip")
 Table(r for r in damage if r["verdict"] != "ok")
 
 # %% [markdown]
-# Each row sits where the schedule put a fault. The agent's own "Happy to
-# help!" is stored as the assistant's message, some messages twice, some
-# assistant messages as the user's. The ReAct loop runs every tool call as
-# proposed, and the rules live only in the prompt. A replay of a model that
-# follows them (`replay_model("none")`) leaves the store clean: the loop is
-# exactly as correct as its model.
+# Each row sits where the schedule put a fault. The ReAct loop runs every
+# tool call as proposed, and the rules live only in the prompt. A replay of
+# a model that follows them (`replay_model("none")`) leaves the store
+# clean: the loop is exactly as correct as its model.
 
 # %%
 good_store = await observe(
@@ -139,9 +134,9 @@ Table(
 # A [tool-only graph](../docs/glossary.md#tool-only-graph): the model is
 # asked, but code builds the call. `decide` shows the model the rules and
 # the new message, and keeps at most a usable summary from its reply. The
-# call comes from the message itself: its role, `msg_idx` and text. Control
-# messages get no call, nor does a message already stored in this thread
-# (a resend). `write` marks a message stored only if the server took it.
+# call comes from the message itself: role, `msg_idx` and text. A control
+# message or a resend gets no call. `write` marks a message stored only if
+# the server took it.
 
 # %%
 import operator
@@ -161,9 +156,8 @@ class GuardState(TypedDict, total=False):
 
 def usable(summary) -> bool:
     """A summary the model may supply: one printable line of 1-200 characters."""
-    if not isinstance(summary, str):
-        return False
-    return summary.strip() != "" and summary.isprintable() and len(summary) <= 200
+    text = summary if isinstance(summary, str) else ""
+    return text.strip() != "" and text.isprintable() and len(text) <= 200
 
 
 # %%
@@ -174,21 +168,15 @@ def build_guarded_capture(model, tools, checkpointer):
         turn, ids = state["turn"], config["configurable"]
         rules = system_prompt(ids["vault_id"], ids["memory_id"]) + "\n" + turn_line(turn)
         reply = await model.ainvoke([SystemMessage(rules), turn])  # it may propose anything
-        if not (isinstance(turn, ChatMessage) and turn.role in ("user", "assistant")):
-            return {"plan": []}  # a control or system message: nothing is stored
-        idx = turn.additional_kwargs["msg_idx"]
-        if idx in state.get("stored", []):
-            return {"plan": []}  # sent again: already stored once
+        chat = isinstance(turn, ChatMessage) and turn.role in ("user", "assistant")
+        idx = turn.additional_kwargs.get("msg_idx")
+        if not chat or idx in state.get("stored", []):
+            return {"plan": []}  # a control message, or one sent again: nothing to store
         offered = [c["args"].get("summary") for c in reply.tool_calls if c["name"] == "add_entry"]
         summary = next((s for s in offered if usable(s)), f"{turn.role} #{idx}")
-        entry = {
-            "vault_id": ids["vault_id"],
-            "memory_id": ids["memory_id"],
-            "raw_entry": turn.content,
-            "summary": summary,
-            "tags": {"role": turn.role, "msg_idx": idx},
-        }
-        return {"plan": [entry]}
+        where = {"vault_id": ids["vault_id"], "memory_id": ids["memory_id"]}
+        tags = {"role": turn.role, "msg_idx": idx}
+        return {"plan": [{**where, "raw_entry": turn.content, "summary": summary, "tags": tags}]}
 
     async def write(state: GuardState) -> dict:
         for entry in state["plan"]:
@@ -198,20 +186,16 @@ def build_guarded_capture(model, tools, checkpointer):
                 raise ValueError(f"add_entry refused: {reply.text}")
         return {"stored": [entry["tags"]["msg_idx"] for entry in state["plan"]]}
 
-    builder = StateGraph(GuardState)
-    builder.add_node("decide", decide)
-    builder.add_node("write", write)
+    builder = StateGraph(GuardState).add_sequence([decide, write])
     builder.add_edge(START, "decide")
-    builder.add_edge("decide", "write")
     builder.add_edge("write", END)
     return builder.compile(checkpointer=checkpointer)
 
 
 # %% [markdown]
-# The two graphs side by side, as `graph.get_graph().edges` lists them. In
-# the ReAct loop the model's reply picks the next step (dotted: a choice),
-# and `tools` runs whatever it proposed. In the guard the path is fixed,
-# and the reply is only an input to `decide`.
+# The two graphs, as `graph.get_graph().edges` lists them. In the ReAct
+# loop the model's reply picks the next step (dotted), and `tools` runs
+# whatever it proposed. In the guard the path is fixed.
 #
 # **The ReAct loop (`create_agent`)**
 #
@@ -231,35 +215,36 @@ def build_guarded_capture(model, tools, checkpointer):
 #   decide --> write
 #   write --> done([done])
 # ```
-
-# %% [markdown]
-# ## 4. Run it on the same replayed report
-# The same scripted model, proposing the same duplicates, wrong roles and
-# chat, now behind the guard:
+#
+# The same replay, now behind the guard. Beside it, the package's
+# `agentstate.memory.build_capture_graph`: the same guard plus the
+# [bootstrap and flush calls](../docs/glossary.md#bootstrap-and-flush-calls)
+# the rules ask for, an
+# [idempotency key](../docs/glossary.md#idempotency-key) on each write, and
+# bounded state:
 
 # %%
+from agentstate.memory import build_capture_graph
+
 guarded = build_guarded_capture(replay_model(), tools, InMemorySaver())
 teaching_store = await observe(guarded, client, travel.events, "teaching.trip")
+package = build_capture_graph(replay_model(), tools, InMemorySaver())
+package_store = await observe(package, client, travel.events, "package.trip")
+expected = expected_entries(travel, "trip")
 Table(
-    [
-        {
-            "entries": len(teaching_store),
-            "the chat, once, in order": teaching_store == expected_entries(travel, "trip"),
-        }
-    ]
+    {"guard": g, "entries": len(s), "the chat, once, in order": s == expected}
+    for g, s in {"teaching": teaching_store, "package": package_store}.items()
 )
 
 # %% [markdown]
-# That alone proves little, since this model's faults sit at fixed
-# positions. The claim is stronger: **the store is right whatever the
-# model proposes**.
+# That alone proves little: the replay's faults sit at fixed positions.
 #
-# ## 5. Prove it: whatever the model proposes
-# A model that proposes random misbehaviours at every message (nothing,
-# chat, duplicates, wrong roles or indexes, other text, unknown tools,
-# malformed arguments, bad summaries, another memory, flushes). It runs on
-# random chats (unicode, empty messages, controls) whose observer resends
-# some messages. Twelve seeded runs:
+# ## 4. Prove it: whatever the model proposes
+# A model that proposes random misbehaviours at every message (chat,
+# duplicates, wrong roles or indexes, other text, unknown tools, malformed
+# arguments, bad summaries, another memory, ...), on random chats
+# (unicode, empty messages, controls) with some messages sent twice.
+# Twelve seeded runs:
 
 # %%
 from agentstate.memory import PROPOSAL_KINDS, RandomProposals, random_events
@@ -276,28 +261,11 @@ kinds = f"{len(proposer.kinds)} of {len(PROPOSAL_KINDS)}"
 Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}])
 
 # %% [markdown]
-# All eleven kinds of proposal came up, and every store holds exactly one
-# entry per message. A message sent twice is still stored once, because
-# `stored` is checked before `write`.
+# Every kind of proposal came up, and every store holds exactly one entry
+# per message. A message sent twice is stored once: `decide` checks
+# `stored`.
 #
-# ## 6. The package's version
-# `agentstate.memory.build_capture_graph` is the same guard plus what a
-# service needs: the [bootstrap and flush calls](../docs/glossary.md#bootstrap-and-flush-calls)
-# that the rules also ask for, an
-# [idempotency key](../docs/glossary.md#idempotency-key) on each write, and
-# bounded state. On the replayed report it stores the same entries:
-
-# %%
-from agentstate.memory import build_capture_graph
-
-package = build_capture_graph(replay_model(), tools, InMemorySaver())
-package_store = await observe(package, client, travel.events, "package.trip")
-Table(
-    [{"entries": len(package_store), "same as the teaching guard": package_store == teaching_store}]
-)
-
-# %% [markdown]
-# ## 7. What the doctor says
+# ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled graph without
 # running it. A tool that writes long-term memory inside a ReAct loop is
 # this lesson's hazard:
@@ -311,61 +279,40 @@ reports = {"ReAct loop": diagnose(loop), "guard": diagnose(guarded)}
 compare_findings(reports)
 
 # %% [markdown]
-# ## Try it: one replayed fault at a time
-# Run the cells above first. Pick one fault of the replay: the ReAct loop
-# stores what the scripted model proposes, and the guard stays clean. Each
-# turn takes about 2 s.
+# ## Try it: the two stores, message by message
+# Pick a message of the chat (its `msg_idx`): what the ReAct loop stored
+# for it in section 1, and what the guard stored in section 3, with
+# section 2's verdicts.
+
 
 # %%
-import asyncio
-import itertools
-from concurrent.futures import ThreadPoolExecutor
-
-turns = itertools.count(1)
-
-
-def replay_fault(fault="writes twice"):
-    n = next(turns)
-    memories = {"ReAct loop": f"knob{n}.react", "guard": f"knob{n}.guard"}
-
-    async def both():  # a knob runs outside the notebook's event loop: own loop, own client
-        async with MemoryClient(server.url) as own:
-            tools = await own.tools()
-            loop = react_agent(replay_model(fault), tools, memories["ReAct loop"])
-            guard = build_guarded_capture(replay_model(fault), tools, InMemorySaver())
-            await observe(loop, own, travel.events, memories["ReAct loop"])
-            await observe(guard, own, travel.events, memories["guard"])
-
-    with ThreadPoolExecutor(1) as worker:
-        worker.submit(asyncio.run, both()).result()
-    rows = {a: store_rows(server.db, m, travel, "trip") for a, m in memories.items()}
-    return Table(
-        {"agent": a, "entries": len(r), "not ok": sum(x["verdict"] != "ok" for x in r)}
-        for a, r in rows.items()
-    )
+def stored_for(msg_idx=8):
+    rows = []
+    for agent, memory in {"ReAct loop": "react.trip", "guard": "teaching.trip"}.items():
+        rows += [{"agent": agent, **r} for r in store_rows(server.db, memory, travel, "trip")]
+    return Table(r for r in rows if r["msg_idx"] == msg_idx)
 
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-faults = ["none", "answers the user", "writes twice", "swaps roles", "all, as reported"]
 knob_widget = widgets.interact(
-    replay_fault, fault=widgets.Dropdown(options=faults, value="writes twice", description="fault")
+    stored_for, msg_idx=widgets.IntSlider(value=8, min=1, max=14, description="msg_idx")
 )
 
 # %% [markdown]
-# `entries` counts what the store holds (the chat has 14 messages), `not
-# ok` the entries whose verdict in section 2's table is not `ok`.
+# The guard stores each message once, as the chat said it. The loop's rows
+# follow the schedule: message 8 is stored twice, with the wrong role.
 #
 # ## Summary
-# - Built with `create_agent` and replayed, the write-up's report lands in
-#   the store as reported: agent text, duplicates, wrong roles. The loop
-#   runs every proposed call, so its correctness is the model's.
+# - Replayed through `create_agent`, the write-up's report lands in the
+#   store as reported. The loop runs every proposed call, so its
+#   correctness is the model's.
 # - The fix is a guard in code: one `add_entry` per message, built from the
-#   message. A `stored` list in state stops resends.
-# - Proved over random proposals and random chats with resends.
-# - The package's `build_capture_graph` adds bootstraps, flushes and
-#   idempotent retries, and stores the same entries.
+#   message, and a `stored` list against resends. It holds over random
+#   proposals and chats.
+# - The package's `build_capture_graph` stores the same entries, with
+#   bootstraps, flushes and idempotent retries.
 # - Going further: [the auditor's rules, three conversations and the kill
 #   tests](going_further/06_audit_and_kill_tests.ipynb); [the memory service
 #   for a fleet](going_further/06_memory_fleet.ipynb), several replicas over

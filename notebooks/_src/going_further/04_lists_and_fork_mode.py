@@ -1,13 +1,111 @@
 # %% [markdown]
-# # 04 · Going further: reducers a subagent cannot double, fork mode, and a message shown twice
+# # 04 · Going further: the cache fix, lists, fork mode, a message shown twice
 #
 # Notebook 04 made a subagent's writes reach the parent with one state schema
-# for both, and showed a list key with `operator.add` coming back doubled,
-# because `task` returns a changed key whole. Three things at the same
-# boundary did not fit there: reducers that a returning subagent cannot
-# double, deepagents' `mode="fork"` that hands the subagent the parent's
-# conversation, and the original write-up's report that the user's message
-# appeared twice. Each claim is asserted in the cell that shows it.
+# for both, compared that fix with the write-up's cache using the package's
+# builders, and showed a list key with `operator.add` coming back doubled,
+# because `task` returns a changed key whole. Four things at the same
+# boundary did not fit there: the cache fix written out, reducers that a
+# returning subagent cannot double, deepagents' `mode="fork"` that hands the
+# subagent the parent's conversation, and the original write-up's report
+# that the user's message appeared twice. Each claim is asserted in the cell
+# that shows it.
+
+# %% [markdown]
+# ## The write-up's cache, written out
+# The write-up kept the split schema: only the parent declares
+# `requirements`. It added a dict of the turn's fields that both agents'
+# tools share (one Python process), emptied after each turn, and copied
+# state plus that dict to `/requirements.json`. Here it is on the small
+# agents of notebook 04, in the shape `who_sees_what` builds an agent with
+# (the parent's model, the collector's model, a checkpointer):
+
+# %%
+import json
+import operator
+from typing import Annotated, NotRequired
+
+from deepagents import create_deep_agent
+from deepagents.backends.utils import create_file_data
+from langchain.agents import AgentState, create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
+
+
+class RequirementsState(AgentState):
+    requirements: Annotated[NotRequired[dict], operator.or_]
+
+
+turn_cache = {}  # this turn's fields: one dict for every tool in the process
+
+
+@tool
+def store_requirement(field_name: str, value: str | int, runtime: ToolRuntime) -> Command:
+    """Store one requirement field."""
+    turn_cache[field_name] = value
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"requirements": {field_name: value}, "messages": [done]})
+
+
+@tool
+def get_collected_requirements(runtime: ToolRuntime) -> str:
+    """List every requirement field collected so far, as JSON."""
+    return json.dumps({**runtime.state.get("requirements", {}), **turn_cache})
+
+
+class MirrorFile(AgentMiddleware):
+    def after_agent(self, state, runtime):  # after each turn: the file, then the cache is dropped
+        fields = {**state.get("requirements", {}), **turn_cache}
+        turn_cache.clear()
+        if fields:
+            return {"files": {"/requirements.json": create_file_data(json.dumps(fields))}}
+
+
+def cache_fix(model, collector_model, checkpointer=None):
+    """The split schema (the collector on AgentState) plus the shared turn cache."""
+    collector = create_agent(collector_model, [store_requirement])
+    subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
+    return create_deep_agent(
+        model,
+        [get_collected_requirements],
+        subagents=[{**subagent, "runnable": collector}],
+        state_schema=RequirementsState,
+        middleware=[MirrorFile()],
+        checkpointer=checkpointer,
+    )
+
+
+# %% [markdown]
+# Both through notebook 04's `who_sees_what`: the fields read in the same
+# turn, the next turn and after a restart, and those in the file then. The
+# cache written out here and the package's `build_cache_fix_agent` give one
+# row:
+
+# %%
+import tempfile
+
+from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, who_sees_what
+from agentstate.rds import build_cache_fix_agent
+
+folder = tempfile.mkdtemp()
+seen = {
+    "written out here": who_sees_what(cache_fix, POSTGRES_FIELDS, f"{folder}/here.db"),
+    "build_cache_fix_agent": who_sees_what(
+        build_cache_fix_agent, POSTGRES_FIELDS, f"{folder}/p.db"
+    ),
+}
+assert seen["written out here"] == seen["build_cache_fix_agent"]
+assert seen["written out here"]["same turn"] == 5 > seen["written out here"]["next turn"]
+Table({"cache fix": name, **row} for name, row in seen.items())
+
+# %% [markdown]
+# The parent reads the fields in the same turn from the cache, but they
+# never enter state, so the next turn and a restart lose them while the
+# file keeps them. That is why notebook 04 fixes the schema instead.
 
 # %% [markdown]
 # ## Reducers a returning subagent cannot double
@@ -18,10 +116,7 @@
 # where `operator.add` repeats the list:
 
 # %%
-import operator
-
 from agentstate.core import append_unique, merge_fields
-from agentstate.lessons.display import Table
 
 parent_had, returned = {"engine": "postgres"}, {"engine": "postgres", "port": 5432}
 once = merge_fields(parent_had, returned)
@@ -122,6 +217,8 @@ Table(streamed.values())
 # proof that it was the cause.
 #
 # ## Summary
+# - The write-up's cache shows the fields in the same turn only: they never
+#   enter state, so the next turn and a restart lose them.
 # - A list key with `operator.add` comes back doubled when a subagent
 #   returns it (notebook 04); an idempotent reducer (`append_unique`, the
 #   field merge) keeps one copy.

@@ -3,7 +3,7 @@
 #
 # Each exercise of notebook 04, answered with the lesson's own definitions
 # (copied below as the lesson left them: the state, the two tools, the
-# collector's `collect`, `collector_agent`, `parent_agent` and `PlainState`)
+# collector's `collect`, `collector_agent` and `parent_agent`)
 # and code that runs offline and asserts its answer.
 
 # %%
@@ -23,12 +23,8 @@ from agentstate.lessons.fixtures import POSTGRES_FIELDS
 from agentstate.models import PolicyChatModel, ScriptedChatModel, reply, tool_call
 
 
-def merge_fields(current, new):
-    return {**(current or {}), **(new or {})}
-
-
 class RequirementsState(AgentState):
-    requirements: Annotated[NotRequired[dict], merge_fields]
+    requirements: Annotated[NotRequired[dict], operator.or_]
 
 
 @tool
@@ -46,10 +42,9 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 def collect(messages):
     """The collector's reply: store each field of the task, then report."""
-    task = messages[-1]
-    if isinstance(task, HumanMessage):
+    if isinstance(messages[-1], HumanMessage):
         print("collector was given:", [m.type for m in messages])
-        fields = json.loads(task.text)
+        fields = json.loads(messages[-1].text)
         return reply(
             *(tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items())
         )
@@ -63,21 +58,17 @@ READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
 USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
 
 
-def collector_agent(schema=AgentState, store=store_requirement):
+def collector_agent(schema=AgentState):
     model = PolicyChatModel(policy=collect)
     prompt = "Store each field you are given."
-    return create_agent(model, [store], system_prompt=prompt, state_schema=schema)
+    return create_agent(model, [store_requirement], system_prompt=prompt, state_schema=schema)
 
 
-def parent_agent(collector, script=(DELEGATE, READ, DONE), **options):
+def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DONE), **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    options = {"tools": [get_collected_requirements], "state_schema": RequirementsState, **options}
-    model = ScriptedChatModel(script=list(script))
-    return create_deep_agent(model, subagents=[{**subagent, "runnable": collector}], **options)
-
-
-class PlainState(AgentState):
-    requirements: NotRequired[dict]  # no reducer
+    subagents = [{**subagent, "runnable": collector}]
+    model, tools = ScriptedChatModel(script=list(script)), [get_collected_requirements]
+    return create_deep_agent(model, tools, subagents=subagents, state_schema=schema, **options)
 
 
 # %% [markdown]
@@ -93,6 +84,10 @@ import contextlib
 import io
 
 from langgraph.errors import InvalidUpdateError
+
+
+class PlainState(AgentState):
+    requirements: NotRequired[dict]  # no reducer
 
 
 def task(fields):
@@ -113,7 +108,7 @@ scripts = {
 }
 outcome = {}
 for name, script in scripts.items():
-    agent = parent_agent(collector_agent(PlainState), script)
+    agent = parent_agent(collector_agent(PlainState), script=script)
     with contextlib.redirect_stdout(io.StringIO()):  # two collectors at once: lines would mix
         try:
             outcome[name] = sorted(agent.invoke(USER)["requirements"])
@@ -165,7 +160,7 @@ planner = create_agent(
     state_schema=PlanningRequirementsState,
 )
 alone = planner.invoke({"messages": [HumanMessage(FIELDS)]})
-state = parent_agent(planner, state_schema=PlanningRequirementsState).invoke(USER)
+state = parent_agent(planner, PlanningRequirementsState).invoke(USER)
 assert len(alone["todos"]) == 1 and state.get("todos") is None
 assert state["requirements"] == POSTGRES_FIELDS
 Table(
