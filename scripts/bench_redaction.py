@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench_results import ROOT, start_provenance, write_results
+from bench_results import resolve, samples_at, start_provenance, write_results
 from langchain_core.messages import AIMessage
 
 import agentstate
@@ -215,20 +214,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return {"load_average_before": before, "load_average_after": load_average(), **samples}
 
 
-def resolve(commit: str) -> str:
-    """The full hash of ``commit`` in this repository, or a one-line error."""
-    done = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode:
-        raise SystemExit(f"error: --before {commit}: not a commit of this repository")
-    return done.stdout.strip()
-
-
 def measure_at(commit: str, args: argparse.Namespace) -> dict[str, Any]:
     """The same measurements on the code of ``commit``: its ``src`` exported, a child run."""
-    full = resolve(commit)
     child_args = [
         "--rounds", str(args.before_rounds),
         "--load-rounds", str(args.before_load_rounds),
@@ -237,21 +224,7 @@ def measure_at(commit: str, args: argparse.Namespace) -> dict[str, Any]:
         "--load-sizes", *map(str, args.load_sizes),
         "--no-encryption", "--samples-only",
     ]  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="bench-redaction-") as folder:
-        archive = subprocess.run(
-            ["git", "archive", full, "src", "data"], cwd=ROOT, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        child = subprocess.run(
-            [sys.executable, __file__, *child_args],
-            env={**os.environ, "PYTHONPATH": str(Path(folder) / "src")},
-            capture_output=True, text=True,
-        )  # fmt: skip
-    if child.returncode:
-        raise SystemExit(f"the run on {commit} failed:\n{child.stderr[-2000:]}")
-    samples = json.loads(child.stdout)
-    if not samples.pop("agentstate").startswith(folder):
-        raise SystemExit(f"the child run did not import agentstate from {commit}")
+    full, samples = samples_at(commit, __file__, child_args)
     return {"code": commit, "commit": full, **samples}
 
 

@@ -15,6 +15,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -90,3 +91,41 @@ def write_results(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
+
+
+def resolve(commit: str) -> str:
+    """The full hash of ``commit`` in this repository, or a one-line error."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"error: --before {commit}: not a commit of this repository")
+    return done.stdout.strip()
+
+
+def samples_at(commit: str, script: str, args: list[str]) -> tuple[str, dict[str, Any]]:
+    """Run ``script`` with ``args`` on the code of ``commit``: the full hash and its samples.
+
+    The commit's ``src`` and ``data`` are exported with ``git archive`` into a temporary
+    folder and put first on ``PYTHONPATH`` of a child run of ``script``, which prints its
+    samples as JSON with an ``"agentstate"`` entry saying where it imported the package
+    from (checked, so a run never measures this checkout by mistake).
+    """
+    full = resolve(commit)
+    with tempfile.TemporaryDirectory(prefix="bench-before-") as folder:
+        archive = subprocess.run(
+            ["git", "archive", full, "src", "data"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        child = subprocess.run(
+            [sys.executable, script, *args],
+            env={**os.environ, "PYTHONPATH": str(Path(folder) / "src")},
+            capture_output=True, text=True,
+        )  # fmt: skip
+    if child.returncode:
+        raise SystemExit(f"the run on {commit} failed:\n{child.stderr[-2000:]}")
+    samples: dict[str, Any] = json.loads(child.stdout)
+    if not samples.pop("agentstate").startswith(folder):
+        raise SystemExit(f"the child run did not import agentstate from {commit}")
+    return full, samples

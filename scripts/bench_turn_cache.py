@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from bench_docs import render
-from bench_results import ROOT, start_provenance, write_results
+from bench_results import resolve, samples_at, start_provenance, write_results
 from langchain.agents.middleware import (
     AgentMiddleware,
     HumanInTheLoopMiddleware,
@@ -142,35 +139,10 @@ def never_writes_samples(rounds: int) -> dict[str, list[float]]:
     return {case: [never_writes_turn_ms(case) for _ in range(rounds)] for case in NEVER_WRITES}
 
 
-def resolve(commit: str) -> str:
-    """The full hash of ``commit`` in this repository, or a one-line error."""
-    done = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode:
-        raise SystemExit(f"error: --before {commit}: not a commit of this repository")
-    return done.stdout.strip()
-
-
 def never_writes_at(commit: str, rounds: int) -> dict:
     """The same turns on the cache of ``commit``: its ``src`` and ``data`` exported, a child run."""
-    full = resolve(commit)
-    with tempfile.TemporaryDirectory(prefix="bench-turn-cache-") as folder:
-        archive = subprocess.run(
-            ["git", "archive", full, "src", "data"], cwd=ROOT, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        child = subprocess.run(
-            [sys.executable, __file__, "--never-writes", "--rounds", str(rounds), "--samples-only"],
-            env={**os.environ, "PYTHONPATH": str(Path(folder) / "src")},
-            capture_output=True, text=True,
-        )  # fmt: skip
-    if child.returncode:
-        raise SystemExit(f"the run on {commit} failed:\n{child.stderr[-2000:]}")
-    samples = json.loads(child.stdout)
-    if not samples.pop("agentstate").startswith(folder):
-        raise SystemExit(f"the child run did not import agentstate from {commit}")
+    args = ["--never-writes", "--rounds", str(rounds), "--samples-only"]
+    full, samples = samples_at(commit, __file__, args)
     return {"code": commit, "commit": full, "rounds": rounds, "samples_ms": samples}
 
 
