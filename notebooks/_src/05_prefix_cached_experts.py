@@ -14,14 +14,14 @@
 
 # %% [markdown]
 # ## Recap
-# Stage 04 decided which state keys cross a subagent boundary. Here nothing
-# is lost from state: the question is where state, and anything else that
+# Stage 04 decided which state keys cross a subagent boundary. Here
+# nothing is lost: the question is where state, and anything else that
 # changes, goes in the prompt.
 #
 # ## Goals
 # - Reproduce: a clock line before the manual gives every call a new prefix.
-# - Write the prompt order whole, and prove it on llama.cpp.
-# - Read what it saves per question, then per call.
+# - Write the prompt order whole, prove it on llama.cpp, and read what it
+#   saves.
 
 # %% [markdown]
 # ## 1. Reproduce: a clock line before the manual
@@ -51,7 +51,6 @@ class DeskState(TypedDict, total=False):
     notes: Annotated[dict, operator.or_]  # each expert adds its own key
 
 
-# %%
 def build_desk(model, prompt, manual_text=manual.text):
     def fan_out(state):
         task = {"question": state["question"], "history": state.get("history", [])}
@@ -70,9 +69,9 @@ def build_desk(model, prompt, manual_text=manual.text):
 
 
 # %% [markdown]
-# A common first prompt starts with the current time. The experts' model is
+# A common first prompt starts with the current time. The model is
 # scripted (it answers "a note") and keeps every prompt it was sent. The
-# clock changes every run, so this cell's output does too:
+# clock changes every run, so this output does too:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
@@ -113,24 +112,8 @@ plot_prompt_layouts(len((GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END).encode(
 
 # %% [markdown]
 # After the first part that differs, everything is read again, the manual
-# included. Each message of the three clock-first calls, measured:
-
-# %%
-calls = recorder.seen
-Table(
-    {
-        "message": [
-            "system 1: clock, instructions, manual",
-            "system 2: persona",
-            "human: question",
-        ][i],
-        "bytes": sorted({len(c[i].content.encode()) for c in calls}),
-        "same in all 3 calls": len({c[i].content for c in calls}) == 1,
-    }
-    for i in range(3)
-)
-
-# %% [markdown]
+# included.
+#
 # ## 3. The fix: the prompt order, written whole
 # System message 1 holds the fixed instructions and the manual, and nothing
 # else: no clock, no id, no name. The persona comes second, then the
@@ -140,7 +123,6 @@ Table(
 
 # %%
 def expert_prompt(manual_text, persona, question, history=()):
-    """Invariant first, then what varies: persona, history, question."""
     return [
         SystemMessage(GLOBAL_INSTRUCTIONS + manual_text + MANUAL_END),  # the same for every call
         SystemMessage(persona),  # differs per expert, after the manual
@@ -172,12 +154,11 @@ Table([{"expert calls": len(sent), "same messages as the package": same}])
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
-# The next cell runs the desk on llama.cpp's server with SmolLM2-135M
-# (`make engine` installs them) through LangChain's `ChatOpenAI`, once per
-# order, one expert after the other. An unrelated prompt first empties the
-# cache. The engine logs how many prompt tokens each request reused: a
-# count, not a timing. The manual is cut to its first chapter, so the cell
-# takes about 15 s. Without the engine the cell says so.
+# The desk on llama.cpp's server with SmolLM2-135M (`make engine`
+# installs them) through LangChain's `ChatOpenAI`, once per order, one
+# expert after the other; an unrelated prompt first empties the cache. The
+# engine logs how many prompt tokens each request reused: a count, not a
+# timing. With the manual's first chapter only, it takes about 15 s.
 
 # %% tags=["nbval-ignore-output"]
 from langchain_openai import ChatOpenAI
@@ -219,21 +200,20 @@ live
 # prefix:
 
 # %%
+from IPython.display import display
+
 from agentstate.experts import load_results, plot_ttft, question_seconds
 
 results = load_results()
-Table(question_seconds(results))
-
-# %% [markdown]
-# Per question the invariant prefix is 2.3 to 2.9 times faster: the first
-# expert still pays the cold call. Per call (right) a warm call waits 6 to
-# 41 times less than a cold one, and stays near the floor, the same call
-# without the manual:
-
-# %%
+display(Table(question_seconds(results)))
 plot_ttft(results)
 
 # %% [markdown]
+# Per question (the table, and the chart's left panel) the invariant prefix
+# is 2.3 to 2.9 times faster: the first expert still pays the cold call.
+# Per call (right) a warm call waits 6 to 41 times less than a cold one,
+# and stays near the floor, the same call without the manual.
+#
 # ## 5. What the doctor says
 # `agentstate.doctor.Watch` is a callback handler: passed to a run, it
 # reports model calls whose prompts part before a large shared part. Both
@@ -256,9 +236,8 @@ compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual
-# Run the cells above first. A per-call line (a request id) goes after the
-# first `chapter` chapters of the manual (0: before it). The table shows
-# the bytes the three prompts share, their share of the prompt, and where
+# A per-call line (a request id) goes after the first `chapter` chapters
+# of the manual (0: before it): what the three prompts share, and where
 # they part.
 
 # %%

@@ -13,12 +13,11 @@
 
 # %% [markdown]
 # ## Recap
-# Stage 05 decided what goes into a model's prompt. This stage is about
-# what comes out: which of the model's tool calls may run at all.
+# Stage 05 decided what goes into a model's prompt. This stage decides
+# which of the model's tool calls may run at all.
 #
 # ## Goals
-# - Build the write-up's agent, replay its report, and read the damage in
-#   the store.
+# - Replay the write-up's report through its agent; read the store.
 # - Write a guard: one `add_entry` per message, whatever the model
 #   proposes, and prove it over random proposals.
 
@@ -26,34 +25,28 @@
 # ## 1. Reproduce: the write-up's report, replayed
 # The memory server is a real process (SQLite, on 127.0.0.1) that offers
 # its tools over [MCP, the Model Context Protocol](../docs/glossary.md#mcp).
-# `langchain-mcp-adapters` turns them into LangChain tools.
-
-# %%
-import tempfile
-from pathlib import Path
-
-from agentstate.memory import MemoryClient, ServerProcess
-
-server = ServerProcess(Path(tempfile.mkdtemp(prefix="stage06-")) / "memory.sqlite").start()
-client = MemoryClient(server.url)
-tools = await client.tools()
-sorted(t.name for t in tools)
-
-# %% [markdown]
 # The write-up's agent is LangChain's [ReAct loop](../docs/glossary.md#react-loop),
 # `create_agent`, with the capture rules as its system prompt. These rules
 # are all that stands between the model and the store:
 
 # %%
-from agentstate.memory import system_prompt
+import tempfile
+from pathlib import Path
 
+from agentstate.memory import MemoryClient, ServerProcess, system_prompt
+
+server = ServerProcess(Path(tempfile.mkdtemp(prefix="stage06-")) / "memory.sqlite").start()
+client = MemoryClient(server.url)
+tools = await client.tools()  # the server's tools, as LangChain tools
+print("tools:", ", ".join(sorted(t.name for t in tools)), end="\n\n")
 VAULT = "agentstate"
 print(system_prompt(VAULT, "react.trip"))
 
 # %% [markdown]
-# An observer sends the agent each event of the chat as one invoke: the
-# new message only (as `messages` for the ReAct loop, as `turn` for the
-# guard of section 3). `msg_idx` is a message's position in the chat.
+# `observe` sends the agent each event of the chat as one invoke: the new
+# message only (as `messages` for the ReAct loop, as `turn` for section
+# 3's guard), then returns what the store holds. `msg_idx` is a message's
+# position in the chat.
 
 # %%
 from langchain.agents import create_agent
@@ -68,7 +61,6 @@ def react_agent(model, tools, memory_id):
 
 
 async def observe(agent, client, events, memory_id):
-    """Send each event as one invoke, then return what the store holds."""
     await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
     ids = {"thread_id": memory_id, "vault_id": VAULT, "memory_id": memory_id}
     for event in events:
@@ -83,16 +75,16 @@ async def observe(agent, client, events, memory_id):
 # scripted model [replays](../docs/glossary.md#replay) its report at fixed
 # positions, whatever the prompt says. It shows what the loop does with
 # such calls, not that a model makes them. Its fault schedule on the
-# 14-message chat it will observe:
+# 14-message chat, then the run:
 
 # %%
+from IPython.display import display
+
 from agentstate.lessons.display import Table
 from agentstate.memory import load, replay_model, replay_schedule
 
 travel = load("solo_travel")
-Table(replay_schedule(travel, "trip"))
-
-# %%
+display(Table(replay_schedule(travel, "trip")))
 react_store = await observe(
     react_agent(replay_model(), tools, "react.trip"), client, travel.events, "react.trip"
 )
@@ -100,8 +92,8 @@ react_store = await observe(
 
 # %% [markdown]
 # ## 2. Look inside: the store
-# One row per wrong entry: what the chat said at that `msg_idx`, what the
-# store holds, and the fault.
+# One row per wrong entry: what the chat said, what the store holds, and
+# the fault.
 
 # %%
 from agentstate.memory import store_rows
@@ -110,10 +102,10 @@ damage = store_rows(server.db, "react.trip", travel, "trip")
 Table(r for r in damage if r["verdict"] != "ok")
 
 # %% [markdown]
-# Each row sits where the schedule put a fault. The ReAct loop runs every
-# tool call as proposed, and the rules live only in the prompt. A replay of
-# a model that follows them (`replay_model("none")`) leaves the store
-# clean: the loop is exactly as correct as its model.
+# Each row sits where the schedule put a fault: the loop runs every tool
+# call as proposed. A replay of a model that follows the rules
+# (`replay_model("none")`) leaves the store clean. The loop is exactly as
+# correct as its model.
 
 # %%
 good_store = await observe(
@@ -154,13 +146,11 @@ class GuardState(TypedDict, total=False):
     stored: Annotated[list[int], operator.add]  # msg_idx already stored in this thread
 
 
-def usable(summary) -> bool:
-    """A summary the model may supply: one printable line of 1-200 characters."""
+def usable(summary) -> bool:  # a summary the model may supply: one printable line, 1-200 chars
     text = summary if isinstance(summary, str) else ""
     return text.strip() != "" and text.isprintable() and len(text) <= 200
 
 
-# %%
 def build_guarded_capture(model, tools, checkpointer):
     model, add_entry = model.bind_tools(tools), {t.name: t for t in tools}["add_entry"]
 
@@ -195,7 +185,7 @@ def build_guarded_capture(model, tools, checkpointer):
 # %% [markdown]
 # The two graphs, as `graph.get_graph().edges` lists them. In the ReAct
 # loop the model's reply picks the next step (dotted), and `tools` runs
-# whatever it proposed. In the guard the path is fixed.
+# whatever it proposed. The guard's path is fixed.
 #
 # **The ReAct loop (`create_agent`)**
 #
@@ -216,12 +206,11 @@ def build_guarded_capture(model, tools, checkpointer):
 #   write --> done([done])
 # ```
 #
-# The same replay, now behind the guard. Beside it, the package's
+# The same replay behind the guard, and behind the package's
 # `agentstate.memory.build_capture_graph`: the same guard plus the
 # [bootstrap and flush calls](../docs/glossary.md#bootstrap-and-flush-calls)
-# the rules ask for, an
-# [idempotency key](../docs/glossary.md#idempotency-key) on each write, and
-# bounded state:
+# the rules ask for and an
+# [idempotency key](../docs/glossary.md#idempotency-key) on each write:
 
 # %%
 from agentstate.memory import build_capture_graph
@@ -241,13 +230,11 @@ Table(
 #
 # ## 4. Prove it: whatever the model proposes
 # A model that proposes random misbehaviours at every message (chat,
-# duplicates, wrong roles or indexes, other text, unknown tools, malformed
-# arguments, bad summaries, another memory, ...), on random chats
-# (unicode, empty messages, controls) with some messages sent twice.
-# Twelve seeded runs:
+# duplicates, wrong roles, unknown tools, malformed arguments, ...), on
+# random chats with some messages sent twice. Twelve seeded runs:
 
 # %%
-from agentstate.memory import PROPOSAL_KINDS, RandomProposals, random_events
+from agentstate.memory import RandomProposals, random_events
 from agentstate.models import PolicyChatModel
 
 proposer, sent_total, exact = RandomProposals(seed=6), 0, 0
@@ -257,18 +244,17 @@ for seed in range(12):
     exact += await observe(graph, client, sent, f"random.{seed}") == expected_entries(chat, "chat")
     sent_total += len(sent)
 counted = {"random chats": 12, "events sent": sent_total, "model replies": proposer.tried}
-kinds = f"{len(proposer.kinds)} of {len(PROPOSAL_KINDS)}"
+kinds = f"{len(proposer.kinds)} of {len(proposer.KINDS)}"
 Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}])
 
 # %% [markdown]
-# Every kind of proposal came up, and every store holds exactly one entry
-# per message. A message sent twice is stored once: `decide` checks
-# `stored`.
+# Every store holds exactly one entry per message, a resend included:
+# `decide` checks `stored`.
 #
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled graph without
-# running it. A tool that writes long-term memory inside a ReAct loop is
-# this lesson's hazard:
+# running it. A memory-writing tool inside a ReAct loop is this lesson's
+# hazard:
 
 # %%
 from agentstate.doctor import diagnose
@@ -280,9 +266,8 @@ compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: the two stores, message by message
-# Pick a message of the chat (its `msg_idx`): what the ReAct loop stored
-# for it in section 1, and what the guard stored in section 3, with
-# section 2's verdicts.
+# Pick a message (its `msg_idx`): what the ReAct loop and the guard
+# stored for it, with section 2's verdicts.
 
 
 # %%
@@ -306,8 +291,7 @@ knob_widget = widgets.interact(
 #
 # ## Summary
 # - Replayed through `create_agent`, the write-up's report lands in the
-#   store as reported. The loop runs every proposed call, so its
-#   correctness is the model's.
+#   store as reported: the loop runs every proposed call.
 # - The fix is a guard in code: one `add_entry` per message, built from the
 #   message, and a `stored` list against resends. It holds over random
 #   proposals and chats.

@@ -193,8 +193,11 @@ class RandomProposals:
     """A policy (``messages -> AIMessage``) that proposes random misbehaviours, seeded.
 
     Each reply mixes 0 to ``max_kinds`` kinds of ``PROPOSAL_KINDS`` for the
-    current turn; ``tried`` counts the replies and ``kinds`` which kinds came up.
+    current turn; ``tried`` counts the replies and ``kinds`` which kinds came up, of
+    ``KINDS`` (all of ``PROPOSAL_KINDS``).
     """
+
+    KINDS = PROPOSAL_KINDS
 
     def __init__(self, seed: int, max_kinds: int = 3) -> None:
         self.rng, self.max_kinds = random.Random(seed), max_kinds
