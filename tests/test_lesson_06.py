@@ -71,9 +71,7 @@ def lesson_cells(*markers: str, **names) -> types.ModuleType:
 def teaching_guard():
     """``build_guarded_capture`` as the notebook defines it: its cells, executed (with the
     capture prompt an earlier cell imports)."""
-    cells = lesson_cells(
-        "class GuardState", "def build_guarded_capture", system_prompt=system_prompt
-    )
+    cells = lesson_cells("def build_guarded_capture", system_prompt=system_prompt)
     return cells.build_guarded_capture
 
 
@@ -233,7 +231,6 @@ async def test_the_knob_shows_each_message_in_both_stores(server):
     travel = load("solo_travel")
     page = lesson_cells(
         "def react_agent",
-        "class GuardState",
         "def build_guarded_capture",
         "def stored_for",
         server=server,
@@ -272,7 +269,6 @@ async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
 
     page = lesson_cells(
         "def react_agent",
-        "class GuardState",
         "def build_guarded_capture",
         system_prompt=system_prompt,
         VAULT=VAULT,
@@ -362,7 +358,6 @@ async def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(serve
     travel = load("solo_travel")
     page = lesson_cells(
         "def react_agent",
-        "class GuardState",
         "def build_guarded_capture",
         system_prompt=system_prompt,
         VAULT=VAULT,
@@ -392,3 +387,10 @@ def test_the_replay_schedule_lists_only_the_chosen_faults():
     assert twice["at"] == "3, 8, 13"
     with pytest.raises(ValueError, match="unknown fault 'sulks'"):
         replay_schedule(travel, "trip", "sulks")
+
+
+def test_the_random_proposers_kinds_are_every_proposal_kind():
+    """The lesson prints "N of len(proposer.KINDS)" kinds of proposal: all of them."""
+    from agentstate.memory import RandomProposals
+
+    assert RandomProposals(seed=0).KINDS == PROPOSAL_KINDS and len(PROPOSAL_KINDS) == 11
