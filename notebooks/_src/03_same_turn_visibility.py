@@ -127,10 +127,10 @@ print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).i
 
 # %% [markdown]
 # The seven calls ran in one super-step on several threads: the tools are
-# not "single-threaded". The late reader still saw nothing. Writes apply
+# not "single-threaded". The late reader still saw nothing: writes apply
 # when the **super-step** ends, not the turn. A dict shared by every tool
-# does not help: nothing makes a reader wait for writers on other threads
-# ([going further](going_further/03_caches_that_fail.ipynb) shows the race).
+# does not help, as nothing makes a reader wait for the other threads
+# ([going further](going_further/03_caches_that_fail.ipynb)).
 #
 # ## 3. When is a turn cache worth it?
 # The cheap fix is above: the readers in the next reply. It costs one more
@@ -224,9 +224,9 @@ class TurnCache(AgentMiddleware):
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
 # The package's `TurnCacheMiddleware` does the same four steps, plus an
-# async twin, a batch per conversation, and clear errors when a writer is
-# rejected, fails or never gets a thread. 100 turns each, every tool call
-# delayed by a seeded random 0-5 ms (about 15 s). Fields the reader saw:
+# async twin, a batch per conversation, and clear errors when a writer
+# fails or never gets a thread. 100 turns each, every tool call delayed by
+# a seeded random 0-5 ms (about 15 s):
 
 # %%
 from collections import Counter
@@ -287,16 +287,15 @@ knob_widget = widgets.interact(
 # - A reader in the next reply is the cheap fix. A turn cache (readers wait
 #   for their batch and read its writes merged) pays only when you cannot
 #   choose the order.
-# - Going further: [the write-up's own cache, the race, and the threads
-#   under a batch](going_further/03_caches_that_fail.ipynb).
+# - Going further: [caches that fail, and the threads under a
+#   batch](going_further/03_caches_that_fail.ipynb).
 #
 # ## Exercises
-# 1. Put the readers *first* in the reply, before the stores, with
-#    `TurnCache`. What does `get_collected_requirements` see, and why?
+# 1. With `TurnCache`, put the readers *first* in the reply. What does
+#    `get_collected_requirements` see, and why?
 # 2. Run section 4's traced turn with `{"max_concurrency": 4}`. Which calls
 #    start late, and why does no reader time out?
-# 3. Take step 2 away: give a `TurnCache` a condition whose `wait_for`
-#    returns `True` at once. Run 100 turns. How many fields does the reader
-#    see?
+# 3. Take step 2 away: a condition whose `wait_for` returns `True` at once.
+#    Over 100 turns, how many fields does the reader see?
 # 4. Invoke one `TurnCache` agent from two Python threads at once, each with
-#    its own fields. Does either reader see the other's fields?
+#    its own fields. Does either reader see the other's?
