@@ -38,7 +38,6 @@ TEACHING = (
     "store_requirement",
     "get_collected_requirements",
     "validate_manifest",
-    "REQUIRED",
     "TURN",
     "TOOLS",
     "READS",
@@ -47,7 +46,6 @@ TEACHING = (
     "seen",
     "TurnCache",
     "CACHE",
-    "saw_all",
     "reader_sees",
     "show_reads",
 )
@@ -180,9 +178,50 @@ def test_the_teaching_cache_without_its_wait_races_again(lesson):
     assert min(seen_per_turn(lesson, agent, 100)) < 5
 
 
-def test_the_prove_cells_helper_counts_the_turns_that_saw_every_field(lesson):
-    assert lesson["saw_all"](None, turns=5) == 0
-    assert lesson["saw_all"](teaching_cache(lesson), turns=5) == 5
+def test_the_teaching_cache_merges_in_call_order_with_the_keys_reducer(lesson):
+    """Two stores of one field in one reply: the reader sees the later one, as the state keeps."""
+    tool_call, reply = lesson["tool_call"], lesson["reply"]
+    stores = [tool_call("store_requirement", field_name="engine", value=v) for v in ("a", "b")]
+    model = lesson["ScriptedChatModel"](
+        script=[reply(*stores, tool_call("get_collected_requirements")), reply(text="Done.")]
+    )
+    state = lesson["create_agent"](
+        model,
+        tools=lesson["TOOLS"],
+        state_schema=lesson["RequirementsState"],
+        middleware=[teaching_cache(lesson), SlowToolMiddleware("store_requirement", 0.05)],
+    ).invoke(lesson["TURN"])
+    read = lesson["reply_of"](state, "get_collected_requirements")
+    assert read == '{"engine": "b"}' and state["requirements"] == {"engine": "b"}
+
+
+def test_lesson_02s_state_and_writer_imported_by_03_keep_what_02s_page_keeps(lesson):
+    """03 imports 02's state and writer from the package as a recap: the same tool schema the
+    model sees, the same replies and the same kept fields as the ones 02 builds on its page."""
+    page = definitions("02", ("RequirementsState", "store_requirement", "merge_fields", "TURN"))
+    ours = lesson["store_requirement"]
+    assert ours.name == page["store_requirement"].name
+    assert ours.description == page["store_requirement"].description
+    schema = ours.tool_call_schema.model_json_schema()
+    assert schema == page["store_requirement"].tool_call_schema.model_json_schema()
+
+    def run(state_schema, store):
+        calls = [
+            lesson["tool_call"]("store_requirement", field_name=f, value=v)
+            for f, v in {**POSTGRES_FIELDS, "engine": "mysql"}.items()
+        ]
+        model = lesson["ScriptedChatModel"](
+            script=[lesson["reply"](*calls), lesson["reply"](text="Done.")]
+        )
+        state = lesson["create_agent"](model, tools=[store], state_schema=state_schema).invoke(
+            page["TURN"]
+        )
+        return state["requirements"], [m.text for m in state["messages"] if m.type == "tool"]
+
+    assert run(lesson["RequirementsState"], ours) == run(
+        page["RequirementsState"], page["store_requirement"]
+    )
+    assert run(lesson["RequirementsState"], ours)[0] == {**POSTGRES_FIELDS, "engine": "mysql"}
 
 
 def test_teaching_and_package_turn_caches_agree_on_the_rds_reply(lesson):

@@ -6,9 +6,9 @@
 # 02's agent the readers find nothing. The agent's changelog
 # ([where this comes from](../README.md#where-this-comes-from)) said
 # "Commands are batched and applied only after ALL tools complete", and
-# tools are "Single-threaded within agent turn". We test both claims and
-# write a turn cache whose readers see their batch. Which releases this
-# happens in: [same-batch-read](../docs/hazards-by-version.md#same-batch-read).
+# tools are "Single-threaded within agent turn". We test both, then write a
+# turn cache whose readers see their batch. Releases affected:
+# [same-batch-read](../docs/hazards-by-version.md#same-batch-read).
 
 # %% [markdown]
 # ## Recap
@@ -22,38 +22,21 @@
 # - Write the turn cache whole and prove it agrees with the package's.
 #
 # ## 1. Reproduce: readers next to the writers
-# Lesson 02's state and writer, and two readers of `runtime.state`. The
-# first prints what it read while `show_reads` is on.
+# Lesson 02's state and writer, imported as 02 built them: `RequirementsState`
+# (`requirements` merged by `merge_fields`) and `store_requirement`. New
+# here: two readers of `runtime.state`. The first prints what it read while
+# `show_reads` is on.
 
 # %%
 import json
-from typing import Annotated, Any, NotRequired
 
-from langchain.agents import AgentState, create_agent
 from langchain.tools import ToolRuntime
-from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
-from langgraph.types import Command
 
-from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.core import merge_fields
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, RequirementsState, store_requirement
 
-REQUIRED = list(POSTGRES_FIELDS)  # the five fields a manifest needs here
 show_reads = True
-
-
-def merge_fields(current: dict | None, write: dict | None) -> dict:
-    return {**(current or {}), **(write or {})}
-
-
-class RequirementsState(AgentState):
-    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
-
-
-@tool
-def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
-    """Store one requirement field."""
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(update={"requirements": {field_name: value}, "messages": [done]})
 
 
 @tool
@@ -67,9 +50,8 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 @tool
 def validate_manifest(runtime: ToolRuntime) -> str:
-    """Check that every required field has been collected."""
-    collected = runtime.state.get("requirements", {})
-    missing = [f for f in REQUIRED if f not in collected]
+    """Check that every field of a Postgres manifest has been collected."""
+    missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
     return f"invalid: missing {', '.join(missing)}" if missing else "valid"
 
 
@@ -79,6 +61,8 @@ def validate_manifest(runtime: ToolRuntime) -> str:
 # in the next reply), `turns` times over.
 
 # %%
+from langchain.agents import create_agent
+
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolTimeline
 
@@ -110,12 +94,12 @@ print("validate_manifest replied:", reply_of(state, "validate_manifest"))
 print("fields in the state after the turn:", len(state["requirements"]))
 
 # %% [markdown]
-# Both readers found nothing, yet the state held all five fields when the
-# turn ended.
+# Both readers found nothing, yet the state held all five fields after the
+# turn.
 #
 # ## 2. Look inside: one super-step, read from the state before it
-# The same run as state flow. Every call was handed the state from before
-# the step. The readers wrote nothing, and replied from that old state.
+# The same run as state flow. Every call got the state from before the
+# step. The readers wrote nothing and replied from that old state.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -143,30 +127,27 @@ print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).i
 
 # %% [markdown]
 # The seven calls ran in one super-step on several threads: the tools are
-# not "single-threaded". The late reader still saw nothing. Writes apply at
-# the end of the **super-step**, not of the turn. A dict shared by every
-# tool does not help: nothing makes a reader wait for the writers on other
-# threads ([going further](going_further/03_caches_that_fail.ipynb) shows
-# the race).
+# not "single-threaded". The late reader still saw nothing: writes apply
+# when the **super-step** ends, not the turn. A dict shared by every tool
+# does not help, as nothing makes a reader wait for the other threads
+# ([going further](going_further/03_caches_that_fail.ipynb)).
 #
 # ## 3. When is a turn cache worth it?
 # The cheap fix is above: the readers in the next reply. It costs one more
-# model call, a second or two with a real model, and no code. A line in the
-# prompt asking for readers after writers is often enough. A turn cache
-# costs the thread synchronisation below, and each waiting reader holds a
-# thread. It is worth it only when you cannot choose the order: a model
-# that batches readers with writers anyway, or a check that must run on the
-# batch's own writes.
+# model call (a second or two with a real model) and no code. Often a line
+# in the prompt, readers after writers, is enough. A turn cache costs the
+# thread synchronisation below, and each waiting reader holds a thread. It
+# pays only when you cannot choose the order: a model that batches readers
+# with writers anyway, or a check that must run on the batch's own writes.
 #
 # ## 4. The fix: a turn cache whose readers wait for their batch
 # A **batch** is the tool calls of one reply. A middleware wraps each tool
 # call (`wrap_tool_call`) in four steps:
 #
 # 1. **Record** what each writer's `Command` wrote.
-# 2. **Wait**: a reader waits until every writer of its batch has finished,
-#    with a timeout.
-# 3. **Merge**: the reader runs on a copy of the state with the batch's
-#    writes folded in by the key's reducer, in call order. That is the value
+# 2. **Wait** until every writer of the batch has finished, with a timeout.
+# 3. **Merge**: run the reader on a copy of the state with the batch's
+#    writes folded in by the key's reducer, in call order, the value
 #    LangGraph will store when the step ends.
 # 4. **Drop**: the batch's last call to finish forgets the batch.
 #
@@ -188,9 +169,9 @@ for t, p, name, what in sorted(moments):
     print(f"{(t - t0) * 1000:4.0f} ms  #{p + 1} {name} {what}")
 
 # %% [markdown]
-# The teaching version, whole. A batch is a dict in `batches`, keyed by the
-# reply's id: each call id that finished, and what it wrote. One condition
-# (a lock that threads can wait on) guards every batch.
+# The teaching version, whole. `batches` maps a reply's id to its batch:
+# each call id that finished, and what it wrote. One condition (a lock that
+# threads can wait on) guards them all.
 
 # %%
 import threading
@@ -198,11 +179,12 @@ from dataclasses import replace
 from functools import reduce
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
 
 
 class TurnCache(AgentMiddleware):
     def __init__(self, writers, readers, key, reducer, timeout=10.0):
-        super().__init__()
         self.writers, self.readers, self.key = set(writers), set(readers), key
         self.reducer, self.timeout = reducer, timeout
         self.batches, self.changed = {}, threading.Condition()  # reply id -> batch
@@ -220,8 +202,7 @@ class TurnCache(AgentMiddleware):
         try:
             if name in self.writers:  # 1. record
                 result = handler(request)
-                if isinstance(result, Command):
-                    wrote = result.update.get(self.key)
+                wrote = result.update.get(self.key) if isinstance(result, Command) else None
                 return result
             with self.changed:  # 2. wait
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
@@ -242,26 +223,24 @@ class TurnCache(AgentMiddleware):
 
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
-# The package's `TurnCacheMiddleware` does the same four steps. It adds an
-# async twin, a batch per conversation, and clear errors when a writer is
-# rejected, fails or never gets a thread. 100 turns each, every tool call
-# delayed by a seeded random 0-5 ms standing in for real I/O (about 15 s):
+# The package's `TurnCacheMiddleware` does the same four steps, plus an
+# async twin, a batch per conversation, and clear errors when a writer
+# fails or never gets a thread. 100 turns each, every tool call delayed by
+# a seeded random 0-5 ms (about 15 s):
 
 # %%
+from collections import Counter
+
 from agentstate.lessons.simulation import ToolLatencyMiddleware
-
-
-def saw_all(cache, turns=100) -> int:  # turns in which the reader saw all five fields
-    agent = my_agent(cache, ToolLatencyMiddleware(0.005, seed=3), turns=turns)
-    return [seen(agent.invoke(TURN)) for _ in range(turns)].count(5)
-
 
 for name, cache in {
     "plain agent": None,
     "teaching TurnCache": TurnCache(**CACHE),
     "package TurnCacheMiddleware": TurnCacheMiddleware(**CACHE),
 }.items():
-    print(f"{name}: the reader saw 5 of 5 fields in {saw_all(cache)} of 100 turns")
+    agent = my_agent(cache, ToolLatencyMiddleware(0.005, seed=3), turns=100)
+    saw = Counter(seen(agent.invoke(TURN)) for _ in range(100))
+    print(f"{name}:", ", ".join(f"saw {k} of 5 in {n} turns" for k, n in sorted(saw.items())))
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
@@ -281,8 +260,8 @@ compare_findings(
 
 # %% [markdown]
 # ## A knob: writers in the reply, with and without the cache
-# Without the cache the reader sees 0 fields whatever the number of
-# writers. With it, it sees all of them.
+# Without the cache the reader sees 0 fields, however many writers. With it,
+# all of them.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -305,19 +284,18 @@ knob_widget = widgets.interact(
 # - A reader in the writers' own reply sees the state from before the
 #   super-step, even when it reads after they returned. The calls run on
 #   several threads at once.
-# - A reader in the next reply is the cheap fix. A turn cache, whose
-#   readers wait for their batch and read its writes merged, is worth its
-#   threads only when you cannot choose the order.
-# - Going further: [the write-up's own cache, the race, and the threads
-#   under a batch](going_further/03_caches_that_fail.ipynb).
+# - A reader in the next reply is the cheap fix. A turn cache (readers wait
+#   for their batch and read its writes merged) pays only when you cannot
+#   choose the order.
+# - Going further: [caches that fail, and the threads under a
+#   batch](going_further/03_caches_that_fail.ipynb).
 #
 # ## Exercises
-# 1. Put the readers *first* in the reply, before the stores, with
-#    `TurnCache`. What does `get_collected_requirements` see, and why?
+# 1. With `TurnCache`, put the readers *first* in the reply. What does
+#    `get_collected_requirements` see, and why?
 # 2. Run section 4's traced turn with `{"max_concurrency": 4}`. Which calls
 #    start late, and why does no reader time out?
-# 3. Take step 2 away: give a `TurnCache` a condition whose `wait_for`
-#    returns `True` at once. Run 100 turns. How many fields does the reader
-#    see?
+# 3. Take step 2 away: a condition whose `wait_for` returns `True` at once.
+#    Over 100 turns, how many fields does the reader see?
 # 4. Invoke one `TurnCache` agent from two Python threads at once, each with
-#    its own fields. Does either reader see the other's fields?
+#    its own fields. Does either reader see the other's?

@@ -1,47 +1,31 @@
 # %% [markdown]
 # # 03 · Same-turn visibility: exercise solutions
 #
-# Each exercise of notebook 03, answered with the lesson's own code: its
-# state, tools, the teaching `TurnCache` and its settings `CACHE`, written
-# again here as the lesson has them. Everything runs offline and asserts its
-# answer.
+# Each exercise of notebook 03, answered with the lesson's own code: lesson
+# 02's state and writer imported as the lesson imports them, its readers,
+# the teaching `TurnCache` and its settings `CACHE`, written again here as
+# the lesson has them. Everything runs offline and asserts its answer.
 
 # %%
 import json
 import threading
 from dataclasses import replace
 from functools import reduce
-from typing import Annotated, Any, NotRequired
 
-from langchain.agents import AgentState, create_agent
+from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.core import merge_fields
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, RequirementsState, store_requirement
 from agentstate.lessons.simulation import SlowToolMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
-REQUIRED = list(POSTGRES_FIELDS)
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 READS = ["get_collected_requirements", "validate_manifest"]
-
-
-def merge_fields(current: dict | None, write: dict | None) -> dict:
-    return {**(current or {}), **(write or {})}
-
-
-class RequirementsState(AgentState):
-    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
-
-
-@tool
-def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
-    """Store one requirement field."""
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(update={"requirements": {field_name: value}, "messages": [done]})
 
 
 @tool
@@ -52,9 +36,8 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 @tool
 def validate_manifest(runtime: ToolRuntime) -> str:
-    """Check that every required field has been collected."""
-    collected = runtime.state.get("requirements", {})
-    missing = [f for f in REQUIRED if f not in collected]
+    """Check that every field of a Postgres manifest has been collected."""
+    missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
     return f"invalid: missing {', '.join(missing)}" if missing else "valid"
 
 
@@ -77,7 +60,6 @@ def seen(state: dict) -> int:
 # %%
 class TurnCache(AgentMiddleware):
     def __init__(self, writers, readers, key, reducer, timeout=10.0):
-        super().__init__()
         self.writers, self.readers, self.key = set(writers), set(readers), key
         self.reducer, self.timeout = reducer, timeout
         self.batches, self.changed = {}, threading.Condition()  # reply id -> batch
@@ -95,8 +77,7 @@ class TurnCache(AgentMiddleware):
         try:
             if name in self.writers:  # 1. record
                 result = handler(request)
-                if isinstance(result, Command):
-                    wrote = result.update.get(self.key)
+                wrote = result.update.get(self.key) if isinstance(result, Command) else None
                 return result
             with self.changed:  # 2. wait
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):

@@ -27,7 +27,7 @@ from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
 from agentstate._extras import needs
-from agentstate.core.reducers import append_unique
+from agentstate.core.reducers import append_unique, merge_fields
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolEvent, tool_replies
 
@@ -654,3 +654,19 @@ def plain_dict_fan_out(experts: list[str]) -> Any:
     graph.add_node("expert", expert)
     graph.add_conditional_edges(START, fan_out, ["expert"])
     return graph.compile()
+
+
+# Lesson 02's state and writer, as its page builds them (02's own merge_fields is the
+# package's minus the type check). Notebook 03 imports them as a recap instead of
+# writing them again; tests/test_lesson_03.py checks they keep what 02's page keeps.
+class RequirementsState(AgentState):
+    """``requirements`` merged field by field across the parallel writes of a step."""
+
+    requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
+
+
+@tool
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+    """Store one collected requirement."""
+    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
+    return Command(update={"requirements": {field_name: value}, "messages": [done]})
