@@ -8,6 +8,10 @@ up near the end while the others sit idle. The list comes from
 missing from it only starts later, nothing is skipped.
 """
 
+import os
+import shutil
+import tempfile
+
 import pytest
 
 LONGEST_FIRST = (
@@ -48,3 +52,28 @@ def pytest_runtest_setup(item):
     absent = [extra for extra in marker.args if missing(extra)]
     if absent:
         pytest.skip(f"needs the {', '.join(map(repr, absent))} extra (not installed)")
+
+
+def pytest_configure(config):
+    """nbval's kernels talk over Unix sockets (IPC), not TCP ports on 127.0.0.1.
+
+    jupyter_client picks a kernel's five ports by binding port 0 and closing it; the
+    kernel binds them a moment later. Meanwhile the tests beside it (4 workers) open
+    thousands of loopback connections and servers on ephemeral ports, and once in a
+    few full runs one took a kernel's port first: the kernel died at start ("Kernel
+    died before replying to kernel_info") and every cell of its notebook errored.
+    Sockets in a private folder cannot collide.
+    """
+    try:
+        import nbval.kernel
+        from jupyter_client.manager import KernelManager
+    except ImportError:  # the core-only venvs of `make ends` have no nbval
+        return
+    folder = tempfile.mkdtemp(prefix="nbk-")  # short: a Unix socket path holds 107 bytes
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+    class IPCKernelManager(KernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(transport="ipc", ip=os.path.join(folder, "k"), **kwargs)
+
+    nbval.kernel.KernelManager = IPCKernelManager
