@@ -147,13 +147,12 @@ Table(declared_by(who).rows[0] for who in SCHEMAS)
 # A write reaches the parent's reader only if it passes two doors:
 #
 # ```mermaid
-# flowchart LR
+# flowchart TB
 #     W["collector's tool writes requirements"] --> A{"collector declares it?"}
-#     A -- no --> X1["dropped in the collector"]
-#     A -- yes --> U["task brings it up"]
-#     U --> B{"parent declares it?"}
-#     B -- no --> X2["dropped in the parent"]
-#     B -- yes --> R["reducer merges it: the reader sees 5 fields"]
+#     A -- "yes: task brings it up" --> B{"parent declares it?"}
+#     B -- "yes: the reducer merges it" --> R["the reader sees 5 fields"]
+#     A -- no --> X["dropped, without an error"]
+#     B -- no --> X
 # ```
 #
 # The cause is the collector's schema, not isolation: both agents' tools
@@ -182,7 +181,7 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # The write-up kept the split schema and added a cache, in outline:
 #
 # ```mermaid
-# flowchart LR
+# flowchart TB
 #     S["collector's store_requirement"] -->|"also writes"| C[("turn_cache: a dict in the process")]
 #     C --> G["parent's reader: state + cache"]
 #     C -->|"after the turn: copied, then emptied"| F["/requirements.json"]
@@ -226,7 +225,7 @@ Table(
 # `operator.add` (append) does:
 #
 # ```mermaid
-# flowchart LR
+# flowchart TB
 #     P["parent: notes = [pre]"] -->|down| S["note-taker adds new: [pre, new]"]
 #     S -->|"up, whole: [pre, new]"| R["operator.add: [pre] + [pre, new]"]
 #     R --> D["parent: [pre, pre, new]"]
