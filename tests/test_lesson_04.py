@@ -286,11 +286,11 @@ def test_the_declarations_table_shows_what_task_brings_up(lesson):
     and the recorder saw it on every row."""
     assert list(lesson["SCHEMAS"]) == DECLARATIONS
     rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
-    assert rows["the parent only"]["state keys brought up"] == []
+    assert rows["the parent only"]["state keys brought up"] == "none"
     assert rows["the parent only"]["parent's reader got"] == "0 fields"
-    assert rows["the collector only"]["state keys brought up"] == ["requirements"]
+    assert rows["the collector only"]["state keys brought up"] == "requirements"
     assert rows["the collector only"]["parent's reader got"] == "0 fields"  # the parent drops it
-    assert rows["both, one schema"]["state keys brought up"] == ["requirements"]
+    assert rows["both, one schema"]["state keys brought up"] == "requirements"
     assert rows["both, one schema"]["parent's reader got"] == "5 fields"
     for who in DECLARATIONS:
         recorder = CommandRecorder(["task"])

@@ -136,9 +136,10 @@ def declared_by(who="the parent only"):
     recorder = CommandRecorder(["task"])
     agent = parent_agent(collector_agent(collector_schema), parent_schema, middleware=[recorder])
     said = {m.name: m.text for m in agent.invoke(USER)["messages"] if m.type == "tool"}
-    up = [k for k in recorder.updates[0]["update keys"] if k != "messages"]
+    up = ", ".join(k for k in recorder.updates[0]["update keys"] if k != "messages")
     got = f"{len(json.loads(said['get_collected_requirements']))} fields"
-    return Table([{"declared by": who, "state keys brought up": up, "parent's reader got": got}])
+    row = {"declared by": who, "state keys brought up": up or "none", "parent's reader got": got}
+    return Table([row])
 
 
 Table(declared_by(who).rows[0] for who in SCHEMAS)
