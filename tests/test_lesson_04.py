@@ -155,19 +155,14 @@ def test_the_lessons_collector_drops_its_own_writes_without_an_error(lesson):
     assert fixed["requirements"] == POSTGRES_FIELDS
 
 
-def test_the_pages_collect_is_the_packages_collector_model(lesson):
-    """The lesson says the package's declarative collector's model "is `collect`": both reply
-    the same calls to a task, and the same report after the stores."""
-    from langchain_core.messages import HumanMessage
-
-    task = [HumanMessage(lesson["FIELDS"])]
-    page, package = lesson["collect"](task), collector_model().invoke(task)
-
-    def calls(message):
-        return [(c["name"], c["args"]) for c in message.tool_calls]
-
-    assert calls(page) == calls(package)
-    assert len(page.tool_calls) == len(POSTGRES_FIELDS)
+def test_the_collector_is_given_the_task_description_only(lesson):
+    """The page's "down" table: the collector's model was given one human message, the task
+    description holding the five fields (the user's message stays with the parent)."""
+    model = collector_model()
+    lesson["parent_agent"](lesson["collector_agent"](model=model)).invoke(user_turn())
+    (given,) = model.seen[:1]
+    assert [m.type for m in given] == ["human"]
+    assert json.loads(given[0].text) == POSTGRES_FIELDS
 
 
 def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
@@ -184,14 +179,6 @@ def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
     assert lesson["notes"] == ["pre", "pre", "new"]
 
 
-def test_the_lessons_list_comes_back_doubled_like_the_packages_notes_agent(lesson):
-    from agentstate.lessons.fixtures import AddNotesState, build_notes_agent
-
-    start = {"messages": [("user", "Note that the database is for orders.")], "notes": ["pre"]}
-    package = build_notes_agent(AddNotesState).invoke(start)["notes"]
-    assert lesson["notes"] == package == ["pre", "pre", "new"]
-
-
 def test_the_solutions_copy_the_lessons_definitions_unchanged():
     """Solution 04 answers with the learner's own variables: every definition its first cell
     copies (functions, classes, constants) is the lesson's, character for character."""
@@ -205,7 +192,7 @@ def test_the_solutions_copy_the_lessons_definitions_unchanged():
         for node in ast.parse(first).body
         if not isinstance(node, ast.Import | ast.ImportFrom)
     ]
-    assert len(copied) >= 10
+    assert len(copied) >= 7  # the constants, the reader tool and the two builders
     assert [c for c in copied if c not in lesson_text] == []
 
 
@@ -293,27 +280,35 @@ def test_the_cache_written_out_in_going_further_is_the_packages_cache_fix(going_
     assert going_further["turn_cache"] == {}  # emptied after each turn
 
 
-def test_the_knob_gives_a_different_answer_at_each_position(lesson):
-    """What the lesson's knob shows for each declaration (the fixed-settings check of the knob);
-    the first and last positions are the page's broken build and its fix."""
+def test_the_declarations_table_shows_what_task_brings_up(lesson):
+    """The page's table of the three declarations; the first and last rows are the page's
+    broken build and its fix. ``messages`` (task's own answer) is left out of the column,
+    and the recorder saw it on every row."""
     assert list(lesson["SCHEMAS"]) == DECLARATIONS
     rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
-    said = "Stored 5 field(s)."
-    assert rows["the parent only"] == {
-        "collector said": said,
-        "task returned keys": ["messages"],
-        "parent's reader got": "0 fields",
-    }
-    assert rows["the collector only"] == {  # requirements crosses up, the parent drops it
-        "collector said": said,
-        "task returned keys": ["messages", "requirements"],
-        "parent's reader got": "0 fields",
-    }
-    assert rows["both, one schema"] == {
-        "collector said": said,
-        "task returned keys": ["messages", "requirements"],
-        "parent's reader got": "5 fields",
-    }
+    assert rows["the parent only"]["state keys brought up"] == "none"
+    assert rows["the parent only"]["parent's reader got"] == "0 fields"
+    assert rows["the collector only"]["state keys brought up"] == "requirements"
+    assert rows["the collector only"]["parent's reader got"] == "0 fields"  # the parent drops it
+    assert rows["both, one schema"]["state keys brought up"] == "requirements"
+    assert rows["both, one schema"]["parent's reader got"] == "5 fields"
+    for who in DECLARATIONS:
+        recorder = CommandRecorder(["task"])
+        parent_schema, collector_schema = lesson["SCHEMAS"][who]
+        agent = lesson["parent_agent"](
+            lesson["collector_agent"](collector_schema), parent_schema, middleware=[recorder]
+        )
+        agent.invoke(user_turn())
+        assert "messages" in recorder.updates[0]["update keys"]
+
+
+def test_task_never_brings_up_the_keys_the_page_names():
+    """The page names what ``task`` leaves out: ``messages``, ``todos``, ``structured_response``
+    (deepagents' excluded keys); a deepagents upgrade that changes the set turns this red."""
+    from deepagents.middleware.subagents import _EXCLUDED_STATE_KEYS
+
+    assert {"messages", "todos", "structured_response"} <= set(_EXCLUDED_STATE_KEYS)
+    assert "`messages`, `todos`" in LESSON.read_text()
 
 
 def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson):
@@ -330,7 +325,7 @@ def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson
         agent.invoke(user_turn())
 
 
-def test_the_knob_rejects_an_unknown_position(lesson):
+def test_declared_by_rejects_an_unknown_position(lesson):
     with pytest.raises(KeyError):
         lesson["declared_by"]("nobody")
 

@@ -123,7 +123,7 @@ KNOBS = {
     "01_file_based_storage": ("layout = one file", "1"),  # one field of five kept
     "02_state_reducer": ("reducer = merge_fields", "5"),
     "03_same_turn_visibility": ("turn cache = True", "5"),
-    "04_subagents": ("declared by = the parent only", "Stored 5 field(s). messages 0 fields"),
+    "04_subagents": ("declared by = the parent only", "the parent only none 0 fields"),
     "05_prefix_cached_experts": (
         "chapter = 0 (0 to 28)",
         "(nothing: before the manual) 290 0.3% Request id: 000|0 / 1 / 2",

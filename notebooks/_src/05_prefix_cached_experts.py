@@ -1,36 +1,37 @@
 # %% [markdown]
-# # 05 · The invariant prefix: one changed byte before the manual makes every call cold
+# # 05 · The invariant prefix: a question's three experts read the manual once, not three times
 #
-# A bank's operations desk answers questions in threads. Three experts
-# answer each question. Each reads the same 108 KB operations manual, then
-# the thread's history from state, then the question. An engine with a
-# [prefix cache](../docs/glossary.md#prefix-cache) skips reading the manual
-# again, but only for leading tokens identical to an earlier prompt.
-# cache-lm's notes made it a rule: "I never put expert persona, timestamps,
-# request IDs, or chat history before the manual." This notebook breaks
-# the rule with a clock line, measures what the prompts share, and proves
-# the fixed order on llama.cpp. Which releases this happens in:
-# [prefix-not-invariant](../docs/hazards-by-version.md#prefix-not-invariant).
+# A bank's operations desk sends each question to three experts. Each
+# reads the same 108 KB operations manual, then the thread's history, then
+# the question. An engine with a [prefix cache](../docs/glossary.md#prefix-cache)
+# skips the manual for the second and third expert, but only if every
+# token before it is identical.
 
 # %% [markdown]
-# ## Recap
-# Stage 04 decided which state keys cross a subagent boundary. Here
-# nothing is lost: the question is where state, and anything else that
-# changes, goes in the prompt.
+# cache-lm's rule: "I never put expert persona, timestamps, request IDs,
+# or chat history before the manual." Lesson 04 decided which keys cross a
+# boundary; this one, where changing state goes in the prompt.
+# - Reproduce: a clock line first gives every call a new prefix.
+# - Fix the order, prove it on llama.cpp, read what a question saves.
 #
-# ## Goals
-# - Reproduce: a clock line before the manual gives every call a new prefix.
-# - Write the prompt order whole, prove it on llama.cpp, and read what it
-#   saves.
+# Releases: [prefix-not-invariant](../docs/hazards-by-version.md#prefix-not-invariant).
 
 # %% [markdown]
 # ## 1. Reproduce: a clock line before the manual
-# The desk: a `StateGraph` whose
-# [`Send` fan-out](../docs/glossary.md#send-fan-out) runs the `expert`
-# node once per expert, in one super-step. Their notes meet in a dict-merge
-# reducer. `history` is the thread's earlier messages, which a
-# [checkpointer](../docs/glossary.md#checkpointer) keeps between turns.
-# `prompt` builds each expert's messages.
+# The desk is a `StateGraph`. A [`Send` fan-out](../docs/glossary.md#send-fan-out)
+# runs the `expert` node once per expert, in one super-step:
+#
+# ```mermaid
+# flowchart LR
+#     Q["question + history"] -->|Send| A["expert: compliance"]
+#     Q -->|Send| B["expert: support"]
+#     Q -->|Send| C["expert: technical"]
+#     A & B & C -->|"notes: dict merge"| N["notes"]
+# ```
+#
+# `history` holds the thread's earlier messages, kept between turns by a
+# [checkpointer](../docs/glossary.md#checkpointer). `prompt` builds each
+# expert's messages.
 
 # %%
 import operator
@@ -69,9 +70,10 @@ def build_desk(model, prompt, manual_text=manual.text):
 
 
 # %% [markdown]
-# A common first prompt starts with the current time. The model is
-# scripted (it answers "a note") and keeps every prompt it was sent. The
-# clock changes every run, so this output does too:
+# A common first prompt starts with the current time. The scripted model
+# answers "a note" and keeps every prompt it was sent. The experts run in
+# parallel, so `by_name` lists their prompts by expert name, a fixed
+# order. The clock changes every run, so this output does too:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
@@ -90,19 +92,35 @@ def clock_first(manual_text, persona, question, history=()):
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
+def by_name(prompts):  # system message 2 is the persona: sort the calls by expert name
+    name = {EXPERTS[e].system_text(): e for e in EXPERTS}
+    return sorted(prompts, key=lambda prompt: name[prompt[1].content])
+
+
 recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, clock_first).invoke({"question": QUESTION})
-busted = shared_prefix(recorder.seen)
+busted = shared_prefix(by_name(recorder.seen))
 assert busted["bytes shared"] < 100 < manual.size
 Table([busted])
 
 # %% [markdown]
-# The three calls read the clock microseconds apart, so their prompts part
-# in its last digits, before the manual starts. Every call reads the whole
-# manual again.
+# ## 2. Look inside: the clock, and the layout of a prompt
+# The three calls read the clock microseconds apart:
 #
-# ## 2. Look inside: the layout of an expert's prompt
-# The two orders part by part. Colours say what a prefix cache does with
+# ```mermaid
+# sequenceDiagram
+#     participant E as expert calls
+#     participant K as prefix cache
+#     E->>K: call 1: time ...000101, manual
+#     Note over K: reads the manual
+#     E->>K: call 2: time ...000187, manual
+#     Note over K: parts at the digits: reads it again
+#     E->>K: call 3: time ...000240, manual
+#     Note over K: a third full read
+# ```
+
+# %% [markdown]
+# The two orders, part by part. Colours say what a prefix cache does with
 # each part on the second and third expert's call:
 
 # %%
@@ -111,14 +129,10 @@ from agentstate.experts import plot_prompt_layouts
 plot_prompt_layouts(len((GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END).encode()))
 
 # %% [markdown]
-# After the first part that differs, everything is read again, the manual
-# included.
-#
 # ## 3. The fix: the prompt order, written whole
 # System message 1 holds the fixed instructions and the manual, and nothing
-# else: no clock, no id, no name. The persona comes second, then the
-# thread's history and the question. So the prompts differ only after the
-# manual, and a thread's growing history never moves it.
+# else: no clock, no id, no name. The persona, the history and the question
+# follow, so a thread's growing history never moves the manual.
 
 
 # %%
@@ -133,13 +147,14 @@ def expert_prompt(manual_text, persona, question, history=()):
 
 recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, expert_prompt).invoke({"question": QUESTION})
-fixed = shared_prefix(recorder.seen)
+fixed = shared_prefix(by_name(recorder.seen))
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
-# Now the three prompts share all 109,128 bytes of system message 1 and a
-# few bytes around it, and part at each expert's title.
-#
+# Now the three prompts share all 109,128 bytes of system message 1, and
+# part at each expert's title.
+
+# %% [markdown]
 # The package's `build_messages(system_prefix(manual), expert, question)`
 # is the same order (its graph adds a router and a synthesis). It builds
 # the messages the desk just sent:
@@ -154,18 +169,24 @@ Table([{"expert calls": len(sent), "same messages as the package": same}])
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
-# The desk on llama.cpp's server with SmolLM2-135M (`make engine`
-# installs them) through LangChain's `ChatOpenAI`, once per order, one
-# expert after the other; an unrelated prompt first empties the cache. The
-# engine logs how many prompt tokens each request reused: a count, not a
-# timing. With the manual's first chapter only, it takes about 15 s.
+# The desk on llama.cpp with SmolLM2-135M (`make engine`), through
+# `ChatOpenAI`, once per order, one expert at a time, after an unrelated
+# prompt. The engine logs the prompt tokens each request reused.
+
+# %% [markdown]
+# With the manual's first chapter only, the cell took 32 s in CI, and 75 s
+# to 7 minutes on machines busy with other work (it starts the server and
+# loads the model first). It prints its own time, rounded to a second.
 
 # %% tags=["nbval-ignore-output"]
+import time
+
 from langchain_openai import ChatOpenAI
 
 from agentstate.engine import EngineServer, engine_installed
 
 chapter1, live = manual.leading(1), "engine not installed: run `make engine` to see this live"
+started = time.monotonic()
 if engine_installed():
     with EngineServer(verbose=True) as server:
         # llama.cpp reads max_tokens from the request body
@@ -182,22 +203,23 @@ if engine_installed():
     live = Table(live)
     reused = live.column("most tokens a call reused")
     assert reused[0] < 50 < 600 < reused[1]
+print(f"took {time.monotonic() - started:.0f} s")
 live
 
 # %% [markdown]
-# With the clock first, a call reused at most the tokens before the
-# clock's digits. With the manual first, the second and third expert
-# reused the whole first-chapter prefix (about 620 tokens).
+# With the clock first, a call reused only the tokens before the clock's
+# digits; with the manual first, the whole first chapter (about 620).
 #
 # ## What it saves, per question
-# In [time to first token](../docs/glossary.md#time-to-first-token), as
-# `scripts/bench_experts.py` recorded it on this engine (3 rounds, medians,
-# the first 1 to 16 chapters of the manual). A
-# [cold call](../docs/glossary.md#cold-and-warm-calls)
+# A [cold call](../docs/glossary.md#cold-and-warm-calls)
 # [prefills](../docs/glossary.md#prefill) (reads) the whole prefix, a warm
 # one only the persona and the question. A question costs three cold calls
-# with the clock first, one cold and two warm calls with the invariant
-# prefix:
+# with the clock first; one cold and two warm with the invariant prefix.
+
+# %% [markdown]
+# In [time to first token](../docs/glossary.md#time-to-first-token), as
+# `scripts/bench_experts.py` recorded it on this engine (3 rounds, medians,
+# the first 1 to 16 chapters of the manual):
 
 # %%
 from IPython.display import display
@@ -209,11 +231,12 @@ display(Table(question_seconds(results)))
 plot_ttft(results)
 
 # %% [markdown]
-# Per question (the table, and the chart's left panel) the invariant prefix
-# is 2.3 to 2.9 times faster: the first expert still pays the cold call.
-# Per call (right) a warm call waits 6 to 41 times less than a cold one,
-# and stays near the floor, the same call without the manual.
-#
+# Per question (the table, the chart's left panel) the invariant prefix is
+# 2.3 to 2.9 times faster: the first expert still pays the cold call. Per
+# call (right) a warm call waits 6 to 41 times less than a cold one, near
+# the floor: the same call without the manual.
+
+# %% [markdown]
 # ## 5. What the doctor says
 # `agentstate.doctor.Watch` is a callback handler: passed to a run, it
 # reports model calls whose prompts part before a large shared part. Both
@@ -266,18 +289,19 @@ knob_widget = widgets.interact(
 # Each chapter the line moves down adds that chapter to what every call
 # shares, and nothing after the line is ever reused: the cache stops at the
 # first byte that differs.
-#
+
+# %% [markdown]
 # ## Summary
-# - A prefix cache reuses only identical leading tokens. A clock line
-#   before the manual makes every call read the whole manual again.
-# - The fix is an order: instructions + manual, then the persona, then the
-#   thread's history from state and the question.
-# - On llama.cpp the second and third expert reuse the whole prefix only
-#   with that order. Recorded, a question of three experts is 2.3 to 2.9
-#   times faster, and a warm call 6 to 41 times faster than a cold one.
-# - Going further: [the router, the fan-out, the recorded benchmark and its
+# - A prefix cache reuses only identical leading tokens: a clock line
+#   before the manual makes every call read it again.
+# - The fix is an order: instructions + manual, the persona, then the
+#   thread's history and the question.
+# - Recorded on llama.cpp, a question of three experts is 2.3 to 2.9 times
+#   faster with it; a warm call 6 to 41 times faster than a cold one.
+# - Going further: [the router, the graph, the benchmark and its
 #   provenance](going_further/05_benchmark_and_provenance.ipynb).
-#
+
+# %% [markdown]
 # ## Exercises
 # 1. Put the persona before the manual (swap the first two messages of
 #    `expert_prompt`). How many bytes do the three experts' prompts share?

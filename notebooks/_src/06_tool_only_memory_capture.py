@@ -6,15 +6,14 @@
 # text. A memory-capture post-mortem built it as a prebuilt agent with the
 # rules in its prompt, and reported that "even with strong guidance, the
 # ReAct loop still produced assistant chat and duplicate `add_entry`". This
-# notebook builds that agent, replays the report against a real memory
-# server, and writes a guard in code that keeps the store right. Which
-# releases this happens in:
-# [memory-in-react-loop](../docs/hazards-by-version.md#memory-in-react-loop).
+# lesson replays that report against a real memory server, and writes a
+# guard in code that keeps the store right.
 
 # %% [markdown]
 # ## Recap
-# Stage 05 decided what goes into a model's prompt. This stage decides
-# which of the model's tool calls may run at all.
+# Lesson 05 decided what goes into a model's prompt. This lesson decides
+# which of the model's tool calls may run at all. Releases:
+# [memory-in-react-loop](../docs/hazards-by-version.md#memory-in-react-loop).
 #
 # ## Goals
 # - Replay the write-up's report through its agent; read the store.
@@ -23,11 +22,10 @@
 
 # %% [markdown]
 # ## 1. Reproduce: the write-up's report, replayed
-# The memory server is a real process (SQLite, on 127.0.0.1) that offers
-# its tools over [MCP, the Model Context Protocol](../docs/glossary.md#mcp).
-# The write-up's agent is LangChain's [ReAct loop](../docs/glossary.md#react-loop),
-# `create_agent`, with the capture rules as its system prompt. These rules
-# are all that stands between the model and the store:
+# The memory server is a real process (SQLite, on 127.0.0.1) with tools
+# over [MCP](../docs/glossary.md#mcp). The write-up's agent is a
+# [ReAct loop](../docs/glossary.md#react-loop), `create_agent`, whose
+# system prompt, the capture rules, is all that guards the store.
 
 # %%
 import tempfile
@@ -35,7 +33,7 @@ from pathlib import Path
 
 from agentstate.memory import MemoryClient, ServerProcess, system_prompt
 
-server = ServerProcess(Path(tempfile.mkdtemp(prefix="stage06-")) / "memory.sqlite").start()
+server = ServerProcess(Path(tempfile.mkdtemp(prefix="lesson06-")) / "memory.sqlite").start()
 client = MemoryClient(server.url)
 tools = await client.tools()  # the server's tools, as LangChain tools
 print("tools:", ", ".join(sorted(t.name for t in tools)), end="\n\n")
@@ -71,11 +69,10 @@ async def observe(agent, client, events, memory_id):
 
 
 # %% [markdown]
-# **This is a replay.** The write-up's model is not available, so a
-# scripted model [replays](../docs/glossary.md#replay) its report at fixed
-# positions, whatever the prompt says. It shows what the loop does with
-# such calls, not that a model makes them. Its fault schedule on the
-# 14-message chat, then the run:
+# **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
+# the report at fixed positions, whatever the prompt says: what the loop
+# does with such calls, not that a model makes them. Its fault schedule on
+# the 14-message chat, then the run:
 
 # %%
 from IPython.display import display
@@ -124,11 +121,14 @@ Table(
 # %% [markdown]
 # ## 3. The fix: a guard in code
 # A [tool-only graph](../docs/glossary.md#tool-only-graph): the model is
-# asked, but code builds the call. `decide` shows the model the rules and
-# the new message, and keeps at most a usable summary from its reply. The
-# call comes from the message itself: role, `msg_idx` and text. A control
-# message or a resend gets no call. `write` marks a message stored only if
-# the server took it.
+# asked, but code builds the call.
+
+# %% [markdown]
+# - `decide` shows the model the rules and the new message, and keeps at
+#   most a usable summary from its reply. The call comes from the message
+#   itself: role, `msg_idx` and text.
+# - A control message or a resend gets no call.
+# - `write` marks a message stored only if the server took it.
 
 # %%
 import operator
@@ -186,7 +186,8 @@ def build_guarded_capture(model, tools, checkpointer):
 # The two graphs, as `graph.get_graph().edges` lists them. In the ReAct
 # loop the model's reply picks the next step (dotted), and `tools` runs
 # whatever it proposed. The guard's path is fixed.
-#
+
+# %% [markdown]
 # **The ReAct loop (`create_agent`)**
 #
 # ```mermaid
@@ -206,11 +207,20 @@ def build_guarded_capture(model, tools, checkpointer):
 #   write --> done([done])
 # ```
 #
-# The same replay behind the guard, and behind the package's
-# `agentstate.memory.build_capture_graph`: the same guard plus the
-# [bootstrap and flush calls](../docs/glossary.md#bootstrap-and-flush-calls)
-# the rules ask for and an
+# %% [markdown]
+# The teaching guard stores entries only. The rules printed in section 1
+# also ask for a [bootstrap and flushes](../docs/glossary.md#bootstrap-and-flush-calls);
+# those come from the package's `build_capture_graph`, with an
 # [idempotency key](../docs/glossary.md#idempotency-key) on each write:
+#
+# ```mermaid
+# flowchart LR
+#     S["SESSION_START"] -->|package only| B["get_context, list_entries"]
+#     M["each chat message"] -->|"guard and package"| E["add_entry, once"]
+#     F["6th message, FLUSH_CONTEXT, SESSION_END"] -->|package only| P["put_context"]
+# ```
+#
+# The same replay behind both:
 
 # %%
 from agentstate.memory import build_capture_graph
@@ -229,9 +239,9 @@ Table(
 # That alone proves little: the replay's faults sit at fixed positions.
 #
 # ## 4. Prove it: whatever the model proposes
-# A model that proposes random misbehaviours at every message (chat,
-# duplicates, wrong roles, unknown tools, malformed arguments, ...), on
-# random chats with some messages sent twice. Twelve seeded runs:
+# A model proposes random misbehaviours at every message (chat, duplicates,
+# wrong roles, unknown tools, bad arguments...), on random chats with
+# resent messages. Twelve seeded runs:
 
 # %%
 from agentstate.memory import RandomProposals, random_events
@@ -254,7 +264,7 @@ Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled graph without
 # running it. A memory-writing tool inside a ReAct loop is this lesson's
-# hazard:
+# hazard: `add_entry`, and `put_context`, the flush's write:
 
 # %%
 from agentstate.doctor import diagnose
@@ -288,20 +298,23 @@ knob_widget = widgets.interact(
 # %% [markdown]
 # The guard stores each message once, as the chat said it. The loop's rows
 # follow the schedule: message 8 is stored twice, with the wrong role.
-#
+
+# %% [markdown]
 # ## Summary
 # - Replayed through `create_agent`, the write-up's report lands in the
 #   store as reported: the loop runs every proposed call.
 # - The fix is a guard in code: one `add_entry` per message, built from the
 #   message, and a `stored` list against resends. It holds over random
 #   proposals and chats.
-# - The package's `build_capture_graph` stores the same entries, with
-#   bootstraps, flushes and idempotent retries.
+# - The teaching guard stores entries only; the package's
+#   `build_capture_graph` adds the bootstrap, flushes and idempotent
+#   retries the rules ask for.
 # - Going further: [the auditor's rules, three conversations and the kill
 #   tests](going_further/06_audit_and_kill_tests.ipynb); [the memory service
 #   for a fleet](going_further/06_memory_fleet.ipynb), several replicas over
 #   one Postgres.
-#
+
+# %% [markdown]
 # ## Exercises
 # 1. Let the teaching guard take the model's `raw_entry` instead of the
 #    message's text. Which kind of random proposal breaks the store first?
@@ -311,3 +324,4 @@ knob_widget = widgets.interact(
 #    message (a chat session begins), call `get_context` then
 #    `list_entries(limit=10)`. Check it with `agentstate.memory.audit`,
 #    which reads the server's SQLite file and checks every capture rule.
+#    What does it still miss, and why?

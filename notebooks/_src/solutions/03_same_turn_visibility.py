@@ -128,7 +128,9 @@ print("validate_manifest said:", reply_of(first, "validate_manifest"))
 # %% [markdown]
 # ## Exercise 2
 # Section 4's traced turn (each store slowed to 50 ms, the readers after the
-# stores), on a pool of four threads instead of seven. A `ToolTimeline`
+# stores), with `max_concurrency=4` instead of 7: at most four calls run at
+# a time. LangGraph still gives each call a thread of its own, so the
+# figure shows seven threads, never more than four busy. A `ToolTimeline`
 # records when each call started:
 
 # %%
@@ -157,12 +159,14 @@ assert (
 )
 print("started only after a call had finished:", late)
 print("fields the reader saw:", seen(four))
-draw_run(timeline, four, key="requirements", title="7 calls on 4 threads")
+draw_run(
+    timeline, four, key="requirements", title="7 calls, at most 4 at a time (max_concurrency=4)"
+)
 
 # %% [markdown]
 # Calls 5, 6 and 7 start late: LangGraph hands the calls of the step to its
-# pool in call order, and the first four, all stores, take the four threads
-# for 50 ms. When they finish, store 5 and the two readers get threads. The
+# pool in call order, and the first four, all stores, take the four places
+# for 50 ms. When they finish, store 5 and the two readers start. The
 # readers then wait only for store 5, which is already running, so they see
 # all five fields and nobody times out. Writers before readers in the reply
 # can never starve: the pool serves them first. (Readers before writers can,

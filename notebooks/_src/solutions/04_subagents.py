@@ -2,8 +2,9 @@
 # # 04 · Subagents: exercise solutions
 #
 # Each exercise of notebook 04, answered with the lesson's own definitions
-# (copied below as the lesson left them: the state, the two tools, the
-# collector's `collect`, `collector_agent` and `parent_agent`)
+# (copied below as the lesson left them: the reader tool, `collector_agent`
+# and `parent_agent`; the state, `store_requirement` and the collector's
+# model come from the package, as in the lesson)
 # and code that runs offline and asserts its answer.
 
 # %%
@@ -19,19 +20,18 @@ from langchain_core.tools import tool
 from langgraph.types import Command
 
 from agentstate.lessons.display import Table
-from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import (
+    POSTGRES_FIELDS,
+    RequirementsState,
+    collector_model,
+    store_requirement,
+)
 from agentstate.models import PolicyChatModel, ScriptedChatModel, reply, tool_call
 
-
-class RequirementsState(AgentState):
-    requirements: Annotated[NotRequired[dict], operator.or_]
-
-
-@tool
-def store_requirement(field_name: str, value: str | int, runtime: ToolRuntime) -> Command:
-    """Store one requirement field."""
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    return Command(update={"requirements": {field_name: value}, "messages": [done]})
+FIELDS = json.dumps(POSTGRES_FIELDS)
+DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
+READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
+USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
 
 
 @tool
@@ -40,34 +40,14 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
     return json.dumps(runtime.state.get("requirements", {}))
 
 
-def collect(messages):
-    """The collector's reply: store each field of the task, then report."""
-    if isinstance(messages[-1], HumanMessage):
-        print("collector was given:", [m.type for m in messages])
-        fields = json.loads(messages[-1].text)
-        return reply(
-            *(tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items())
-        )
-    stored = [m for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
-    return reply(text=f"Stored {len(stored)} field(s).")
-
-
-FIELDS = json.dumps(POSTGRES_FIELDS)
-DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
-READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
-USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
-
-
-def collector_agent(schema=AgentState):
-    model = PolicyChatModel(policy=collect)
-    prompt = "Store each field you are given."
-    return create_agent(model, [store_requirement], system_prompt=prompt, state_schema=schema)
+def collector_agent(schema=AgentState, model=None):
+    return create_agent(model or collector_model(), [store_requirement], state_schema=schema)
 
 
 def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DONE), **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    subagents = [{**subagent, "runnable": collector}]
     model, tools = ScriptedChatModel(script=list(script)), [get_collected_requirements]
+    subagents = [{**subagent, "runnable": collector}]
     return create_deep_agent(model, tools, subagents=subagents, state_schema=schema, **options)
 
 
@@ -76,13 +56,9 @@ def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DO
 # The collector gets `PlainState` (the key without the reducer), the parent
 # keeps `RequirementsState`. Two parent scripts: two `task` calls of one
 # field each (in one reply, so they run in parallel), or one `task` of two
-# fields. The collectors' printouts are silenced here, since two of them
-# run at once.
+# fields.
 
 # %%
-import contextlib
-import io
-
 from langgraph.errors import InvalidUpdateError
 
 
@@ -108,12 +84,11 @@ scripts = {
 }
 outcome = {}
 for name, script in scripts.items():
-    agent = parent_agent(collector_agent(PlainState), script=script)
-    with contextlib.redirect_stdout(io.StringIO()):  # two collectors at once: lines would mix
-        try:
-            outcome[name] = sorted(agent.invoke(USER)["requirements"])
-        except InvalidUpdateError:
-            outcome[name] = "InvalidUpdateError"
+    agent = parent_agent(collector_agent(PlainState, collector_model(tasks=2)), script=script)
+    try:
+        outcome[name] = sorted(agent.invoke(USER)["requirements"])
+    except InvalidUpdateError:
+        outcome[name] = "InvalidUpdateError"
 assert outcome == {
     "two tasks, one field each": ["engine", "username"],
     "one task, two fields": "InvalidUpdateError",
@@ -130,8 +105,9 @@ Table({"parent script": name, "requirements": result} for name, result in outcom
 # %% [markdown]
 # ## Exercise 2
 # A collector that also plans: its model calls a `plan` tool that writes
-# `todos` (the key of deepagents' todo list) beside the stores, and its
-# schema declares `todos`.
+# `todos` (the key of deepagents' to-do list) beside the stores, and its
+# schema declares `todos`. Its model, `collect`, is the package's
+# collector written out, plus the `plan` call.
 
 
 # %%
@@ -146,8 +122,19 @@ def plan(step: str, runtime: ToolRuntime) -> Command:
     return Command(update={"todos": [{"content": step, "status": "pending"}], "messages": [done]})
 
 
+def collect(messages):
+    """The collector's reply: store each field of the task, then report."""
+    if isinstance(messages[-1], HumanMessage):
+        fields = json.loads(messages[-1].text)
+        return reply(
+            *(tool_call("store_requirement", field_name=k, value=v) for k, v in fields.items())
+        )
+    stored = [m for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
+    return reply(text=f"Stored {len(stored)} field(s).")
+
+
 def plan_and_collect(messages):
-    """Like `collect`, with a `plan` call in the same reply as the stores."""
+    """The collector's replies, with a `plan` call in the same reply as the stores."""
     answer = collect(messages)
     if answer.tool_calls:
         answer.tool_calls.insert(0, tool_call("plan", step="collect the fields"))

@@ -71,7 +71,7 @@ def plot_ttft(results: dict[str, Any]) -> Any:
     rows, per_question = ttft_points(results), question_seconds(results)
     prov = results["provenance"]
     tokens = [r["prefix tokens"] for r in rows]
-    fig, (ask, call) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100)
+    fig, (ask, call) = plt.subplots(1, 2, figsize=(9.5, 4.6), dpi=100)
     at = range(len(per_question))
     busted = [q["clock first, s"] for q in per_question]
     invariant = [q["invariant, s"] for q in per_question]
@@ -119,7 +119,7 @@ def plot_ttft(results: dict[str, Any]) -> Any:
     for ax in (ask, call):
         ax.set_xlabel("prefix tokens (the manual's first chapters)")
         ax.grid(alpha=0.3)
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="upper left", fontsize=9)
     fig.suptitle(
         f"{prov['model_file']} on {prov['engine']} {prov['engine_version']}, "
         f"{prov['cores']} cores, recorded {prov['date']}",
@@ -173,7 +173,7 @@ def plot_prompt_layouts(system_bytes: int) -> Any:
             ("question", "read again"),
         ],
     }
-    fig, ax = plt.subplots(figsize=(10, 2.8), dpi=100)
+    fig, ax = plt.subplots(figsize=(9.5, 2.8), dpi=100)
     for y, (name, parts) in zip((1.3, 0.0), rows.items(), strict=True):
         ax.text(-0.15, y + 0.45, name, ha="right", va="center", fontsize=10, weight="bold")
         x, parted = 0.0, False
@@ -208,7 +208,7 @@ def plot_prompt_layouts(system_bytes: int) -> Any:
                     "▼ the calls part here",
                     ha="left",
                     va="bottom",
-                    fontsize=8,
+                    fontsize=9,
                     color="#c0392b",
                 )
                 parted = True
