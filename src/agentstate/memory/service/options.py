@@ -25,7 +25,7 @@ from typing import NoReturn
 from agentstate._extras import require
 from agentstate.memory.service.targets import check_postgres_url, is_postgres, redact
 from agentstate.private_files import NotOwnFileError, read_small_file
-from agentstate.servers.loopback import HOST, port_argument
+from agentstate.servers.loopback import HOST, port_argument, url_endpoint
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 
@@ -87,13 +87,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 
 def port_of(url: str) -> int:
-    """The port of a server URL such as ``http://127.0.0.1:8765/mcp``."""
-    return int(url.rsplit(":", 1)[-1].split("/", 1)[0])
+    """The port of a server URL: its own, or the scheme's default (``https://host/mcp``: 443)."""
+    return url_endpoint(url)[1]
 
 
 def start_hint(url: str) -> str:
-    """What to run when nothing answers at ``url``."""
-    port = port_of(url)
+    """What to run when nothing answers at ``url`` (the command only for a loopback URL)."""
+    try:
+        host, port = url_endpoint(url)
+    except ValueError as exc:
+        return f"no memory server answers at {url} ({exc})"
+    if host not in (HOST, "localhost"):
+        return f"no memory server answers at {url}; check that the server at {host}:{port} runs"
     return (
         f"no memory server answers at {url}; start one with "
         f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`"
