@@ -47,8 +47,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument(
         "--db",
         required=True,
-        help="SQLite file (created 0600 if missing), or postgresql://USER@HOST:PORT/DB for one "
-        "replica of a fleet sharing that database (password from PGPASSWORD or ~/.pgpass)",
+        help="SQLite file (created 0600 if missing), or postgresql://USER@HOST:PORT/DB (or libpq "
+        "key=value pairs) for one replica of a fleet sharing that database (password from "
+        "PGPASSWORD or ~/.pgpass; one written in --db is refused)",
     )
     parser.add_argument(
         "--transport",
@@ -185,9 +186,9 @@ def preflight(args: argparse.Namespace, error) -> None:
         error(f"--port {args.port}: {HOST}:{args.port} is already in use")
     if is_postgres(args.db):
         try:
+            require("memory", "the memory server on Postgres")  # psycopg parses the string
             check_postgres_url(args.db)
-            require("memory", "the memory server on Postgres")
-        except ValueError as exc:  # a password in the URL, no database named
+        except ValueError as exc:  # a password anywhere in it, no database named, unparsable
             error(f"--db {exc}")
         except ImportError as exc:  # psycopg missing: which extra installs it
             error(f"--db {redact(args.db)}: {exc}")
