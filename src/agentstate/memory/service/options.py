@@ -72,6 +72,36 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "the memories",
     )
     parser.add_argument("--token", default=None, help=argparse.SUPPRESS)  # refused: see above
+    # limits on what any local process may send before its token is checked (.limits)
+    parser.add_argument(
+        "--max-header-bytes",
+        type=_bounded(int, 1024, 1 << 20),
+        default=16 * 1024,
+        metavar="N",
+        help="HTTP only: a request head larger than N bytes gets 400 and is closed (16384)",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=_bounded(int, 1024, 1 << 30),
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="HTTP only: a request body larger than N bytes gets 413 (4194304)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_bounded(int, 2, 10_000),
+        default=256,
+        metavar="N",
+        help="HTTP only: past N open connections the oldest idle one is closed (256)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_bounded(float, 0.1, 3600),
+        default=10.0,
+        metavar="SECONDS",
+        help="HTTP only: a connection that sends no complete request head within SECONDS "
+        "of opening (or of its last reply) is closed (10)",
+    )
     parser.add_argument(
         "--write-delay",
         type=float,
@@ -85,6 +115,21 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help=argparse.SUPPRESS,  # Postgres: seconds a call waits for the database (tests)
     )
     return parser
+
+
+def _bounded(kind: type, low: float, high: float):
+    """An argparse type: a ``kind`` (int or float) from ``low`` to ``high``, else one line."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{text} is not between {low:g} and {high:g}")
+        return value
+
+    return parse
 
 
 def port_of(url: str) -> int:
