@@ -23,9 +23,15 @@ from pathlib import Path
 
 from agentstate.memory.service.targets import is_postgres, split_password
 from agentstate.private_files import own_file
-from agentstate.servers.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
+from agentstate.servers.loopback import (
+    LoopbackProcess,
+    LoopbackServerError,
+    free_port,
+    port_open,
+    url_open,
+)
 
-__all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
+__all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open", "url_open"]
 
 
 class ServerProcess(LoopbackProcess):
