@@ -6,7 +6,10 @@ are both child processes listening on loopback that notebooks, tests and
 benchmarks start and stop. They share this helper so that they pick ports,
 report a failed start and leave nothing behind in the same way, and so that
 every failure is a :class:`LoopbackServerError` whose message says how to
-start, or install, the missing piece. Taught in notebooks 05 and 06.
+start, or install, the missing piece. A client that may reach a server on
+another host (the memory fleet behind proxies) asks :func:`url_open` about the
+host and port its URL names (the scheme's default port when it names none),
+never about 127.0.0.1. Taught in notebooks 05 and 06.
 """
 
 from __future__ import annotations
