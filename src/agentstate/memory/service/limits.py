@@ -76,6 +76,7 @@ class _GuardedH11(H11Protocol):
     _idle_since = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Past the cap, close the oldest idle connection (or this one); start its idle clock."""
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
             idle = [c for c in self.connections if isinstance(c, _GuardedH11) and c._between()]
@@ -106,16 +107,19 @@ class _GuardedH11(H11Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        """As uvicorn, then stop the idle clock once a complete request head is in."""
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # a complete request head arrived
             self._disarm()
 
     def on_response_complete(self) -> None:
+        """As uvicorn, then start the idle clock for the next request."""
         super().on_response_complete()
         if not self.transport.is_closing():
             self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the idle clock, then as uvicorn."""
         self._disarm()
         super().connection_lost(exc)
 
