@@ -122,3 +122,14 @@ async def test_a_percent_encoded_password_reaches_every_process_that_connects(
             assert await client.call("create_memory", vault_id="v", memory_id="m") == "created"
     with postgres_checkpointer(url) as saver:
         assert list(saver.list(None)) == []
+
+
+@pytest.mark.parametrize("form", ["unencoded @", "unencoded /"])
+def test_the_checkpointer_target_never_shows_a_piece_of_an_unencoded_password(form):
+    """``postgres_target`` names user@host:port/db in the checkpointer's messages; with an
+    unencoded ``@`` or ``/`` libpq reads part of the password as the host or database."""
+    from agentstate.persistence import postgres_target
+
+    with pytest.raises(ValueError, match="percent-encoded") as refused:
+        postgres_target(FORMS[form])
+    assert SECRET[:6] not in str(refused.value)

@@ -82,12 +82,22 @@ def test_a_body_over_the_request_limit_gets_413_before_the_token_is_checked(serv
     assert reply.status_code == 413
 
 
-def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(server):
-    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-        started = time.monotonic()
-        assert sock.recv(1) == b""  # closed by the server
-        waited = time.monotonic() - started
-    assert 5 < waited < 20, waited  # the default idle timeout: 10 s
+@pytest.mark.parametrize("idle_timeout", [None, 2.0])
+def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(
+    idle_timeout, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("AGENTSTATE_MEMORY_TOKEN", TOKEN)
+    options = ["--idle-timeout", str(idle_timeout)] if idle_timeout else []
+    expected = idle_timeout or 10.0  # the default
+    with ServerProcess(tmp_path / "m.sqlite", options=options) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            started = time.monotonic()
+            assert sock.recv(1) == b""  # closed by the server
+            waited = time.monotonic() - started
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as slow:
+                slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+                assert slow.recv(1) == b""
+    assert expected - 0.5 < waited < expected + 5, waited
 
 
 async def test_1100_idle_connections_do_not_keep_the_token_holder_out(server):

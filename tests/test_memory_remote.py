@@ -71,11 +71,15 @@ def test_the_endpoint_is_the_urls_own_host_and_port_or_the_schemes_default(url, 
         ("http:///mcp", "names no host"),
         ("http://memory.example:99999/mcp", "port is not a number from 1 to 65535"),
         ("http://memory.example:port/mcp", "port is not a number from 1 to 65535"),
+        ("http://me:s3cret@memory.example/mcp", "must not carry user:password@"),
     ],
 )
 def test_a_url_no_call_could_reach_is_refused_when_the_client_is_made(url, message):
     with pytest.raises(ValueError, match=message):
         MemoryClient(url)
+    with pytest.raises(ValueError) as refused:
+        MemoryClient(url.replace("://", "://me:s3cret@"))
+    assert "s3cret" not in str(refused.value)
 
 
 async def test_an_https_url_without_a_port_is_probed_on_443_and_reported_clearly():

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -313,6 +314,11 @@ class MemoryClient:
             raise ValueError("MemoryClient needs the URL of at least one memory server")
         for each in self.urls:
             url_endpoint(each)  # ValueError now for a URL no call could reach
+            if "@" in urlsplit(each).netloc:  # it would be shown in every message: refuse
+                raise ValueError(
+                    "a memory server URL must not carry user:password@; the server takes a "
+                    f"bearer token: set {TOKEN_ENV} (or token=)"
+                )
         self.retry_for = retry_for
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         problem = token_problem(token) if token else None

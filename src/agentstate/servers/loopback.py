@@ -68,15 +68,16 @@ def url_endpoint(url: str) -> tuple[str, int]:
     a number from 1 to 65535.
     """
     parts = urlsplit(url)
+    shown = repr(parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())  # no user:pw
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        raise ValueError(f"{shown} is not an http:// or https:// URL")
     if not parts.hostname:
-        raise ValueError(f"{url!r} names no host")
+        raise ValueError(f"{shown} names no host")
     try:
         port = parts.port
     except ValueError:
-        raise ValueError(f"{url!r}: the port is not a number from 1 to 65535") from None
+        raise ValueError(f"{shown}: the port is not a number from 1 to 65535") from None
     return parts.hostname, port or DEFAULT_PORTS[scheme]
 
 
