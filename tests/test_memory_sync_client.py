@@ -165,6 +165,29 @@ async def test_its_mcp_tools_run_in_a_sync_agent_and_an_async_one_beside_the_asy
     assert stored(db, "m") == ["sync agent", "async agent"]
 
 
+def test_a_sync_call_waits_for_a_restarted_server_and_its_write_lands_once(server):
+    """The retry of the async core, from sync code: the server is SIGKILLed and started
+    again on its port while a write waits; the write returns, stored once."""
+    import threading
+
+    db = Path(server.db)
+    with SyncMemoryClient(server.url, retry_for=60, timeout=10) as client:
+        client.call("create_memory", vault_id=V, memory_id="m")
+        server.kill()
+        restart = threading.Timer(1.0, server.start)
+        restart.start()
+        try:
+            answer = client.call("add_entry", vault_id=V, memory_id="m", raw_entry="x",
+                                 summary="s", idempotency_key="once")  # fmt: skip
+        finally:
+            restart.join()
+        assert answer == "enqueued" and client.stats["retries"] >= 1
+        assert client.call("add_entry", vault_id=V, memory_id="m", raw_entry="x", summary="s",
+                           idempotency_key="once") == "already enqueued"  # fmt: skip
+        client.call("await_consistency", memory_id="m")
+    assert stored(db, "m") == ["x"]
+
+
 def test_a_closed_client_says_so():
     client = SyncMemoryClient("http://127.0.0.1:9/mcp", retry_for=0)
     client.close()
