@@ -44,6 +44,7 @@ FORMS = {
     "unencoded @": f"postgresql://app:{SECRET}@x@127.0.0.1/memory",
     "unencoded /": f"postgresql://app:ab/{SECRET}@127.0.0.1:5432/memory",
     "unencoded #": f"postgresql://app:{SECRET}#x@127.0.0.1/memory",
+    "bare %": f"postgresql://app:{SECRET}%zz@127.0.0.1/memory",
 }
 
 
@@ -124,12 +125,17 @@ async def test_a_percent_encoded_password_reaches_every_process_that_connects(
         assert list(saver.list(None)) == []
 
 
-@pytest.mark.parametrize("form", ["unencoded @", "unencoded /"])
-def test_the_checkpointer_target_never_shows_a_piece_of_an_unencoded_password(form):
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [("unencoded @", "percent-encoded"), ("unencoded /", "percent-encoded"),
+     ("bare %", "invalid percent-encoded token")],
+)  # fmt: skip
+def test_the_checkpointer_target_never_shows_a_piece_of_an_unencoded_password(form, message):
     """``postgres_target`` names user@host:port/db in the checkpointer's messages; with an
-    unencoded ``@`` or ``/`` libpq reads part of the password as the host or database."""
+    unencoded ``@`` or ``/`` libpq reads part of the password as the host or database, and
+    its error for a bare ``%`` quotes the password."""
     from agentstate.persistence import postgres_target
 
-    with pytest.raises(ValueError, match="percent-encoded") as refused:
+    with pytest.raises(ValueError, match=message) as refused:
         postgres_target(FORMS[form])
     assert SECRET[:6] not in str(refused.value)

@@ -19,6 +19,7 @@ not cover is in ``docs/secrets.md``).
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -111,7 +112,8 @@ def postgres_target(url: str) -> str:
     try:
         parts = conninfo_to_dict(url)
     except psycopg.ProgrammingError as error:
-        reason = str(error).replace(url, "<url>").strip()
+        # libpq quotes the piece it could not read, which may be a piece of the password
+        reason = re.sub(r'"[^"]*"', '"..."', str(error).replace(url, "<url>")).strip()
         raise ValueError(
             f"not a Postgres URL ({reason}): expected postgresql://user:password@host:port/dbname"
         ) from None
