@@ -21,7 +21,12 @@ missing server.
 
 When the server requires a bearer token, the client sends
 ``AGENTSTATE_MEMORY_TOKEN`` (or ``token=``); a refused token is a
-``MemoryAccessDenied`` at once, never a retry. Taught in notebook 06.
+``MemoryAccessDenied`` at once, never a retry, whose message says whether the
+token was missing or wrong. Whether a server answers is asked of the host and
+port its URL names (443 for an https URL without a port), never of 127.0.0.1,
+so replicas on other machines are found and failed over to.
+:class:`SyncMemoryClient` is this client for sync code: the same object, run
+on a private event loop thread. Taught in notebook 06.
 """
 
 from __future__ import annotations

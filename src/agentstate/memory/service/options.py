@@ -9,9 +9,12 @@ an unusable token before the MCP server is imported (well under a second
 instead of a full server start). The token comes from
 ``AGENTSTATE_MEMORY_TOKEN`` or ``--token-file``, never from an argument: every
 local user can read a process's arguments in ``/proc/<pid>/cmdline``. The
-client uses :func:`port_of` and :func:`start_hint` to say how to start a server
-when none answers. Both the CLI and the server import this module and neither
-imports the other at module level, so there is no import cycle.
+client uses :func:`start_hint` to say how to start a server when none answers.
+The limits on what a stranger may send before the token is checked
+(``--max-header-bytes``, ``--max-request-bytes``, ``--max-connections``,
+``--idle-timeout``) are defined here and applied by :mod:`.limits`. Both the
+CLI and the server import this module and neither imports the other at module
+level, so there is no import cycle.
 """
 
 from __future__ import annotations
