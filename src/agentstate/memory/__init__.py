@@ -61,6 +61,7 @@ _HOMES = {
     # the server and its client
     "MemoryAccessDenied": "client",  # the server wants a (different) bearer token
     "MemoryClient": "client",  # tools and direct calls over one kept MCP session
+    "SyncMemoryClient": "client",  # the same client for sync code (its own event-loop thread)
     "MemoryInputError": "service.checks",  # bad input or unknown memory; nothing written
     "MemoryServerUnavailable": "client",  # nothing answers; says how to start it
     "MemoryStore": "service.store",  # the server's SQLite storage
@@ -70,6 +71,7 @@ _HOMES = {
     "TOKEN_ENV": "service.options",  # AGENTSTATE_MEMORY_TOKEN
     "build_server": "service.server",  # the FastMCP app over an SQLite file or a Postgres URL
     "port_open": "service.process",  # is something listening on 127.0.0.1:port
+    "url_open": "service.process",  # does the host and port an http(s) URL names answer
     # a fleet: several replicas over one Postgres database (issue 35)
     "Fleet": "fleet",  # start N replicas of the server on one database URL
     "PostgresMemoryStore": "service.store_postgres",  # the store over Postgres, shared by replicas

@@ -21,7 +21,12 @@ missing server.
 
 When the server requires a bearer token, the client sends
 ``AGENTSTATE_MEMORY_TOKEN`` (or ``token=``); a refused token is a
-``MemoryAccessDenied`` at once, never a retry. Taught in notebook 06.
+``MemoryAccessDenied`` at once, never a retry, whose message says whether the
+token was missing or wrong. Whether a server answers is asked of the host and
+port its URL names (443 for an https URL without a port), never of 127.0.0.1,
+so replicas on other machines are found and failed over to.
+:class:`SyncMemoryClient` is this client for sync code: the same object, run
+on a private event loop thread. Taught in notebook 06.
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -43,8 +50,8 @@ from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 
-from agentstate.memory.service.options import TOKEN_ENV, port_of, start_hint, token_problem
-from agentstate.memory.service.process import port_open
+from agentstate.memory.service.options import TOKEN_ENV, start_hint, token_problem
+from agentstate.servers.loopback import url_endpoint, url_open_async
 
 WRITE_TOOLS = ("add_entry", "put_context")
 KEY = "idempotency_key"  # the write's key, stored by the server: a resent write lands once
@@ -53,6 +60,7 @@ OPEN_TIMEOUT = 10.0  # seconds to open a session, on top of a call's own timeout
 SESSION_TERMINATED = 32600  # what the MCP client reports when the server forgot the session
 CONNECTION_CLOSED = -32000  # ... and for calls in flight when the transport closed
 REQUEST_TIMEOUT = 408  # ... and for a call whose reply did not come within the read timeout
+T = TypeVar("T")
 
 
 class MemoryServerUnavailable(ConnectionError):
@@ -73,6 +81,21 @@ def http_connection(url: str, token: str | None = None) -> StreamableHttpConnect
     if token:
         connection["headers"] = {"Authorization": f"Bearer {token}"}
     return connection
+
+
+def access_denied(url: str, *, sent: bool) -> MemoryAccessDenied:
+    """The 401 answer: a token was sent and refused (wrong), or none was sent (needed)."""
+    if sent:
+        why = (
+            "it refused the bearer token this client sent (a wrong token); set "
+            f"{TOKEN_ENV} (or token=) to the token the server was started with"
+        )
+    else:
+        why = (
+            "it needs a bearer token and this client sent none; set "
+            f"{TOKEN_ENV} (or token=) to the server's token"
+        )
+    return MemoryAccessDenied(f"the memory server at {url} refused the request: {why}")
 
 
 def text_of(result: CallToolResult) -> str:
@@ -192,12 +215,7 @@ class _SessionTask:
             raise
         except BaseException as exc:  # the transport died: ExceptionGroup from the MCP client
             if _status(exc) == 401:
-                state.fail_all(
-                    MemoryAccessDenied(
-                        f"the memory server at {url} refused the request: it needs a bearer "
-                        f"token; set {TOKEN_ENV} to the server's token"
-                    )
-                )
+                state.fail_all(access_denied(url, sent="headers" in self.connection))
                 return
             state.fail_all(MemoryServerUnavailable(f"{start_hint(url)} ({_root_cause(exc)})"))
         finally:
@@ -299,6 +317,13 @@ class MemoryClient:
         self.urls = [url] if isinstance(url, str) else list(url)
         if not self.urls:
             raise ValueError("MemoryClient needs the URL of at least one memory server")
+        for each in self.urls:
+            url_endpoint(each)  # ValueError now for a URL no call could reach
+            if "@" in urlsplit(each).netloc:  # it would be shown in every message: refuse
+                raise ValueError(
+                    "a memory server URL must not carry user:password@; the server takes a "
+                    f"bearer token: set {TOKEN_ENV} (or token=)"
+                )
         self.retry_for = retry_for
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         problem = token_problem(token) if token else None
@@ -328,15 +353,24 @@ class MemoryClient:
 
     async def tools(self) -> list[BaseTool]:
         """The server's tools as LangChain tools, every call routed through this client."""
-        if not port_open(port_of(self.url)):
+        if not await url_open_async(self.url):
             if not await self._fail_over(self._session, time.monotonic()):
                 raise MemoryServerUnavailable(start_hint(self.url))
-        return await load_mcp_tools(
-            None,
-            connection=self.connection,
-            tool_interceptors=[self._intercept],
-            server_name="memory",
-        )
+        try:
+            return await load_mcp_tools(
+                None,
+                connection=self.connection,
+                tool_interceptors=[self._intercept],
+                server_name="memory",
+            )
+        except Exception as exc:  # listing opens a session of its own: same answers as a call
+            if _status(exc) == 401:
+                raise access_denied(self.url, sent="headers" in self.connection) from None
+            if isinstance(_root(exc), _GONE):
+                raise MemoryServerUnavailable(
+                    f"{start_hint(self.url)} ({_root_cause(exc)})"
+                ) from None
+            raise
 
     async def _intercept(self, request, handler) -> CallToolResult:
         return await self.call_result(request.name, dict(request.args))
@@ -382,7 +416,7 @@ class MemoryClient:
             count = len(self.urls)
             for step in range(1, count + 1) if count > 1 else (0,):
                 replica = (self.replica + step) % count
-                if port_open(port_of(self.urls[replica])):
+                if await url_open_async(self.urls[replica]):
                     if replica != self.replica:
                         self.stats["failovers"] += 1
                         self._use(replica)
@@ -419,3 +453,98 @@ def _check_encodable(name: str, args: dict[str, Any]) -> None:
 
     for key, value in args.items():
         walk(value, key)
+
+
+class SyncMemoryClient:
+    """:class:`MemoryClient` for sync code: the same keys, retries and fail-over.
+
+    The async client runs on a private event loop in a daemon thread of its own
+    (one per ``SyncMemoryClient``); every method hands its coroutine to that loop
+    and waits for the answer, so nothing is duplicated and the client's session
+    outlives each call, as in async code. Its tools run sync (``invoke``, a sync
+    tool in ``create_agent``) and async (``ainvoke``), both through that loop.
+    Use it as a context manager, or call :meth:`close`. Arguments as for
+    :class:`MemoryClient`. Taught beside it in notebook 06.
+    """
+
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        *,
+        retry_for: float = 30.0,
+        timeout: float = 60.0,
+        token: str | None = None,
+    ) -> None:
+        self.client = MemoryClient(url, retry_for=retry_for, timeout=timeout, token=token)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="memory-client-loop", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the private loop and wait for its result (its exception, raised)."""
+        if self._closed:
+            coro.close()
+            raise RuntimeError("this SyncMemoryClient is closed")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("a SyncMemoryClient method was called from its own loop")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _bridge(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the private loop from another event loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    @property
+    def url(self) -> str:
+        """The replica calls go to now."""
+        return self.client.url
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Retries and fail-overs so far (see :class:`MemoryClient`)."""
+        return self.client.stats
+
+    def call(self, name: str, **args: Any) -> Any:
+        """:meth:`MemoryClient.call`, from sync code."""
+        return self._run(self.client.call(name, **args))
+
+    def call_result(self, name: str, args: dict[str, Any]) -> CallToolResult:
+        """:meth:`MemoryClient.call_result`, from sync code."""
+        return self._run(self.client.call_result(name, args))
+
+    def tools(self) -> list[BaseTool]:
+        """The server's tools, callable sync (``invoke``) and async (``ainvoke``)."""
+        return [self._both(tool) for tool in self._run(self.client.tools())]
+
+    def _both(self, tool: BaseTool) -> BaseTool:
+        coroutine = tool.coroutine  # type: ignore[attr-defined]
+
+        def run(runtime: Any = None, **arguments: Any) -> Any:
+            return self._run(coroutine(runtime=runtime, **arguments))
+
+        async def arun(runtime: Any = None, **arguments: Any) -> Any:
+            return await self._bridge(coroutine(runtime=runtime, **arguments))
+
+        return tool.model_copy(update={"func": run, "coroutine": arun})
+
+    def close(self) -> None:
+        """End the session, then the private loop and its thread."""
+        if self._closed:
+            return
+        try:
+            self._run(self.client.close())
+        finally:
+            self._closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            if not self._thread.is_alive():
+                self._loop.close()
+
+    def __enter__(self) -> SyncMemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

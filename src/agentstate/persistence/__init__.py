@@ -19,6 +19,7 @@ not cover is in ``docs/secrets.md``).
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -111,16 +112,25 @@ def postgres_target(url: str) -> str:
     try:
         parts = conninfo_to_dict(url)
     except psycopg.ProgrammingError as error:
-        reason = str(error).replace(url, "<url>").strip()
+        # libpq quotes the piece it could not read, which may be a piece of the password
+        reason = re.sub(r'"[^"]*"', '"..."', str(error).replace(url, "<url>")).strip()
         raise ValueError(
             f"not a Postgres URL ({reason}): expected postgresql://user:password@host:port/dbname"
         ) from None
+    if "@" in str(parts.get("host") or "") + str(parts.get("dbname") or ""):
+        raise ValueError(  # an unencoded '@' or '/' in the password: libpq split it elsewhere
+            "a host or database name in the Postgres URL holds '@'; an '@', '/' or '#' in a "
+            "password must be percent-encoded (%40, %2F, %23)"
+        )
     host = parts.get("host") or "localhost"
     return f"{parts.get('user', '')}@{host}:{parts.get('port') or 5432}/{parts.get('dbname', '')}"
 
 
 def _unavailable(url: str, error: Exception) -> PostgresUnavailableError:
     reason = " ".join(str(error).split()).replace(url, "<url>")
+    password = str(conninfo_to_dict(url).get("password") or "")
+    if password:  # libpq never quotes it; this keeps it so for any driver message
+        reason = reason.replace(password, "***")
     refused = "authentication failed" in reason or "does not exist" in reason
     hint = "check the user, password and database in the URL" if refused else START_HINT
     return PostgresUnavailableError(

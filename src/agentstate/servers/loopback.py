@@ -6,12 +6,16 @@ are both child processes listening on loopback that notebooks, tests and
 benchmarks start and stop. They share this helper so that they pick ports,
 report a failed start and leave nothing behind in the same way, and so that
 every failure is a :class:`LoopbackServerError` whose message says how to
-start, or install, the missing piece. Taught in notebooks 05 and 06.
+start, or install, the missing piece. A client that may reach a server on
+another host (the memory fleet behind proxies) asks :func:`url_open` about the
+host and port its URL names (the scheme's default port when it names none),
+never about 127.0.0.1. Taught in notebooks 05 and 06.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import signal
@@ -23,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Self
+from urllib.parse import urlsplit
 
 HOST = "127.0.0.1"
 # A log line that names a failure: "ValueError: ...", "ERROR: ...", "error: ...", "[Errno 98]".
@@ -49,6 +54,56 @@ def port_open(port: int, timeout: float = 0.2) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         return sock.connect_ex((HOST, port)) == 0
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def url_endpoint(url: str) -> tuple[str, int]:
+    """The (host, port) a client connects to for an ``http://`` or ``https://`` URL.
+
+    The URL's own host, and its port or the scheme's default (http 80, https
+    443): ``https://memory.example/mcp`` is ``("memory.example", 443)``.
+    ``ValueError`` (one line) for another scheme, no host or a port that is not
+    a number from 1 to 65535.
+    """
+    parts = urlsplit(url)
+    shown = repr(parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl())  # no user:pw
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise ValueError(f"{shown} is not an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError(f"{shown} names no host")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{shown}: the port is not a number from 1 to 65535") from None
+    return parts.hostname, port or DEFAULT_PORTS[scheme]
+
+
+def url_open(url: str, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections at the host and port ``url`` names."""
+    host, port = url_endpoint(url)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+async def url_open_async(url: str, timeout: float = 0.5) -> bool:
+    """:func:`url_open` without blocking the event loop (name lookup included)."""
+    host, port = url_endpoint(url)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:
+        pass
+    return True
 
 
 def _listening_inode(port: int) -> str | None:

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from agentstate._extras import needs
 from agentstate.servers.loopback import free_port, serve_until_interrupted
@@ -125,7 +126,12 @@ class PostgresServer:
     """
 
     def __init__(
-        self, *, port: int | None = None, fsync: bool = False, start_timeout: float = 60.0
+        self,
+        *,
+        port: int | None = None,
+        fsync: bool = False,
+        start_timeout: float = 60.0,
+        password: str | None = None,
     ) -> None:
         self.bindir = postgres_bindir()
         self.port = port or free_port()
@@ -133,7 +139,9 @@ class PostgresServer:
         self.fsync = fsync  # off by default: a throwaway server need not survive a power cut
         self.start_timeout = start_timeout
         self.user = "agentstate"
-        self.password = secrets.token_urlsafe(18)
+        self.password = password or secrets.token_urlsafe(18)  # any text but a line break
+        if "\n" in self.password or "\r" in self.password:
+            raise ValueError("the password must be one line (it goes to initdb's --pwfile)")
         self._runas = _server_user()
         self.root = Path(tempfile.mkdtemp(prefix="agentstate-pg-"))
         if self._runas is not None:
@@ -147,7 +155,8 @@ class PostgresServer:
 
     def url_for(self, dbname: str) -> str:
         """The URL of database ``dbname`` on this server."""
-        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{dbname}"
+        password = quote(self.password, safe="")  # decoded once by libpq, whatever it holds
+        return f"postgresql://{self.user}:{password}@127.0.0.1:{self.port}/{dbname}"
 
     @property
     def url(self) -> str:

@@ -19,9 +19,9 @@ import argparse
 import asyncio
 import sys
 
-from agentstate.memory.service.options import OneLineParser, port_of, start_hint
+from agentstate.memory.service.options import OneLineParser, start_hint
 from agentstate.private_files import NotOwnFileError, check_db_path, check_own_file
-from agentstate.servers.loopback import port_open
+from agentstate.servers.loopback import url_open
 
 
 def conversation_of(name: str):
@@ -41,7 +41,7 @@ def preflight(args: argparse.Namespace):
     check_db_path(args.checkpoints)
     check_own_file(args.checkpoints, "the checkpoint file")  # a FIFO or a symlink: refused
     conversation = conversation_of(args.conversation)
-    if args.retry_for <= 0 and not any(port_open(port_of(url)) for url in args.url):
+    if args.retry_for <= 0 and not any(url_open(url) for url in args.url):
         raise ConnectionError(start_hint(args.url[0]))
     return conversation
 

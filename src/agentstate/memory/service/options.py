@@ -9,9 +9,12 @@ an unusable token before the MCP server is imported (well under a second
 instead of a full server start). The token comes from
 ``AGENTSTATE_MEMORY_TOKEN`` or ``--token-file``, never from an argument: every
 local user can read a process's arguments in ``/proc/<pid>/cmdline``. The
-client uses :func:`port_of` and :func:`start_hint` to say how to start a server
-when none answers. Both the CLI and the server import this module and neither
-imports the other at module level, so there is no import cycle.
+client uses :func:`start_hint` to say how to start a server when none answers.
+The limits on what a stranger may send before the token is checked
+(``--max-header-bytes``, ``--max-request-bytes``, ``--max-connections``,
+``--idle-timeout``) are defined here and applied by :mod:`.limits`. Both the
+CLI and the server import this module and neither imports the other at module
+level, so there is no import cycle.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import NoReturn
 from agentstate._extras import require
 from agentstate.memory.service.targets import check_postgres_url, is_postgres, redact
 from agentstate.private_files import NotOwnFileError, read_small_file
-from agentstate.servers.loopback import HOST, port_argument
+from agentstate.servers.loopback import HOST, port_argument, url_endpoint
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
 
@@ -47,8 +50,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument(
         "--db",
         required=True,
-        help="SQLite file (created 0600 if missing), or postgresql://USER@HOST:PORT/DB for one "
-        "replica of a fleet sharing that database (password from PGPASSWORD or ~/.pgpass)",
+        help="SQLite file (created 0600 if missing), or postgresql://USER@HOST:PORT/DB (or libpq "
+        "key=value pairs) for one replica of a fleet sharing that database (password from "
+        "PGPASSWORD or ~/.pgpass; one written in --db is refused)",
     )
     parser.add_argument(
         "--transport",
@@ -71,6 +75,36 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         "the memories",
     )
     parser.add_argument("--token", default=None, help=argparse.SUPPRESS)  # refused: see above
+    # limits on what any local process may send before its token is checked (.limits)
+    parser.add_argument(
+        "--max-header-bytes",
+        type=_bounded(int, 1024, 1 << 20),
+        default=16 * 1024,
+        metavar="N",
+        help="HTTP only: a request head larger than N bytes gets 400 and is closed (16384)",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=_bounded(int, 1024, 1 << 30),
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="HTTP only: a request body larger than N bytes gets 413 (4194304)",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_bounded(int, 2, 10_000),
+        default=256,
+        metavar="N",
+        help="HTTP only: past N open connections the oldest idle one is closed (256)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_bounded(float, 0.1, 3600),
+        default=10.0,
+        metavar="SECONDS",
+        help="HTTP only: a connection that sends no complete request head within SECONDS "
+        "of opening (or of its last reply) is closed (10)",
+    )
     parser.add_argument(
         "--write-delay",
         type=float,
@@ -86,14 +120,34 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     return parser
 
 
+def _bounded(kind: type, low: float, high: float):
+    """An argparse type: a ``kind`` (int or float) from ``low`` to ``high``, else one line."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not low <= value <= high:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{text} is not between {low:g} and {high:g}")
+        return value
+
+    return parse
+
+
 def port_of(url: str) -> int:
-    """The port of a server URL such as ``http://127.0.0.1:8765/mcp``."""
-    return int(url.rsplit(":", 1)[-1].split("/", 1)[0])
+    """The port of a server URL: its own, or the scheme's default (``https://host/mcp``: 443)."""
+    return url_endpoint(url)[1]
 
 
 def start_hint(url: str) -> str:
-    """What to run when nothing answers at ``url``."""
-    port = port_of(url)
+    """What to run when nothing answers at ``url`` (the command only for a loopback URL)."""
+    try:
+        host, port = url_endpoint(url)
+    except ValueError as exc:
+        return f"no memory server answers at {url} ({exc})"
+    if host not in (HOST, "localhost"):
+        return f"no memory server answers at {url}; check that the server at {host}:{port} runs"
     return (
         f"no memory server answers at {url}; start one with "
         f"`agentstate memory serve --db memory.sqlite --transport http --port {port}`"
@@ -180,9 +234,9 @@ def preflight(args: argparse.Namespace, error) -> None:
         error(f"--port {args.port}: {HOST}:{args.port} is already in use")
     if is_postgres(args.db):
         try:
+            require("memory", "the memory server on Postgres")  # psycopg parses the string
             check_postgres_url(args.db)
-            require("memory", "the memory server on Postgres")
-        except ValueError as exc:  # a password in the URL, no database named
+        except ValueError as exc:  # a password anywhere in it, no database named, unparsable
             error(f"--db {exc}")
         except ImportError as exc:  # psycopg missing: which extra installs it
             error(f"--db {redact(args.db)}: {exc}")

@@ -19,13 +19,20 @@ import atexit
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentstate.memory.service.targets import is_postgres, split_password
 from agentstate.private_files import own_file
-from agentstate.servers.loopback import LoopbackProcess, LoopbackServerError, free_port, port_open
+from agentstate.servers.loopback import (
+    LoopbackProcess,
+    LoopbackServerError,
+    free_port,
+    port_open,
+    url_open,
+)
 
-__all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open"]
+__all__ = ["LoopbackServerError", "ServerProcess", "free_port", "port_open", "url_open"]
 
 
 class ServerProcess(LoopbackProcess):
@@ -43,6 +50,7 @@ class ServerProcess(LoopbackProcess):
         *,
         log_path: str | Path | None = None,
         db_retry_for: float | None = None,
+        options: Sequence[str] = (),
     ):
         self.db: str | Path
         self._password: str | None = None
@@ -56,6 +64,7 @@ class ServerProcess(LoopbackProcess):
         super().__init__(port=port, log_path=log_path or f"{self.db}.log")
         self.write_delay = write_delay
         self.db_retry_for = db_retry_for
+        self.options = list(options)  # more `agentstate memory serve` options (--idle-timeout 2)
         atexit.register(self.stop)
 
     @property
@@ -77,7 +86,7 @@ class ServerProcess(LoopbackProcess):
             args += ["--write-delay", str(self.write_delay)]
         if self.db_retry_for is not None:
             args += ["--db-retry-for", str(self.db_retry_for)]
-        return args
+        return args + self.options
 
     def environment(self) -> dict[str, str]:
         """Unbuffered output, so the log shows what happened before a crash."""

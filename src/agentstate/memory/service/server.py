@@ -37,7 +37,7 @@ import logging
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 # jsonschema (imported by mcp) loads rfc3987_syntax, if installed, only for its optional "iri"
 # format check, and that module builds a grammar at import: ~3 s of every server start on a
@@ -71,6 +71,9 @@ from agentstate.memory.service.sql_store import StoreUnavailableError  # noqa: E
 from agentstate.memory.service.store import StoreInUseError, new_entry_id  # noqa: E402
 from agentstate.memory.service.stores import QueueWriter, Store, open_service  # noqa: E402
 from agentstate.memory.service.targets import redact  # noqa: E402
+
+if TYPE_CHECKING:
+    from agentstate.memory.service.limits import Limits
 
 CONSISTENCY_TIMEOUT = 30.0
 DUPLICATE = "already enqueued"  # a write whose idempotency_key the memory already has
@@ -406,18 +409,23 @@ class BearerToken:
         await self.app(scope, receive, send)
 
 
-def serve_http(server: FastMCP, token: str | None) -> None:
-    """Run the streamable HTTP app on 127.0.0.1 (behind the token check when one is set)."""
+def serve_http(server: FastMCP, token: str | None, limits: Limits | None = None) -> None:
+    """Run the streamable HTTP app on 127.0.0.1: the size and connection limits first
+    (:mod:`.limits`, before anything is authenticated), then the token check when one is set."""
     import uvicorn
 
+    from agentstate.memory.service.limits import BodyLimit, Limits
+
+    limits = limits or Limits()
     quiet_disconnects()
     app = server.streamable_http_app()
     config = uvicorn.Config(
-        BearerToken(app, token) if token else app,
+        BodyLimit(BearerToken(app, token) if token else app, limits.max_request_bytes),
         host=HOST,
         port=server.settings.port,
         log_level="warning",
         lifespan="on",
+        **limits.uvicorn_options(),
     )
     anyio.run(uvicorn.Server(config).serve)
 
@@ -446,7 +454,15 @@ def run(args: argparse.Namespace, error) -> int:
             url = f"http://{HOST}:{args.port}/mcp"
             auth = "bearer token required" if token else "no token: any local process can use it"
             print(f"memory server on {url} ({auth})", flush=True)
-            serve_http(server, token)
+            from agentstate.memory.service.limits import Limits
+
+            limits = Limits(
+                max_header_bytes=args.max_header_bytes,
+                max_request_bytes=args.max_request_bytes,
+                max_connections=args.max_connections,
+                idle_timeout=args.idle_timeout,
+            )
+            serve_http(server, token, limits)
         else:
             server.run("stdio")
     except KeyboardInterrupt:
