@@ -477,7 +477,7 @@ def superstep(
     return SuperStep(key=key, step=step, before=before, calls=calls, after=after)
 
 
-def _short(value: Any, width: int = 44) -> str:
+def _short(value: Any, width: int = 34) -> str:
     """A value in one line of at most ``width`` characters (``{}`` for an empty or absent one)."""
     if value is None:
         return "{}"
@@ -485,6 +485,10 @@ def _short(value: Any, width: int = 44) -> str:
         text = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in value.items()) + "}"
     else:
         text = repr(value)
+    return _clip(text, width)
+
+
+def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -509,7 +513,7 @@ def draw_superstep(
     call order; it is green if the write is in the state after the step and
     red if it was lost. Every value comes from the run the
     :class:`ToolTimeline` recorded (see :func:`superstep`); ``show(value)``
-    writes a value in one line (default: its items, cut at 44 characters).
+    writes a value in one line (default: its items, cut at 34 characters).
     Give ``runs`` as ``{"title": timeline, ...}`` to stack several runs, say a
     broken and a fixed reducer, one above the other; ``reducer`` names the
     reducer in the picture (a function is named by its ``__name__``), or maps
@@ -552,7 +556,7 @@ def draw_superstep(
     def state_text(value: Any) -> str:  # one item a line when it does not fit on one
         if show is not None or not isinstance(value, Mapping) or len(_short(value, 200)) <= 30:
             return render(value)
-        items = [f"  {k!r}: {_short(v, 30)}" for k, v in list(value.items())[:8]]
+        items = [_clip(f"  {k!r}: {_short(v, 200)}", 32) for k, v in list(value.items())[:8]]
         more = [f"  … {len(value) - 8} more"] if len(value) > 8 else []
         return "{\n" + "\n".join(items + more) + "\n}"
 
@@ -562,8 +566,8 @@ def draw_superstep(
     def after_text(s: SuperStep) -> str:
         return f"state after\n{s.key}: {state_text(s.after)}"
 
-    def read_text(c: StepCall) -> str:
-        return f"read {render(c.read)}"
+    def read_text(c: StepCall) -> str:  # the state before, which its own box shows whole
+        return f"read {_clip(render(c.read), 20)}"
 
     def wrote_text(c: StepCall) -> str:
         reply = c.reply if len(c.reply) <= 30 else c.reply[:29] + "…"
