@@ -78,6 +78,7 @@ CALIBRATION: dict[str, tuple[tuple[float, float], tuple[int, int, int, int, int]
 }
 IGNORE_OUTPUT = "nbval-ignore-output"
 _WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
+_MERMAID = re.compile(r"^```mermaid\n.*?^```", re.M | re.S)
 _ASSERT = re.compile(r"^\s*assert\b", re.M)
 _IMAGES = ("image/png", "image/svg+xml")
 _TEXT = ("text/plain", "text/html", "text/markdown")
@@ -132,7 +133,11 @@ class LessonStats:
 
 
 def markdown_words(text: str) -> int:
-    """Words a reader reads: links count by their text, code spans as words, markup not at all."""
+    """Words a reader reads: links count by their text, code spans as words, markup not at all.
+
+    A Mermaid diagram is a picture (it counts, with its minute, among the pictures), not words.
+    """
+    text = _MERMAID.sub(" ", text)
     text = re.sub(r"\]\([^)]*\)", "]", text)  # a link's address is not read
     text = re.sub(r"^#+ |^\s*[-*] |^\s*\d+\. |\|", " ", text, flags=re.M)
     return len(_WORD.findall(text))

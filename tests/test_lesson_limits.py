@@ -107,6 +107,8 @@ def test_the_word_count_reads_prose_not_markup():
         "## Goals\n- Reproduce [the loss](01_file_based_storage.ipynb) in `five` calls.\n| a | b |"
     )
     assert lesson_stats.markdown_words(text) == 9  # Goals Reproduce the loss in five calls a b
+    drawn = "Two steps:\n```mermaid\nflowchart LR\n    a[one] --> b[two]\n```\nthen more."
+    assert lesson_stats.markdown_words(drawn) == 4  # a diagram is a picture, not words
 
 
 def test_the_limits_check_catches_a_long_lesson(tmp_path):

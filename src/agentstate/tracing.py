@@ -17,6 +17,7 @@ checkpointer's history into one row per super-step. Introduced in notebook
 from __future__ import annotations
 
 import copy
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -554,7 +555,9 @@ def draw_superstep(
         return (text.count("\n") + 1) * line + pad
 
     def state_text(value: Any) -> str:  # one item a line when it does not fit on one
-        if show is not None or not isinstance(value, Mapping) or len(_short(value, 200)) <= 30:
+        if show is not None or not isinstance(value, Mapping):
+            return textwrap.fill(render(value), 34, subsequent_indent="  ")  # on its spaces
+        if len(_short(value, 200)) <= 30:
             return render(value)
         items = [_clip(f"  {k!r}: {_short(v, 200)}", 32) for k, v in list(value.items())[:8]]
         more = [f"  … {len(value) - 8} more"] if len(value) > 8 else []
@@ -571,7 +574,7 @@ def draw_superstep(
 
     def wrote_text(c: StepCall) -> str:
         reply = c.reply if len(c.reply) <= 30 else c.reply[:29] + "…"
-        return f"wrote {render(c.wrote)}" if c.writes else f"replied {reply}"
+        return f"wrote {_clip(render(c.wrote), 36)}" if c.writes else f"replied {reply}"
 
     all_steps = list(steps.values())
     all_calls = [c for s in all_steps for c in s.calls]
