@@ -112,10 +112,10 @@ print("state keys after the turn:", sorted(undeclared))
 #
 # ```mermaid
 # flowchart LR
-#     start([user message]) --> model["step 1: model"]
-#     model -- "a reply with 5 tool calls" --> tools["step 2: tools<br/>5 tasks, one super-step"]
-#     tools -- "their writes, applied when the step ends" --> m2["step 3: model"]
-#     m2 -- "a reply without tool calls" --> done([answer])
+#     start([user message]) --> model["model<br/>steps 1 and 3"]
+#     model -- "a reply with 5 tool calls" --> tools["tools: step 2<br/>5 tasks, one super-step"]
+#     tools -- "their writes, applied when the step ends" --> model
+#     model -- "a reply without tool calls" --> done([answer])
 # ```
 
 # %% [markdown]

@@ -556,7 +556,7 @@ def draw_superstep(
 
     def state_text(value: Any) -> str:  # one item a line when it does not fit on one
         if show is not None or not isinstance(value, Mapping):
-            return textwrap.fill(render(value), 34, subsequent_indent="  ")  # on its spaces
+            return textwrap.fill(render(value), 32, subsequent_indent="  ")  # on its spaces
         if len(_short(value, 200)) <= 30:
             return render(value)
         items = [_clip(f"  {k!r}: {_short(v, 200)}", 32) for k, v in list(value.items())[:8]]
@@ -567,14 +567,15 @@ def draw_superstep(
         return f"state before\nstep {s.step}\n{s.key}:\n{state_text(s.before)}"
 
     def after_text(s: SuperStep) -> str:
-        return f"state after\n{s.key}: {state_text(s.after)}"
+        value = state_text(s.after)
+        return f"state after\n{s.key}:" + ("\n" if "\n" in value else " ") + value
 
     def read_text(c: StepCall) -> str:  # the state before, which its own box shows whole
-        return f"read {_clip(render(c.read), 20)}"
+        return f"read {_clip(render(c.read), 14)}"
 
     def wrote_text(c: StepCall) -> str:
         reply = c.reply if len(c.reply) <= 30 else c.reply[:29] + "…"
-        return f"wrote {_clip(render(c.wrote), 36)}" if c.writes else f"replied {reply}"
+        return f"wrote {_clip(render(c.wrote), 34)}" if c.writes else f"replied {reply}"
 
     all_steps = list(steps.values())
     all_calls = [c for s in all_steps for c in s.calls]
@@ -582,21 +583,24 @@ def draw_superstep(
     # figure shrunk): the state before; each call on two lines (its name, then what it read
     # and wrote); the reducer above the state after.
     w_before = max(inches(before_text(s)) for s in all_steps)
-    w_calls = max(
-        max(
-            inches(f"#{c.position + 1} {c.label}"),
-            inches(read_text(c)) + 0.08 + inches(wrote_text(c)),
-        )
-        for c in all_calls
-    )
     w_right = max(
         max(inches(reducer_text(name)) for name in steps),
         max(inches(after_text(s)) for s in all_steps),
     )
-    x_before, x_calls = 0.0, w_before + 0.5
-    x_right = x_calls + w_calls + 0.55
+    labels = max(inches(f"#{c.position + 1} {c.label}") for c in all_calls)
+    side_by_side = max(inches(read_text(c)) + 0.08 + inches(wrote_text(c)) for c in all_calls)
+    # read and wrote side by side when that fits in about 9.5 inches, else one under the other
+    stacked = w_before + 0.85 + max(labels, side_by_side) + w_right > 9.5
+    w_calls = (
+        max(labels, max(max(inches(read_text(c)), inches(wrote_text(c))) for c in all_calls))
+        if stacked
+        else max(labels, side_by_side)
+    )
+    x_before, x_calls = 0.0, w_before + 0.4
+    x_right = x_calls + w_calls + 0.45
     total_width = x_right + w_right
-    row = 2 * line + pad + 0.06  # a call: its name, then its read and wrote boxes
+    box_row = line + pad + 0.04
+    row = line + box_row * (2 if stacked else 1) + 0.06  # its name, then its read and wrote
     title_room = 2 * TITLE_SIZE * 1.3 / 72 + 0.1
     contents = []
     for name, s in steps.items():
@@ -638,13 +642,15 @@ def draw_superstep(
                 x_calls, name_y, f"#{c.position + 1} {c.label}", fontproperties=font, va="center"
             )
             put(read_text(c), x_calls + pad / 2, box_y, "#adb5bd")
-            x_wrote = x_calls + inches(read_text(c)) + 0.08
-            put(wrote_text(c), x_wrote + pad / 2, box_y, colour)
+            x_wrote = x_calls if stacked else x_calls + inches(read_text(c)) + 0.08
+            wrote_y = box_y + box_row if stacked else box_y
+            put(wrote_text(c), x_wrote + pad / 2, wrote_y, colour)
             if c.writes:
-                arrow(x_wrote + inches(wrote_text(c)), box_y, x_right - 0.04, at_reducer, colour)
+                arrow(x_wrote + inches(wrote_text(c)), wrote_y, x_right - 0.04, at_reducer, colour)
         kept = sum(bool(c.kept) for c in s.writers)
         caption = (
-            f"super-step {s.step}: {len(s.calls)} calls, each handed the state before the step\n"
+            f"super-step {s.step}: {len(s.calls)} call{'s' * (len(s.calls) > 1)}, each handed the "
+            "state before the step\n"
             f"{kept} of {len(s.writers)} writes kept"
         )
         ax.set_title(f"{name}: {caption}" if name else caption, fontsize=TITLE_SIZE, loc="left")
