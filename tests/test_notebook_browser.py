@@ -91,6 +91,8 @@ class Lab:
             JUPYTER_RUNTIME_DIR=str(home / "runtime"),
             JUPYTER_DATA_DIR=str(home / "data"),
         )
+        # As `make lab` serves it: .jupyter/custom/custom.css from the config folder.
+        shutil.copytree(LAB_CONFIG.parent / "custom", home / "config" / "custom")
         jupyter = str(Path(sys.executable).with_name("jupyter"))
         # As `make lab` does: a notebook the reader has not trusted shows every widget as text.
         notebooks = sorted(str(p) for p in root.glob("*.ipynb"))
