@@ -559,7 +559,7 @@ def draw_superstep(
             return textwrap.fill(render(value), 32, subsequent_indent="  ")  # on its spaces
         if len(_short(value, 200)) <= 30:
             return render(value)
-        items = [_clip(f"  {k!r}: {_short(v, 200)}", 32) for k, v in list(value.items())[:8]]
+        items = [_clip(f"  {k!r}: {_short(v, 200)}", 34) for k, v in list(value.items())[:8]]
         more = [f"  … {len(value) - 8} more"] if len(value) > 8 else []
         return "{\n" + "\n".join(items + more) + "\n}"
 
