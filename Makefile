@@ -101,7 +101,10 @@ system-packages: postgres $(CHROMIUM)
 lab: $(STAMP)  ## open JupyterLab on notebooks/ (scripted model, no key needed)
 	@# Trusted (in your own Jupyter signature store) so saved widgets render before running.
 	$(BIN)/jupyter trust notebooks/*.ipynb $(wildcard notebooks/solutions/*.ipynb notebooks/going_further/*.ipynb)
-	$(BIN)/jupyter lab notebooks/ $(LAB)
+	@# The project's Jupyter config folder, so custom/custom.css is served (a saved knob shows one
+	@# "run this cell" line, not four red "disconnected" icons); settings changed in the tab stay
+	@# in .jupyter/lab/user-settings (git-ignored).
+	JUPYTER_CONFIG_DIR=$(CURDIR)/.jupyter $(BIN)/jupyter lab notebooks/ $(LAB)
 
 # Three things side by side, then pytest: the install followed by the checks and `make ends`;
 # the engine's compile; Debian's packages. Then the engine is installed from its wheel.

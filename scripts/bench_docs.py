@@ -711,7 +711,7 @@ PHASE_WORDS = {
 
 
 def render_make_test(data: Data) -> str:
-    """The README's figure: how long a newcomer's first `make test` took, phase by phase."""
+    """CONTRIBUTING.md's figure: how long a newcomer's first `make test` took, phase by phase."""
     found = data["phases"]
     spans = {
         name: (found[name]["end"] - found[name]["start"]) / 60
@@ -795,9 +795,10 @@ def refresh(text: str, data: dict[str, Data] | None = None) -> str:
 
 
 def doc_files() -> list[Path]:
-    """Every page a figure can be on: the README and docs/."""
-    readme = ROOT / "README.md"
-    return [readme] * readme.is_file() + sorted(DOCS.rglob("*.md"))
+    """Every page a figure can be on: the README, CONTRIBUTING.md (the first `make test`) and
+    docs/."""
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    return [page for page in pages if page.is_file()] + sorted(DOCS.rglob("*.md"))
 
 
 def stale_blocks() -> list[str]:

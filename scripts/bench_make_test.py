@@ -6,7 +6,7 @@ TARGETS`` (default ``test``) in the clone and reads the phase markers the
 Makefile prints (``make-phase EPOCH NAME start|end``): the install, the engine's
 compile, the checks, ``make ends``, the system packages, pytest. It writes
 ``data/results/make_test_benchmark.json``; ``scripts/bench_docs.py`` renders the
-README's figure from it. A run of some targets only records the phases they ran
+figure in CONTRIBUTING.md from it. A run of some targets only records the phases they ran
 and says so.
 
     .venv/bin/python scripts/bench_make_test.py                      # the whole first make test

@@ -3,8 +3,10 @@
 ``notebooks/_src/NN_name.py`` is what authors edit; this script turns each one
 into ``notebooks/NN_name.ipynb`` with jupytext, runs it top to bottom in a
 fresh kernel with nbclient (so execution counts run 1..n), and writes it with
-deterministic cell ids. The scripted model is forced (the real-model variables
-are removed from the kernel's environment) unless ``--keep-model-env`` is given.
+deterministic cell ids. Each saved figure records the sizes of the type it draws
+(``scripts/figure_record.py``, run in the kernel first). The scripted model is
+forced (the real-model variables are removed from the kernel's environment)
+unless ``--keep-model-env`` is given.
 
 What a reader's JupyterLab would write is kept, so opening a notebook changes
 nothing: the kernelspec and the ``language_info`` the kernel reports. The
@@ -56,6 +58,13 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KEPT_METADATA = ("kernelspec", "language_info", "widgets")
+# Run in the kernel before the first cell: every saved figure records the type sizes it draws
+# (scripts/figure_record.py; tests/test_figures.py reads them).
+FIGURE_RECORD = ROOT / "scripts" / "figure_record.py"
+RECORD_FIGURES = (
+    f"--IPKernelApp.exec_lines=__import__('runpy').run_path({str(FIGURE_RECORD)!r}, "
+    "run_name='agentstate_figure_record');"
+)
 # How a knob's text form starts once the build has made it readable (the browser check looks
 # for it, and for ipywidgets' own ``interactive(children=``, to tell a widget shown as text).
 KNOB_NOTE = "A knob, drawn when the notebook is trusted or this cell runs."
@@ -190,6 +199,7 @@ def execute(
                 nb,
                 timeout=timeout,
                 kernel_name="python3",
+                extra_arguments=[RECORD_FIGURES],
                 resources={"metadata": {"path": cwd}},
                 on_cell_executed=lambda **_: bar.update(),
             ).execute()

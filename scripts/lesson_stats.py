@@ -6,7 +6,9 @@ function or class written on the page (``defined``), names imported from
 notebook's saved outputs plus Mermaid diagrams), printed proofs (code cells
 whose saved text output nbval compares: not tagged ``nbval-ignore-output``)
 and the estimated minutes. A main lesson stays within 40 cells, 1,200 words,
-3 visible asserts and at least one picture (``tests/test_lesson_limits.py``);
+3 visible asserts and at least 3 pictures, its markdown cells at most 45 words
+at the median (``median``) and 150 the longest (``longest``), one idea a cell
+(``tests/test_lesson_limits.py``);
 the series aims at about 25 minutes a lesson.
 
 The yardstick is calibrated on a careful newcomer who reads and runs every
@@ -41,6 +43,7 @@ import argparse
 import ast
 import json
 import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +56,9 @@ FOLDERS = {"lesson": SOURCES, "going further": SOURCES / "going_further"}
 MAX_CELLS = 40
 MAX_WORDS = 1200
 MAX_ASSERTS = 3
+MIN_PICTURES = 3  # the mechanism carried by pictures, each replacing prose (issue 42)
+MAX_MEDIAN_CELL_WORDS = 45  # one idea a markdown cell
+MAX_CELL_WORDS = 150
 TARGET_MINUTES = 25
 # The yardstick (see the module docstring for how it was fitted).
 PROSE_WPM = 150
@@ -72,6 +78,7 @@ CALIBRATION: dict[str, tuple[tuple[float, float], tuple[int, int, int, int, int]
 }
 IGNORE_OUTPUT = "nbval-ignore-output"
 _WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
+_MERMAID = re.compile(r"^```mermaid\n.*?^```", re.M | re.S)
 _ASSERT = re.compile(r"^\s*assert\b", re.M)
 _IMAGES = ("image/png", "image/svg+xml")
 _TEXT = ("text/plain", "text/html", "text/markdown")
@@ -104,6 +111,8 @@ class LessonStats:
     agentstate_names: int = 0
     figures: int = 0
     printed_proofs: int = 0
+    median_cell_words: float = 0
+    longest_cell_words: int = 0
 
     @property
     def minutes(self) -> float:
@@ -117,12 +126,18 @@ class LessonStats:
             self.cells <= MAX_CELLS
             and self.words <= MAX_WORDS
             and self.asserts <= MAX_ASSERTS
-            and self.figures >= 1
+            and self.figures >= MIN_PICTURES
+            and self.median_cell_words <= MAX_MEDIAN_CELL_WORDS
+            and self.longest_cell_words <= MAX_CELL_WORDS
         )
 
 
 def markdown_words(text: str) -> int:
-    """Words a reader reads: links count by their text, code spans as words, markup not at all."""
+    """Words a reader reads: links count by their text, code spans as words, markup not at all.
+
+    A Mermaid diagram is a picture (it counts, with its minute, among the pictures), not words.
+    """
+    text = _MERMAID.sub(" ", text)
     text = re.sub(r"\]\([^)]*\)", "]", text)  # a link's address is not read
     text = re.sub(r"^#+ |^\s*[-*] |^\s*\d+\. |\|", " ", text, flags=re.M)
     return len(_WORD.findall(text))
@@ -205,6 +220,7 @@ def stats_of(path: Path, kind: str = "lesson") -> LessonStats:
     cells = jupytext.read(path, fmt="py:percent").cells
     code = [c for c in cells if c.cell_type == "code"]
     markdown = [c.source for c in cells if c.cell_type == "markdown"]
+    per_cell = [markdown_words(text) for text in markdown]
     built = built_notebook(path) if path.is_relative_to(SOURCES) else path.with_suffix(".ipynb")
     return LessonStats(
         name=path.stem,
@@ -218,6 +234,8 @@ def stats_of(path: Path, kind: str = "lesson") -> LessonStats:
         agentstate_names=len(set().union(*(imported_names(c.source) for c in code))),
         figures=figures_in(built),
         printed_proofs=printed_proofs(built),
+        median_cell_words=statistics.median(per_cell) if per_cell else 0,
+        longest_cell_words=max(per_cell, default=0),
     )
 
 
@@ -234,11 +252,14 @@ def all_stats(selection: list[str] | None = None) -> list[LessonStats]:
 
 def markdown_table(rows: list[LessonStats]) -> str:
     """The main lessons as the closing notes of issue 31 report them."""
-    head = "| lesson | cells | words | visible asserts | pictures | printed proofs | minutes |"
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+    head = (
+        "| lesson | cells | words | median cell | longest cell | visible asserts | pictures "
+        "| printed proofs | minutes |"
+    )
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [
-        f"| {s.name} | {s.cells} | {s.words} | {s.asserts} | {s.figures} | "
-        f"{s.printed_proofs} | {s.minutes} |"
+        f"| {s.name} | {s.cells} | {s.words} | {s.median_cell_words:g} | "
+        f"{s.longest_cell_words} | {s.asserts} | {s.figures} | {s.printed_proofs} | {s.minutes} |"
         for s in rows
     ]
     return "\n".join(lines)
@@ -254,19 +275,23 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_table([s for s in rows if s.kind == "lesson"]))
         return 0
     print(
-        f"{'notebook':<32} {'kind':<13} {'cells':>5} {'words':>5} {'code':>4} {'defined':>7} "
-        f"{'agentstate':>10} {'asserts':>7} {'pictures':>8} {'proofs':>6} {'min':>5}  limits"
+        f"{'notebook':<32} {'kind':<13} {'cells':>5} {'words':>5} {'median':>6} {'longest':>7} "
+        f"{'code':>4} {'defined':>7} {'agentstate':>10} {'asserts':>7} {'pictures':>8} "
+        f"{'proofs':>6} {'min':>5}  limits"
     )
     for s in rows:
         mark = "ok" if s.within_limits else "OVER"
         print(
-            f"{s.name:<32} {s.kind:<13} {s.cells:>5} {s.words:>5} {s.code_lines:>4} "
+            f"{s.name:<32} {s.kind:<13} {s.cells:>5} {s.words:>5} {s.median_cell_words:>6g} "
+            f"{s.longest_cell_words:>7} {s.code_lines:>4} "
             f"{s.defined_lines:>7} {s.agentstate_names:>10} {s.asserts:>7} {s.figures:>8} "
             f"{s.printed_proofs:>6} {s.minutes:>5}  {mark if s.kind == 'lesson' else '-'}"
         )
     print(
         f"limits for a main lesson: {MAX_CELLS} cells, {MAX_WORDS} words of markdown, "
-        f"{MAX_ASSERTS} visible asserts, at least one picture; target about "
+        f"{MAX_ASSERTS} visible asserts, at least {MIN_PICTURES} pictures, markdown cells of "
+        f"at most {MAX_MEDIAN_CELL_WORDS} words at the median and {MAX_CELL_WORDS} the longest; "
+        "target about "
         f"{TARGET_MINUTES} minutes"
     )
     return 0

@@ -45,7 +45,7 @@ NAMES = sorted(
 # the files scripts/bench_results.py writes (the engine's record their own provenance)
 OWN = [n for n in NAMES if n not in ("experts", "engine_restart")]
 
-# every page a figure can be on: the README and everything under docs/
+# every page a figure can be on: the README, CONTRIBUTING.md and everything under docs/
 PAGES = [str(p.relative_to(ROOT)) for p in bench_docs.doc_files()]
 # a timing, rate, ratio, share or size: "18.2 ms", "3 s", "55 msg/s", "1.7x", "98%",
 # "12.5 minutes", "136 MB", or "twice as fast"
@@ -59,11 +59,11 @@ NOT_TYPED_BY_HAND = {
     ("docs/benchmarks.md", "default 10 s reader timeout"): "a setting",
     ("docs/memory-server.md", "plus 10 s to open a session"): "a setting",
     ("docs/doctor/README.md", "over 1 MiB"): "a limit",
+    ("CONTRIBUTING.md", "a main lesson in about 25 minutes"): "a target",
+    ("CONTRIBUTING.md", 'text form, "0%| 0/200"'): "a frozen progress bar's text",
+    ("CONTRIBUTING.md", "a saved bar frozen at 0%"): "a frozen progress bar's text",
     ("docs/doctor/README.md", "loading took longer than 120 s"): "a setting (--timeout)",
     ("docs/doctor/README.md", "with the same line 5 s later"): "a setting (the watchdog)",
-    ("README.md", "first token 6.2-20.1x, sweep to 5,949 tokens: 6.3-40.6x"): (
-        "tests/test_lesson_05.py recomputes it from experts_benchmark.json"
-    ),
     ("README.md", "question waits 2.3-2.9x less"): (
         "tests/test_lesson_05.py recomputes it from experts_benchmark.json"
     ),
@@ -173,9 +173,17 @@ def test_the_figure_pattern_catches_what_was_typed_by_hand():
 
 
 def test_the_pages_cover_the_readme_and_every_doc():
-    assert "README.md" in PAGES
+    assert {"README.md", "CONTRIBUTING.md"} <= set(PAGES)
     assert {"docs/experts-and-engine.md", "docs/pins.md", "docs/doctor/README.md"} <= set(PAGES)
-    assert len(PAGES) == 1 + len(list((ROOT / "docs").rglob("*.md")))
+    assert len(PAGES) == 2 + len(list((ROOT / "docs").rglob("*.md")))
+
+
+def test_the_first_make_test_is_rendered_in_contributing_not_before_the_lessons():
+    """Its block moved out of the README (issue 42): the README leads with the lessons."""
+    assert "<!-- results:make_test -->" in (ROOT / "CONTRIBUTING.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "results:make_test" not in readme and "| system packages |" not in readme
+    assert readme.index("## The lessons") < readme.index("make test")
 
 
 def test_steps_per_message_is_one_figure_computed_from_the_rounds():

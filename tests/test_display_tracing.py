@@ -117,7 +117,7 @@ def test_draw_run_marks_the_one_kept_write_of_a_shared_file_and_names_threads_1_
     )
     state = agent.invoke(user_turn())
     fig = draw_run(timeline, state, key="files", title="t")
-    assert str(fig) == "Figure(900x390)"  # fixed size: 1 model row + 5 calls
+    assert str(fig) == "Figure(930x412)"  # fixed size: 1 model row + 5 calls, under 1,000 px
     tools = [(label, colour) for label, colour in _bars(fig) if label != "model"]
     assert tools == [
         (f"#{i + 1} store_requirement({f})", LOST) for i, f in enumerate(order[:-1])

@@ -114,6 +114,9 @@ def test_five_calls_run_in_one_step_on_five_threads_and_the_last_in_the_message_
     assert in_file(state) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
     assert [m.content for m in tool_replies(state)] == [f"Stored {f}." for f in ORDER]
     assert {e.step for e in timeline.events} == {3}
+    # why step 3 (the lesson's diagram): deepagents' node before the model takes step 1
+    assert [m.step for m in timeline.model_calls] == [2, 4]
+    assert "PatchToolCallsMiddleware.before_agent" in agent.get_graph().nodes
     if mode == "sync":  # under ainvoke the timeline records the event loop's thread
         assert timeline.thread_count() == 5
     assert max(e.start for e in timeline.events) < min(e.end for e in timeline.events)  # overlap

@@ -58,6 +58,12 @@ TEACHING = {
     "agent_with",
     "SCHEMAS",
     "kept_with",
+    "early_calls",
+    "early_call",
+    "merge_in_place",
+    "merge_new",
+    "count_requirements",
+    "reader_saw",
 }
 
 
@@ -353,3 +359,22 @@ def test_the_hazard_rows_the_lesson_links_agree_with_what_it_shows(lesson):
     assert results["replace-reducer"].evidence.startswith("kept 1 of 5")
     undeclared = lesson["agent_with"](lesson["AgentState"]).invoke(lesson["TURN"])
     assert "requirements" not in undeclared and "no error" in results["undeclared-key"].evidence
+
+
+def test_the_impure_reducer_leaks_the_five_writes_to_a_same_step_reader_and_the_pure_one_none(
+    lesson,
+):
+    """The lesson's purity cell, from its own source, three times: 0 and 5 fields every time."""
+    for _ in range(3):
+        saw = {r: lesson["reader_saw"](lesson[r]) for r in ("merge_new", "merge_in_place")}
+        assert saw == {"merge_new": "0 fields", "merge_in_place": "5 fields"}
+
+
+def test_the_tools_of_create_agent_run_in_super_step_2(lesson):
+    timeline = ToolTimeline()
+    agent = agent_with(
+        lesson, "RequirementsState", one_batch_model(POSTGRES_FIELDS), middleware=[timeline]
+    )
+    agent.invoke(user_turn())
+    assert {e.step for e in timeline.events} == {2}
+    assert [m.step for m in timeline.model_calls] == [1, 3]

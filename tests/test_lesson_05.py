@@ -247,26 +247,20 @@ def test_a_plain_dict_key_written_by_the_fan_out_is_refused():
         plain_dict_fan_out(list(EXPERTS)).invoke({"experts": list(EXPERTS)})
 
 
-def test_readme_cold_warm_figures_come_from_the_recorded_run():
+def test_readme_per_question_figure_comes_from_the_recorded_run():
+    """The README's row for 05 carries one figure (issue 42): the per-question ratio."""
     results = load_results()
-    sizes = [round(s["cold_ms"] / s["warm_ms"], 1) for s in results["sizes"]]
-    sweep = [round(p["cold_ms"] / p["warm_ms"], 1) for p in results["sweep"]["points"]]
     row = next(
         line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| 05 ")
     )
     ratio = r"(\d+(?:\.\d+)?)-(\d+(?:\.\d+)?)x"
-    recorded = re.search(rf"cold/warm time to first token {ratio}", row)
-    swept = re.search(rf"sweep to [\d,]+ tokens: {ratio}", row)
-    assert recorded and swept, row
     faster = [float(q["faster"].removesuffix("x")) for q in question_seconds(results)]
     per_question = re.search(rf"three-expert question waits {ratio} less", row)
     assert per_question and (float(per_question[1]), float(per_question[2])) == (
         min(faster),
         max(faster),
     )
-    assert row.index("three-expert question") < row.index("per warm call")  # honest one first
-    assert (float(recorded[1]), float(recorded[2])) == (min(sizes), max(sizes))
-    assert (float(swept[1]), float(swept[2])) == (min(sweep), max(sweep))
+    assert len(re.findall(ratio, row)) == 1, row
 
 
 @pytest.mark.skipif(not engine_installed(), reason="needs the engine (make engine)")

@@ -4,7 +4,9 @@ Limits of the series' design (CONTRIBUTING.md): at most 40 cells and 1,200 words
 markdown (``scripts/lesson_stats.py`` prints them with an estimate in
 minutes), at most 3 visible ``assert`` lines (a printed value is a checked
 value: nbval compares it; exhaustive checks live in pytest), at least one
-picture (a saved figure or a Mermaid diagram), in lessons 01-03 at least one
+picture (a saved figure or a Mermaid diagram; at least 3 a lesson, issue 42),
+markdown cells of one idea (median at most 45 words, none over 150), in
+lessons 01-03 at least one
 state-flow picture (``draw_superstep``), and no private library name (one
 with a leading underscore). The yardstick of ``lesson_stats.py`` still
 reproduces the newcomer's measured times it was fitted on.
@@ -49,6 +51,32 @@ def test_a_main_lesson_fits_in_the_cell_and_word_limits(path):
     assert s.words <= lesson_stats.MAX_WORDS, f"{path.name}: {s.words} words of markdown"
 
 
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_a_main_lesson_carries_its_mechanism_in_pictures_and_short_cells(path):
+    """At least 3 pictures; markdown cells of one idea: median 45 words, none over 150."""
+    s = lesson_stats.stats_of(path)
+    assert s.figures >= lesson_stats.MIN_PICTURES, f"{path.name}: {s.figures} pictures"
+    assert s.median_cell_words <= lesson_stats.MAX_MEDIAN_CELL_WORDS, (
+        f"{path.name}: median markdown cell {s.median_cell_words} words"
+    )
+    cells = jupytext.read(path, fmt="py:percent").cells
+    long = [
+        (i, n)
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown"
+        and (n := lesson_stats.markdown_words(c.source)) > lesson_stats.MAX_CELL_WORDS
+    ]
+    assert long == [], f"{path.name}: (cell, words) over {lesson_stats.MAX_CELL_WORDS}: {long}"
+
+
+def test_the_cell_length_limits_catch_long_cells(tmp_path):
+    long = tmp_path / "07_long.py"
+    cells = ["# %% [markdown]\n# " + "word " * n + "\n\n" for n in (10, 46, 151)]
+    long.write_text("".join(cells))
+    s = lesson_stats.stats_of(long)
+    assert (s.median_cell_words, s.longest_cell_words, s.within_limits) == (46, 151, False)
+
+
 @pytest.mark.parametrize("path", READER_FACING, ids=[p.stem for p in READER_FACING])
 def test_no_test_machinery_in_reader_cells(path):
     cells = jupytext.read(path, fmt="py:percent").cells
@@ -79,6 +107,8 @@ def test_the_word_count_reads_prose_not_markup():
         "## Goals\n- Reproduce [the loss](01_file_based_storage.ipynb) in `five` calls.\n| a | b |"
     )
     assert lesson_stats.markdown_words(text) == 9  # Goals Reproduce the loss in five calls a b
+    drawn = "Two steps:\n```mermaid\nflowchart LR\n    a[one] --> b[two]\n```\nthen more."
+    assert lesson_stats.markdown_words(drawn) == 4  # a diagram is a picture, not words
 
 
 def test_the_limits_check_catches_a_long_lesson(tmp_path):

@@ -64,6 +64,11 @@ SETTLE_S = 5  # after the kernel is idle: time for a late metadata write to show
 KNOB = ".jp-OutputArea-output .widget-slider, .jp-OutputArea-output .widget-dropdown"
 # A knob shown as text: ipywidgets' own form, or the readable note the build writes instead.
 AS_TEXT = re.compile(r"interactive\(children=|A knob, drawn when the notebook is trusted")
+# ipywidgets marks each view of a saved knob that no kernel drives yet with a red "chain-broken"
+# icon (four a knob); .jupyter/custom/custom.css draws one grey line on the knob instead.
+RED_ICONS = """() => [...document.querySelectorAll('.jupyter-widgets-disconnected')].filter(
+    e => !e.classList.contains('widget-interact')
+         && getComputedStyle(e, '::before').content !== 'none').length"""
 # JupyterLab draws a Mermaid block locally into an SVG image (a data: URL, no request).
 MERMAID = '.jp-RenderedMermaid img[src^="data:image/svg+xml"]'
 
@@ -86,6 +91,8 @@ class Lab:
             JUPYTER_RUNTIME_DIR=str(home / "runtime"),
             JUPYTER_DATA_DIR=str(home / "data"),
         )
+        # As `make lab` serves it: .jupyter/custom/custom.css from the config folder.
+        shutil.copytree(LAB_CONFIG.parent / "custom", home / "config" / "custom")
         jupyter = str(Path(sys.executable).with_name("jupyter"))
         # As `make lab` does: a notebook the reader has not trusted shows every widget as text.
         notebooks = sorted(str(p) for p in root.glob("*.ipynb"))
@@ -331,6 +338,7 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
             "remote requests": remote,
             "screenshot blank": not not_blank(shot),
             "widget blank": widget_blank,
+            "red disconnected icons": page.evaluate(RED_ICONS),
         }
         assert seen == {
             "news pop-up": 0,
@@ -340,6 +348,7 @@ def test_notebook_opens_as_saved(lab, browser, notebook: Path):
             "remote requests": [],
             "screenshot blank": False,
             "widget blank": False,
+            "red disconnected icons": 0,
         }
     finally:
         page.close()

@@ -1,39 +1,49 @@
 # %% [markdown]
 # # 01 · The loss: five parallel writes to one file keep one field
 #
-# An agent writes AWS database manifests. It keeps the user's requirements in
-# a file, `/requirements.json`. Its tool reads the file, adds one field and
-# writes the file back. When the model stored five fields in one reply, its
+# An agent keeps a user's database requirements in one file,
+# `/requirements.json`. When the model stored five fields in one reply, its
 # developers saw that "Only the last field survived"
 # ([where this comes from](../README.md#where-this-comes-from)). This lesson
-# reproduces that loss, draws where it comes from, and fixes it. Which
-# releases this happens in:
+# reproduces that loss, draws it, and fixes it.
+
+# %% [markdown]
+# Which releases this happens in:
 # [file-read-modify-write](../docs/hazards-by-version.md#file-read-modify-write),
 # and for deepagents' own file tools
 # [builtin-parallel-edit](../docs/hazards-by-version.md#builtin-parallel-edit).
 
 # %% [markdown]
 # ## Recap
-# This is the first lesson. You need Python and to have called an LLM API
-# once. Terms are defined where they first appear, and in the
+# The first lesson: you need Python and one call to an LLM API behind you.
+# Terms are defined where they first appear, and in the
 # [glossary](../docs/glossary.md).
 #
 # ## Goals
 # - Reproduce the loss in a toy graph, then in a real agent.
-# - See one super-step drawn: what each call read and wrote, what the reducer kept.
+# - Draw one super-step: what each call read and wrote, what the reducer kept.
 # - Fix it with one file per field.
 
 # %% [markdown]
 # ## 1. Reproduce: a toy first
 # [LangGraph](../docs/glossary.md#langgraph) runs a graph of functions,
-# called **nodes**, over a shared dict, the **state**. Nodes that run at the
-# same time form one **super-step**: each reads the state as it was when the
-# step began. Their writes are applied when the step ends. A **reducer** is
-# the function that combines several writes to one key.
+# **nodes**, over a shared dict, the **state**. Nodes scheduled together
+# form one **super-step**. A **reducer** combines the step's writes to one
+# key:
 #
-# The toy state has two keys. `files` maps a path to its contents: a write
-# to a path replaces that path's whole value. `log` is a list: each write is
-# appended.
+# ```mermaid
+# flowchart LR
+#     before["state before the step<br/>files: {}"] --> e["store_engine<br/>reads files: {}"]
+#     before --> u["store_username<br/>reads files: {}"]
+#     e -- "writes the whole file" --> r["reducer of files<br/>folds the writes"]
+#     u -- "writes the whole file" --> r
+#     r --> after["state after the step"]
+# ```
+
+# %% [markdown]
+# The toy state has two keys:
+# - `files` maps a path to its contents; a write to a path replaces it whole.
+# - `log` is a list; each write is appended.
 
 # %%
 import operator
@@ -54,8 +64,8 @@ class ToyState(TypedDict):
 
 
 # %% [markdown]
-# Two writer nodes start together. Each reads the file, adds its field,
-# writes the whole file back, and logs what it read:
+# Two writer nodes, both after `START`, so one super-step. Each reads the
+# file, adds its field, writes the whole file back, and logs what it read:
 
 
 # %%
@@ -78,17 +88,19 @@ print("\n".join(result["log"]))
 print("the file after the step:", result["files"][PATH])
 
 # %% [markdown]
-# Both writers read an empty file, so each wrote a file with only its own
-# field. The `files` reducer kept the second write whole. The `log` reducer
-# kept both. That is the whole mechanism. Now the same loss in a real agent.
-#
+# Both writers read an empty file, so each wrote only its own field. The
+# `files` reducer kept the second write whole; `log` kept both.
+
+# %% [markdown]
 # ## 2. Reproduce: five fields in one reply
 # [`create_deep_agent`](../docs/glossary.md#create-deep-agent) builds an
 # agent whose state has a `files` key like the toy's. A **tool** is a
-# function the model asks to run. This one reads the file from the state
-# (its `ToolRuntime` argument), adds one field, and returns the whole file
-# in a `Command`, the object that updates the state. `work_seconds` stands
-# for real work between the read and the write.
+# function the model asks to run.
+
+# %% [markdown]
+# This tool reads the file from the state (`runtime.state`), adds one field,
+# and returns the whole file in a `Command`, the object that updates the
+# state. `work_seconds` stands for work between read and write.
 
 # %%
 import json
@@ -112,8 +124,7 @@ def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
 @tool
 def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
     """Store one requirement in /requirements.json."""
-    files = runtime.state.get("files") or {}
-    current = json.loads(file_data_to_string(files[PATH])) if PATH in files else {}
+    current = fields_in(runtime.state.get("files"))
     time.sleep(work_seconds.get(field_name, 0))
     if show_reads:
         print(f"store_requirement({field_name}) read {current}")
@@ -124,12 +135,15 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 
 
 # %% [markdown]
-# The model is **scripted**: it replays fixed replies, so every run is the
-# same and needs no API key. Its first reply holds five **tool calls**, one
-# `store_requirement` per field. The pauses make the **last** call finish
-# **first** (0.5 s for call 1 down to 0.1 s for call 5). `ToolTimeline` is a
-# **middleware**, an object that hooks into the agent's loop. It records
-# what each call read and wrote, its super-step and its thread.
+# The model is **scripted**: it replays fixed replies, offline, with no API
+# key. Its first reply holds five **tool calls**, one per field.
+
+# %% [markdown]
+# - The pauses make the **last** call finish **first** (0.5 s for call 1
+#   down to 0.1 s for call 5).
+# - `ToolTimeline` is a **middleware**, an object that hooks into the
+#   agent's loop. It records what each call read and wrote, its super-step
+#   and its thread.
 
 # %%
 from deepagents import create_deep_agent
@@ -158,18 +172,30 @@ broken_agent = create_deep_agent(
 state = broken_agent.invoke(TURN)
 kept = fields_in(state["files"])
 assert kept == {"username": "dbadmin"}
+print("model calls ran in super-steps:", [m.step for m in timeline.model_calls])
+print("the tool calls ran in super-step:", sorted({e.step for e in timeline.events}))
 print("threads used:", timeline.thread_count())
 kept
 
 # %% [markdown]
-# Every tool said "Stored", and the file holds one field. The five calls
-# ran at once, and each read an empty file like the toy's writers. Call 5
-# finished first.
+# Every tool said "Stored", and the file holds one field. Why super-step 3?
+# deepagents adds a node before the model:
 #
+# ```mermaid
+# flowchart LR
+#     s([user message]) --> p["step 1<br/>PatchToolCalls<br/>(deepagents)"]
+#     p --> m["step 2<br/>model: one reply,<br/>5 tool calls"]
+#     m --> t["step 3<br/>tools: 5 calls<br/>on 5 threads"]
+#     t --> m2["step 4<br/>model"]
+# ```
+#
+# A plain `create_agent` has no such node: its tools run in step 2 (lesson 02).
+
+# %% [markdown]
 # ## 3. Look inside: one super-step, drawn
-# `draw_superstep` draws the step the timeline recorded, from left to right:
-# the state before, what each call read and wrote, the reducer, and the
-# state after. Green writes survived, red ones were lost.
+# `draw_superstep` draws the step the timeline recorded: the state before,
+# what each call read and wrote, the reducer, the state after. Green writes
+# survived, red ones were lost.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -183,27 +209,22 @@ draw_superstep(
 )
 
 # %% [markdown]
-# The reducer is not hidden. The agent keeps it on the `files` **channel**,
-# where LangGraph stores that key. Call it by hand on the five recorded
-# writes, in call order and reversed:
-
-# %%
-files_reducer = broken_agent.channels["files"].reducer
-writes = [event.update["files"] for event in timeline.events]
-by_hand = {
-    "in call order": fields_in(files_reducer({}, writes)),
-    "reversed": fields_in(files_reducer({}, writes[::-1])),
-}
-by_hand
+# The `files` reducer takes the writes in the order of the calls in the
+# reply, not the order they finished: call 5 finished first, yet its write
+# came last. A later write to a path replaces the whole file.
 
 # %% [markdown]
-# A later write to a path replaces the whole file, so the order decides.
-# LangGraph folds the writes in the order of the calls in the reply, not in
-# the order they finished. Call 5 finished first, yet its write came last.
-#
 # ## 4. The fix: one file per field
-# Give each field its own path. Parallel calls then write different paths,
-# and the reducer keeps every path. A reader merges the files back:
+# Each field gets its own path, so parallel calls write different paths and
+# the reducer keeps every one. A reader merges the files back:
+#
+# ```mermaid
+# flowchart LR
+#     c1["#1 store engine"] --> f1["/requirements/engine.json"]
+#     c2["#2 store engine_version"] --> f2["/requirements/engine_version.json"]
+#     c5["#5 store username"] --> f5["/requirements/username.json"]
+#     f1 & f2 & f5 --> g["get_collected_requirements<br/>merges them, sorted by path"]
+# ```
 
 # %%
 FOLDER = "/requirements/"
@@ -244,7 +265,7 @@ json.loads(fixed_state["messages"][-2].content)
 
 # %% [markdown]
 # The package's `PerFieldFileStorage` is this layout under the full agent's
-# six tools, and also checks every value against the database spec:
+# six tools, and checks every value against the database spec:
 
 # %%
 from agentstate.lessons.fixtures import PerFieldFileStorage
@@ -282,8 +303,8 @@ at_twenty
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it and names this series' hazards.
-# Every deep agent has a `general-purpose` **subagent**, a helper agent with
-# the same tools, so the doctor finds the hazard there too:
+# It finds the hazard in the deep agent's `general-purpose` **subagent**
+# (a helper agent with the same tools) too:
 
 # %%
 from agentstate.doctor import diagnose
@@ -310,17 +331,17 @@ knob_widget = widgets.interact(
 
 # %% [markdown]
 # ## Summary
-# - Five parallel calls that read the file, add a field and write it back
-#   kept **one** field, while every tool said "Stored".
+# - Five parallel read-modify-write calls kept **one** field; every tool
+#   said "Stored".
 # - Each call read the state from before the super-step. The `files`
-#   reducer folded the whole-file writes in call order, so the **last call
-#   of the reply** survived.
+#   reducer took the whole-file writes in call order: the **last call of
+#   the reply** survived.
 # - One file per field keeps all five. [Lesson 02](02_state_reducer.ipynb)
 #   uses a reducer instead.
-# - Going further: [inside a super-step](going_further/01_inside_a_super_step.ipynb)
-#   has the state after every step, the calls in time, and deepagents'
-#   own guard (since 0.7.16).
-#
+# - Going further: [inside a super-step](going_further/01_inside_a_super_step.ipynb):
+#   the state after every step, the calls in time, deepagents' own guard.
+
+# %% [markdown]
 # ## Exercises
 # 1. In the toy, make `replace_path` merge a write's fields into the file
 #    instead of replacing it. What does the file hold after the step?

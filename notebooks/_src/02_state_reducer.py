@@ -5,9 +5,10 @@
 # requirements out of the file into a state key with a reducer. Their
 # design says that with it "All 5 field updates are preserved and merged
 # correctly" ([where this comes from](../README.md#where-this-comes-from)).
-# This lesson tests that claim with a plain agent written here. It shows
-# what a key without a reducer does, what a reducer that only replaces does,
-# and why the merging reducer must be pure. Which releases this happens in:
+# This lesson tests that claim with a plain agent written here.
+
+# %% [markdown]
+# Which releases this happens in:
 # [plain-key-parallel-write](../docs/hazards-by-version.md#plain-key-parallel-write),
 # [replace-reducer](../docs/hazards-by-version.md#replace-reducer),
 # [undeclared-key](../docs/hazards-by-version.md#undeclared-key).
@@ -16,9 +17,9 @@
 # ## Recap
 # In [lesson 01](01_file_based_storage.ipynb) the five calls of one reply
 # ran in one [super-step](../docs/glossary.md#super-step). Each read the
-# state from before the step. The `files` reducer kept the write of the last
-# call in the reply.
-#
+# state from before the step; the `files` reducer kept the last call's write.
+
+# %% [markdown]
 # ## Goals
 # - See a plain `requirements: dict` key fail when five tools write it in one
 #   step, and an undeclared key lose the writes silently.
@@ -27,9 +28,9 @@
 
 # %% [markdown]
 # ## 1. Reproduce: a plain dict key
-# The tool writes one field to the `requirements` key with a `Command`. It
-# reads nothing, so it prints nothing. The **state schema** is the class
-# that declares the agent's state keys. Here `requirements` is a plain dict:
+# The tool writes one field to the `requirements` key with a `Command`; it
+# reads nothing. The **state schema** is the class that declares the
+# agent's state keys. Here `requirements` is a plain dict:
 
 # %%
 from typing import Any, NotRequired
@@ -81,28 +82,16 @@ def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
 # never sees it:
 
 # %%
-import traceback
-
 from langgraph.errors import InvalidUpdateError
 
-from agentstate.lessons.display import Table
 from agentstate.tracing import ToolTimeline
 
 timeline = ToolTimeline()
 try:
     agent_with(PlainState, middleware=[timeline]).invoke(TURN)
-except InvalidUpdateError as err:
-    error = err
-frames = {f.name for f in traceback.extract_tb(error.__traceback__)}
-Table(
-    [
-        {
-            "tools that ran": len(timeline.events),
-            "raised in apply_writes": "apply_writes" in frames,
-            "error": str(error).splitlines()[0],
-        }
-    ]
-)
+except InvalidUpdateError as error:
+    print(str(error).splitlines()[0])
+print("tools that ran first:", len(timeline.events))
 
 # %% [markdown]
 # With no `requirements` key declared at all (the default `AgentState`),
@@ -118,25 +107,35 @@ print("state keys after the turn:", sorted(undeclared))
 # %% [markdown]
 # ## 2. Look inside: one value per step
 # The graph `create_agent` builds (`agent.get_graph().draw_mermaid()` prints
-# it; here with words on its edges). The `tools` node runs each tool call of
-# a reply as a task of one super-step.
+# it; here with words on its edges). Unlike lesson 01's deep agent, no node
+# runs before the model, so the tools run in super-step 2:
 #
 # ```mermaid
 # flowchart LR
-#     start([user message]) --> model
-#     model -- "a reply with 5 tool calls" --> tools["tools: 5 tasks in one super-step"]
+#     start([user message]) --> model["model<br/>steps 1 and 3"]
+#     model -- "a reply with 5 tool calls" --> tools["tools: step 2<br/>5 tasks, one super-step"]
 #     tools -- "their writes, applied when the step ends" --> model
 #     model -- "a reply without tool calls" --> done([answer])
 # ```
+
+# %% [markdown]
+# LangGraph keeps each state key in a **channel**. The channel a key gets
+# decides what five writes in one step do:
 #
-# LangGraph keeps each state key in a **channel**. A plain key gets a
-# `LastValue` channel: one value per super-step. A key declared
-# `Annotated[type, reducer]` gets a `BinaryOperatorAggregate`, which folds
-# every write of the step through the **reducer**, a function
-# `reducer(current, write) -> new value`, in call order:
+# ```mermaid
+# flowchart LR
+#     w["5 writes<br/>in one step"]
+#     plain["requirements: dict<br/>LastValue channel:<br/>one value a step"]
+#     red["Annotated[dict, reducer]<br/>BinaryOperatorAggregate"]
+#     fold["reducer(current, write)<br/>per write, in call order"]
+#     w --> plain --> err["InvalidUpdateError"]
+#     w --> red --> fold --> kept["one folded value"]
+# ```
 
 # %%
 from typing import Annotated
+
+from agentstate.lessons.display import Table
 
 
 def replace_whole(current: dict | None, write: dict | None) -> dict | None:
@@ -155,7 +154,7 @@ channels
 
 # %% [markdown]
 # ## 3. The fix: a reducer that merges
-# The reducer gets the key's current value and one write. It returns a
+# The reducer gets the key's current value and one write, and returns a
 # **new** dict with the write's fields on top. The state class puts it on
 # the key. That is the whole fix: the tool does not change.
 
@@ -178,9 +177,8 @@ fixed["requirements"]
 
 # %% [markdown]
 # An `Annotated` key alone is not enough. Both reducers on the same reply,
-# drawn as state flow: the state before, what each call read and wrote, the
-# reducer, the state after. `replace_whole` folds the five writes to the
-# last call's field: lesson 01's loss again, without an error.
+# drawn as state flow. `replace_whole` folds the five writes to the last
+# call's field: lesson 01's loss again, without an error.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -194,47 +192,71 @@ draw_superstep(
 )
 
 # %% [markdown]
-# Why a **new** dict? LangGraph **may call a reducer more than once per
-# write**. Each tool task, once done, decides where the graph goes next, on
-# a throwaway copy of the state with its own write applied. The real state
-# is updated once, when the step ends. A reducer that counts its calls:
+# Why a **new** dict? While the step still runs, LangGraph also calls the
+# reducer once per finished write, to choose the next node. Those early
+# calls get the same `current` dict the other tools are reading.
+
+# %% [markdown]
+# So a reducer that changes `current` in place shows a write to a tool that
+# should not see it yet. Below, a reader in the writers' reply waits for the
+# five early calls (made on the tools' threads), then counts the fields:
 
 # %%
 import threading
 
-calls: list[str] = []  # the thread of each call
+early_calls = threading.Semaphore(0)
 
 
-def counting_merge(current: dict | None, write: dict | None) -> dict:
-    calls.append(threading.current_thread().name)
+def early_call() -> None:  # on a tool's thread: before the step ends
+    if threading.current_thread() is not threading.main_thread():
+        early_calls.release()
+
+
+def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes current
+    current.update(write)
+    early_call()
+    return current
+
+
+def merge_new(current: dict, write: dict) -> dict:  # pure: a new dict
+    early_call()
     return merge_fields(current, write)
 
 
-class CountedState(AgentState):
-    requirements: Annotated[NotRequired[dict[str, Any]], counting_merge]
+@tool
+def count_requirements(runtime: ToolRuntime) -> str:
+    """Count the requirements, after the reducer's five early calls."""
+    for _ in range(5):
+        early_calls.acquire(timeout=5)
+    return f"{len(runtime.state['requirements'])} fields"
 
 
-agent_with(CountedState).invoke(TURN)
-on_main = calls.count("MainThread")
-Table(
-    [
-        {"called on": "a tool's thread (a throwaway copy)", "calls": len(calls) - on_main},
-        {"called on": "the main thread (the real state)", "calls": on_main},
+# %%
+def reader_saw(reducer) -> str:
+    class State(AgentState):
+        requirements: Annotated[NotRequired[dict[str, Any]], reducer]
+
+    stores = [
+        tool_call("store_requirement", field_name=f, value=v) for f, v in POSTGRES_FIELDS.items()
     ]
-)
+    model = ScriptedChatModel(script=[reply(*stores, tool_call("count_requirements")), reply()])
+    agent = create_agent(model, [store_requirement, count_requirements], state_schema=State)
+    state = agent.invoke({**TURN, "requirements": {}})
+    return next(m.text for m in state["messages"] if m.name == "count_requirements")
+
+
+{r.__name__: reader_saw(r) for r in (merge_new, merge_in_place)}
 
 # %% [markdown]
-# Ten calls for five writes: one per write on a throwaway copy, and five
-# into the real state when the step ends. The copies share the current
-# value with the live state, so a reducer must be **pure**: it returns a new
-# value and never changes `current` or `write` in place. (Going further
-# shows an in-place merge leaking writes to a reader.)
-#
+# The in-place merge leaked all five writes to a reader that should have
+# seen none. A reducer must be **pure**: return a new value, never change
+# `current` or `write`.
+
+# %% [markdown]
 # ## 4. Prove: no loss at scale, and the package agrees
 # The package's `build_reducer_agent` uses the same reducer under the full
-# agent's six tools. It adds checks of every value, secret redaction and
-# the file rendered from state (going further). 500 calls in one reply,
-# through both:
+# agent's six tools, and adds value checks, secret redaction and the file
+# rendered from state (going further). 500 calls in one reply, through both:
 
 # %%
 from agentstate.rds import build_reducer_agent
@@ -295,19 +317,18 @@ knob_widget = widgets.interact(
 
 # %% [markdown]
 # ## Summary
-# - A plain dict key takes one write per super-step. Five parallel writes
-#   raise `InvalidUpdateError` after the tools ran, and the whole invoke
-#   fails. An undeclared key drops the writes without an error.
-# - The fix is the key's reducer, `Annotated[NotRequired[dict], merge_fields]`.
-#   It folds every write of the step in call order. A reducer that only
-#   replaces keeps one field.
-# - LangGraph may call a reducer more than once per write, so a reducer must
-#   be pure.
+# - A plain dict key takes one write a super-step: five parallel writes
+#   raise `InvalidUpdateError` after the tools ran. An undeclared key drops
+#   them silently.
+# - The fix is the key's reducer, `Annotated[NotRequired[dict], merge_fields]`,
+#   folding every write of the step in call order. One that replaces keeps
+#   one field.
+# - LangGraph also calls a reducer before the step ends, so it must be pure.
 # - Going further:
-#   [reducer purity, file sync and secrets](going_further/02_file_sync_and_secrets.ipynb)
-#   shows an impure reducer leaking writes, bad input refused, and the
-#   password kept out of state.
-#
+#   [reducer purity, file sync and secrets](going_further/02_file_sync_and_secrets.ipynb):
+#   bad input refused, the file rendered from state, the password kept out.
+
+# %% [markdown]
 # ## Exercises
 # 1. Change `merge_fields` so that a write whose value is `None` deletes the
 #    field. Call it by hand on a dict and check its inputs are unchanged.

@@ -1,31 +1,34 @@
 # %% [markdown]
 # # 03 · Same-turn visibility: readers that wait for their batch
 #
-# A capable model may store five fields and, in the same reply, call two
-# readers: `get_collected_requirements` and `validate_manifest`. With lesson
-# 02's agent the readers find nothing. The agent's changelog
+# A model may store five fields and, in the same reply, call two readers:
+# `get_collected_requirements` and `validate_manifest`. With lesson 02's
+# agent the readers find nothing. The agent's changelog
 # ([where this comes from](../README.md#where-this-comes-from)) said
 # "Commands are batched and applied only after ALL tools complete", and
-# tools are "Single-threaded within agent turn". We test both, then write a
-# turn cache whose readers see their batch. Releases affected:
-# [same-batch-read](../docs/hazards-by-version.md#same-batch-read).
+# tools are "Single-threaded within agent turn". We test both.
+
+# %% [markdown]
+# Then we write a turn cache whose readers see their batch. Releases
+# affected: [same-batch-read](../docs/hazards-by-version.md#same-batch-read).
 
 # %% [markdown]
 # ## Recap
 # Lesson 02's **reducer** keeps every parallel write. The writes land
 # together when the tools' [super-step](../docs/glossary.md#super-step)
 # ends. What does a reader in that same step see?
-#
+
+# %% [markdown]
 # ## Goals
 # - Reproduce: a reader in the writers' own reply sees none of their writes.
 # - Look inside: the step drawn, and the cheap fix weighed against a turn cache.
 # - Write the turn cache whole and prove it agrees with the package's.
-#
+
+# %% [markdown]
 # ## 1. Reproduce: readers next to the writers
 # Lesson 02's state and writer, imported as 02 built them: `RequirementsState`
 # (`requirements` merged by `merge_fields`) and `store_requirement`. New
-# here: two readers of `runtime.state`. The first prints what it read while
-# `show_reads` is on.
+# here: two readers of `runtime.state`; the first prints what it read.
 
 # %%
 import json
@@ -58,7 +61,8 @@ def validate_manifest(runtime: ToolRuntime) -> str:
 # %% [markdown]
 # The scripted model replays fixed replies, offline. `my_agent` builds the
 # plain agent: one reply with five stores and both readers (or the readers
-# in the next reply), `turns` times over.
+# in the next reply), `turns` times over. As in lesson 02 (`create_agent`),
+# the tools run in super-step 2.
 
 # %%
 from langchain.agents import create_agent
@@ -96,7 +100,8 @@ print("fields in the state after the turn:", len(state["requirements"]))
 # %% [markdown]
 # Both readers found nothing, yet the state held all five fields after the
 # turn.
-#
+
+# %% [markdown]
 # ## 2. Look inside: one super-step, read from the state before it
 # The same run as state flow. Every call got the state from before the
 # step. The readers wrote nothing and replied from that old state.
@@ -128,45 +133,69 @@ print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).i
 # %% [markdown]
 # The seven calls ran in one super-step on several threads: the tools are
 # not "single-threaded". The late reader still saw nothing: writes apply
-# when the **super-step** ends, not the turn. A dict shared by every tool
-# does not help, as nothing makes a reader wait for the other threads
-# ([going further](going_further/03_caches_that_fail.ipynb)).
-#
+# when the **super-step** ends, not the turn.
+
+# %% [markdown]
+# A dict shared by every tool does not help, as nothing makes a reader wait
+# for the other threads ([going further](going_further/03_caches_that_fail.ipynb)).
+
+# %% [markdown]
 # ## 3. When is a turn cache worth it?
-# The cheap fix is above: the readers in the next reply. It costs one more
-# model call (a second or two with a real model) and no code. Often a line
-# in the prompt, readers after writers, is enough. A turn cache costs the
-# thread synchronisation below, and each waiting reader holds a thread. It
-# pays only when you cannot choose the order: a model that batches readers
-# with writers anyway, or a check that must run on the batch's own writes.
+# The cheap fix is above: the readers in the next reply.
 #
+# ```mermaid
+# flowchart LR
+#     a["reply 1: 5 stores"] -- "writes applied" --> b["reply 2: 2 readers<br/>see 5 fields"]
+#     c["one reply: 5 stores + 2 readers"] -- "turn cache: readers wait" --> d["see 5 fields"]
+# ```
+
+# %% [markdown]
+# - **Next reply**: one more model call (a second or two with a real
+#   model), no code. Often a prompt line, readers after writers, is enough.
+# - **Turn cache**: thread synchronisation, and each waiting reader holds a
+#   thread. It pays only when you cannot choose the order.
+
+# %% [markdown]
 # ## 4. The fix: a turn cache whose readers wait for their batch
 # A **batch** is the tool calls of one reply. A middleware wraps each tool
 # call (`wrap_tool_call`) in four steps:
 #
-# 1. **Record** what each writer's `Command` wrote.
-# 2. **Wait** until every writer of the batch has finished, with a timeout.
-# 3. **Merge**: run the reader on a copy of the state with the batch's
-#    writes folded in by the key's reducer, in call order, the value
-#    LangGraph will store when the step ends.
-# 4. **Drop**: the batch's last call to finish forgets the batch.
-#
-# First, one batch through the package's `TurnCacheMiddleware`, each store
-# slowed to 50 ms, a thread per call (`max_concurrency=7`). The readers
-# start with the writers, wait, and end just after the last writer.
+# ```mermaid
+# sequenceDiagram
+#     participant W as 5 writers
+#     participant C as turn cache
+#     participant R as 2 readers
+#     W->>C: 1. record: what each Command wrote
+#     R->>C: 2. wait: until every writer of the batch finished
+#     C->>R: 3. merge: the state with the batch's writes folded in
+#     Note over W,R: 4. drop: the batch's last call to finish forgets it
+# ```
+
+# %% [markdown]
+# One batch through the package's `TurnCacheMiddleware`, each store slowed
+# to 50 ms. `max_concurrency=7` gives each of the 7 calls a thread (the
+# default pool has `cpu_count + 4`, 6 on 2 cores: a 7th call would queue).
 
 # %% tags=["nbval-ignore-output"]
 from agentstate.core import TurnCacheMiddleware
+from agentstate.tracing import draw_run
 
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements", reducer=merge_fields)
 trace = ToolTimeline()
 slow_stores = SlowToolMiddleware("store_requirement", 0.05)
-my_agent(trace, TurnCacheMiddleware(**CACHE), slow_stores).invoke(TURN, {"max_concurrency": 7})
-t0 = min(e.start for e in trace.events)
-moments = [(e.start, e.position, e.label, "starts") for e in trace.events]
-moments += [(e.end, e.position, e.label, f"ends, replied {e.reply[:32]}") for e in trace.events]
-for t, p, name, what in sorted(moments):
-    print(f"{(t - t0) * 1000:4.0f} ms  #{p + 1} {name} {what}")
+agent = my_agent(trace, TurnCacheMiddleware(**CACHE), slow_stores)
+traced = agent.invoke(TURN, {"max_concurrency": 7})
+draw_run(
+    trace,
+    traced,
+    key="requirements",
+    saw=lambda e: e.reply if "valid" in e.reply else f"saw {len(json.loads(e.reply))} fields",
+    title="one batch with the turn cache",
+)
+
+# %% [markdown]
+# The readers start with the writers, wait, and end just after the last
+# writer, having seen all five fields.
 
 # %% [markdown]
 # The teaching version, whole. `batches` maps a reply's id to its batch:
@@ -222,11 +251,28 @@ class TurnCache(AgentMiddleware):
 
 
 # %% [markdown]
+# Where a reader stalls:
+# - **Wait**: `wait_for` blocks the reader's thread until every writer id of
+#   its reply is in `done`, or the timeout passes.
+# - **Override**: the tool reads `runtime.state`, built before the
+#   middleware ran, so the call gets the merged view in both `state` and
+#   `runtime`.
+
+# %% [markdown]
+# - **None for a reader**: a reader wrote nothing, but its entry in `done`
+#   marks its call as finished.
+# - **Drop**: when every call of the batch, writers and readers, has an
+#   entry, the last to finish deletes the batch, so the dict never grows.
+
+# %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
 # The package's `TurnCacheMiddleware` does the same four steps, plus an
 # async twin, a batch per conversation, and clear errors when a writer
-# fails or never gets a thread. 100 turns each, every tool call delayed by
-# a seeded random 0-5 ms (about 15 s):
+# fails or never gets a thread.
+
+# %% [markdown]
+# 100 turns each, every tool call delayed by a seeded random 0-5 ms (about
+# 15 s):
 
 # %%
 from collections import Counter
@@ -289,7 +335,8 @@ knob_widget = widgets.interact(
 #   choose the order.
 # - Going further: [caches that fail, and the threads under a
 #   batch](going_further/03_caches_that_fail.ipynb).
-#
+
+# %% [markdown]
 # ## Exercises
 # 1. With `TurnCache`, put the readers *first* in the reply. What does
 #    `get_collected_requirements` see, and why?

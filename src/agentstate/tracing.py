@@ -17,6 +17,7 @@ checkpointer's history into one row per super-step. Introduced in notebook
 from __future__ import annotations
 
 import copy
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -250,6 +251,10 @@ class CommandRecorder(AgentMiddleware):
 
 # Colours of draw_run: a write the final state kept, one it lost, a reader's call, a model call.
 KEPT, LOST, READ, MODEL = "#2a9d8f", "#e76f51", "#457b9d", "#6c757d"
+# Type sizes in points. At the 100 dpi of a notebook figure 9 pt is 12.5 px, and the figures
+# are drawn about 950 px wide, so JupyterLab shows them at 100% and the type reads as drawn
+# (tests/test_figures.py checks every saved figure).
+FONT_SIZE, TITLE_SIZE = 9, 10
 
 
 def write_survived(event: ToolEvent, key: str, state: Mapping[str, Any]) -> bool | None:
@@ -313,7 +318,7 @@ def draw_run(
     rows = 1 + len(tools)
     own = ax is None
     if ax is None:
-        fig = plt.figure(figsize=(9, 0.4 * rows + 1.5), layout="constrained")
+        fig = plt.figure(figsize=(9.3, 0.42 * rows + 1.6), layout="constrained")
         ax = fig.add_subplot()
         plt.close(fig)  # shown once, as the returned value
     else:
@@ -329,7 +334,7 @@ def draw_run(
     def bar(row: int, start: float, end: float, colour: str, note: str) -> None:
         left, width = (start - t0) * 1000, max(end - start, least) * 1000
         ax.barh(row, width, left=left, color=colour, height=0.6)
-        ax.text(left + width, row, f" {note}", va="center", fontsize=8)
+        ax.text(left + width, row, f" {note}", va="center", fontsize=FONT_SIZE)
 
     for m in models:
         bar(0, m.start, m.end, MODEL, f"step {m.step}")
@@ -353,7 +358,7 @@ def draw_run(
         ax.axvspan(start, end, color=("#f1f3f5", "#e9ecef")[i % 2], zorder=0)
         ax.axvline(end, color=MODEL, linestyle="--", linewidth=1)
         calls = f"{len(of_step)} tool call" + ("s" if len(of_step) > 1 else "")
-        ax.text(start, -0.75, f" super-step {step}: {calls}", fontsize=8)
+        ax.text(start, -0.75, f" super-step {step}: {calls}", fontsize=FONT_SIZE)
     names = {
         KEPT: f"write to {key!r} kept",
         LOST: f"write to {key!r} lost",
@@ -366,20 +371,20 @@ def draw_run(
     if own:  # below the axes, one line
         fig.legend(
             handles=handles,
-            fontsize=8,
+            fontsize=FONT_SIZE,
             frameon=False,
             ncol=len(handles),
             loc="outside lower center",
         )
     else:
-        ax.legend(handles=handles, fontsize=8, frameon=False, loc="lower right")
+        ax.legend(handles=handles, fontsize=FONT_SIZE, frameon=False, loc="lower right")
     labels = ["model", *(f"#{e.position + 1} {e.label}" for e in tools)]
-    ax.set_yticks(range(rows), labels, fontsize=8)
+    ax.set_yticks(range(rows), labels, fontsize=FONT_SIZE)
     ax.set_ylim(rows - 0.4, -1.1)
     ax.set_xlim(0, (span * 1.45 + least) * 1000)
     ax.set_xlabel("ms since the first call started (times vary from run to run)")
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=TITLE_SIZE)
     return fig
 
 
@@ -473,7 +478,7 @@ def superstep(
     return SuperStep(key=key, step=step, before=before, calls=calls, after=after)
 
 
-def _short(value: Any, width: int = 44) -> str:
+def _short(value: Any, width: int = 34) -> str:
     """A value in one line of at most ``width`` characters (``{}`` for an empty or absent one)."""
     if value is None:
         return "{}"
@@ -481,6 +486,10 @@ def _short(value: Any, width: int = 44) -> str:
         text = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in value.items()) + "}"
     else:
         text = repr(value)
+    return _clip(text, width)
+
+
+def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -505,7 +514,7 @@ def draw_superstep(
     call order; it is green if the write is in the state after the step and
     red if it was lost. Every value comes from the run the
     :class:`ToolTimeline` recorded (see :func:`superstep`); ``show(value)``
-    writes a value in one line (default: its items, cut at 44 characters).
+    writes a value in one line (default: its items, cut at 34 characters).
     Give ``runs`` as ``{"title": timeline, ...}`` to stack several runs, say a
     broken and a fixed reducer, one above the other; ``reducer`` names the
     reducer in the picture (a function is named by its ``__name__``), or maps
@@ -530,106 +539,121 @@ def draw_superstep(
     def reducer_text(name: str) -> str:
         given = reducer.get(name, "the key's reducer") if isinstance(reducer, Mapping) else reducer
         label = given if isinstance(given, str) else getattr(given, "__name__", "reducer")
-        return f"{label}\nfolds the writes\nin call order, #1 first"
+        return f"{label}\nfolds the writes\nin call order,\n#1 first"
 
-    font = FontProperties(family="monospace", size=8)
+    font = FontProperties(family="monospace", size=FONT_SIZE)
     measure = FigureCanvasAgg(plt.Figure(dpi=100)).get_renderer()
+    line = FONT_SIZE * 1.25 / 72  # inches per line of text
+    pad = 2 * 0.3 * FONT_SIZE / 72 + 0.02  # a box's padding, both sides
 
     def inches(text: str) -> float:
         lines = text.splitlines() or [""]
         widths = [measure.get_text_width_height_descent(s, font, ismath=False)[0] for s in lines]
-        return max(widths) / 100 + 0.16  # the box's padding
+        return max(widths) / 100 + pad
+
+    def tall(text: str) -> float:
+        return (text.count("\n") + 1) * line + pad
 
     def state_text(value: Any) -> str:  # one item a line when it does not fit on one
-        if show is not None or not isinstance(value, Mapping) or len(_short(value, 200)) <= 44:
+        if show is not None or not isinstance(value, Mapping):
+            return textwrap.fill(render(value), 32, subsequent_indent="  ")  # on its spaces
+        if len(_short(value, 200)) <= 30:
             return render(value)
-        items = [f"  {k!r}: {_short(v, 36)}" for k, v in list(value.items())[:8]]
+        items = [_clip(f"  {k!r}: {_short(v, 200)}", 34) for k, v in list(value.items())[:8]]
         more = [f"  … {len(value) - 8} more"] if len(value) > 8 else []
         return "{\n" + "\n".join(items + more) + "\n}"
 
     def before_text(s: SuperStep) -> str:
-        return f"state before step {s.step}\n{s.key}: {state_text(s.before)}"
+        return f"state before\nstep {s.step}\n{s.key}:\n{state_text(s.before)}"
 
     def after_text(s: SuperStep) -> str:
-        return f"state after\n{s.key}: {state_text(s.after)}"
+        value = state_text(s.after)
+        return f"state after\n{s.key}:" + ("\n" if "\n" in value else " ") + value
 
-    def read_text(c: StepCall) -> str:
-        return f"read {render(c.read)}"
+    def read_text(c: StepCall) -> str:  # the state before, which its own box shows whole
+        return f"read {_clip(render(c.read), 14)}"
 
     def wrote_text(c: StepCall) -> str:
-        reply = c.reply if len(c.reply) <= 40 else c.reply[:39] + "…"
-        return f"wrote {render(c.wrote)}" if c.writes else f"replied {reply}"
+        reply = c.reply if len(c.reply) <= 30 else c.reply[:29] + "…"
+        return f"wrote {_clip(render(c.wrote), 34)}" if c.writes else f"replied {reply}"
 
     all_steps = list(steps.values())
     all_calls = [c for s in all_steps for c in s.calls]
-    gap = 0.45
-    widths = {
-        "before": max(inches(before_text(s)) for s in all_steps),
-        "label": max(inches(f"#{c.position + 1} {c.label}") for c in all_calls),
-        "read": max(inches(read_text(c)) for c in all_calls),
-        "wrote": max(inches(wrote_text(c)) for c in all_calls),
-        "reducer": max(inches(reducer_text(name)) for name in steps),
-        "after": max(inches(after_text(s)) for s in all_steps),
-    }
-    x, left = 0.1, {}
-    for column, width in widths.items():
-        left[column] = x
-        x += width + (gap if column in ("before", "wrote", "reducer") else 0.12)
-    total_width = x
-    row_height = 0.34
-    tallest = [max(before_text(s).count("\n"), after_text(s).count("\n")) for s in all_steps]
-    heights = [
-        max(len(s.calls), 3, lines * 0.45) * row_height + 0.75
-        for s, lines in zip(all_steps, tallest, strict=True)
-    ]
-    fig = plt.figure(figsize=(total_width, sum(heights)), layout="constrained")
+    # Three columns, about 950 px wide at 100 dpi with 12 px type (JupyterLab shows a wider
+    # figure shrunk): the state before; each call on two lines (its name, then what it read
+    # and wrote); the reducer above the state after.
+    w_before = max(inches(before_text(s)) for s in all_steps)
+    w_right = max(
+        max(inches(reducer_text(name)) for name in steps),
+        max(inches(after_text(s)) for s in all_steps),
+    )
+    labels = max(inches(f"#{c.position + 1} {c.label}") for c in all_calls)
+    side_by_side = max(inches(read_text(c)) + 0.08 + inches(wrote_text(c)) for c in all_calls)
+    # read and wrote side by side when that fits in about 9.5 inches, else one under the other
+    stacked = w_before + 0.85 + max(labels, side_by_side) + w_right > 9.5
+    w_calls = (
+        max(labels, max(max(inches(read_text(c)), inches(wrote_text(c))) for c in all_calls))
+        if stacked
+        else max(labels, side_by_side)
+    )
+    x_before, x_calls = 0.0, w_before + 0.4
+    x_right = x_calls + w_calls + 0.45
+    total_width = x_right + w_right
+    box_row = line + pad + 0.04
+    row = line + box_row * (2 if stacked else 1) + 0.06  # its name, then its read and wrote
+    title_room = 2 * TITLE_SIZE * 1.3 / 72 + 0.1
+    contents = []
+    for name, s in steps.items():
+        right = tall(reducer_text(name)) + 0.3 + tall(after_text(s))
+        contents.append(max(len(s.calls) * row, right, tall(before_text(s))))
+    heights = [c + title_room for c in contents]
+    fig = plt.figure(figsize=(total_width, sum(heights) + 0.35), layout="constrained")
     plt.close(fig)  # shown once, as the returned value
     axes = fig.subplots(len(all_steps), 1, squeeze=False, height_ratios=heights)[:, 0]
     boxed = {"boxstyle": "round,pad=0.3", "linewidth": 0.8}
-    for ax, (name, s), height in zip(axes, steps.items(), heights, strict=True):
+    for ax, (name, s), content in zip(axes, steps.items(), contents, strict=True):
         ax.set_xlim(0, total_width)
-        ax.set_ylim(height - 0.55, -0.2)
+        ax.set_ylim(content, 0)
         ax.axis("off")
-        rows = [0.35 + i * row_height for i in range(len(s.calls))]
-        middle = (rows[0] + rows[-1]) / 2
+        middle = content / 2
+        first = (content - len(s.calls) * row) / 2
+        rows = [first + i * row for i in range(len(s.calls))]  # the top of each call
 
-        def put(
-            text: str, x: float, y: float, colour: str, ax: Axes = ax, weight: str = "normal"
-        ) -> None:
+        def put(text: str, x: float, y: float, colour: str, ax: Axes = ax) -> None:
             box = {**boxed, "facecolor": "white", "edgecolor": colour}
-            ax.text(
-                x, y, text, fontproperties=font, va="center", ha="left", bbox=box, weight=weight
-            )
+            ax.text(x, y, text, fontproperties=font, va="center", ha="left", bbox=box)
 
         def arrow(x0: float, y0: float, x1: float, y1: float, colour: str, ax: Axes = ax) -> None:
             style = {"arrowstyle": "->", "color": colour, "linewidth": 1, "shrinkA": 0}
             ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=style)
 
-        put(before_text(s), left["before"], middle, MODEL)
-        put(reducer_text(name), left["reducer"], middle, MODEL)
-        put(after_text(s), left["after"], middle, MODEL)
-        arrow(
-            left["reducer"] + widths["reducer"] - 0.05, middle, left["after"] - 0.08, middle, MODEL
-        )
+        put(before_text(s), x_before + pad / 2, middle, MODEL)
+        h_reducer, h_after = tall(reducer_text(name)), tall(after_text(s))
+        top = (content - h_reducer - 0.3 - h_after) / 2
+        at_reducer = top + h_reducer / 2
+        put(reducer_text(name), x_right + pad / 2, at_reducer, MODEL)
+        put(after_text(s), x_right + pad / 2, top + h_reducer + 0.3 + h_after / 2, MODEL)
+        arrow(x_right + 0.3, top + h_reducer - 0.02, x_right + 0.3, top + h_reducer + 0.28, MODEL)
         for c, y in zip(s.calls, rows, strict=True):
             colour = READ if c.kept is None else KEPT if c.kept else LOST
-            arrow(
-                left["before"] + widths["before"] - 0.05, middle, left["label"] - 0.08, y, "#adb5bd"
-            )
+            name_y, box_y = y + line / 2 + 0.02, y + line + pad / 2 + line / 2 + 0.04
+            arrow(x_before + w_before - 0.02, middle, x_calls - 0.06, name_y, "#adb5bd")
             ax.text(
-                left["label"], y, f"#{c.position + 1} {c.label}", fontproperties=font, va="center"
+                x_calls, name_y, f"#{c.position + 1} {c.label}", fontproperties=font, va="center"
             )
-            put(read_text(c), left["read"], y, "#adb5bd")
-            put(wrote_text(c), left["wrote"], y, colour)
+            put(read_text(c), x_calls + pad / 2, box_y, "#adb5bd")
+            x_wrote = x_calls if stacked else x_calls + inches(read_text(c)) + 0.08
+            wrote_y = box_y + box_row if stacked else box_y
+            put(wrote_text(c), x_wrote + pad / 2, wrote_y, colour)
             if c.writes:
-                start = left["wrote"] + inches(wrote_text(c)) - 0.05
-                arrow(start, y, left["reducer"] - 0.08, middle, colour)
+                arrow(x_wrote + inches(wrote_text(c)), wrote_y, x_right - 0.04, at_reducer, colour)
         kept = sum(bool(c.kept) for c in s.writers)
         caption = (
-            f"super-step {s.step}: {len(s.calls)} calls, each handed the state before the step;"
-            f" {kept} of {len(s.writers)} writes kept"
+            f"super-step {s.step}: {len(s.calls)} call{'s' * (len(s.calls) > 1)}, each handed the "
+            "state before the step\n"
+            f"{kept} of {len(s.writers)} writes kept"
         )
-        ax.set_title(f"{name}: {caption}" if name else caption, fontsize=9, loc="left")
+        ax.set_title(f"{name}: {caption}" if name else caption, fontsize=TITLE_SIZE, loc="left")
     patches = {
         KEPT: "write kept in the state after",
         LOST: "write lost",
@@ -637,7 +661,7 @@ def draw_superstep(
     }
     used = {READ if c.kept is None else KEPT if c.kept else LOST for c in all_calls}
     handles: list[Any] = [Patch(color=c, label=n) for c, n in patches.items() if c in used]
-    fig.legend(handles=handles, fontsize=8, frameon=False, ncol=4, loc="outside lower left")
+    fig.legend(handles=handles, fontsize=FONT_SIZE, frameon=False, ncol=4, loc="outside lower left")
     return fig
 
 

@@ -2,7 +2,7 @@
 # # 02 · Going further: reducer purity, bad input, file sync and secrets
 #
 # Notebook 02 fixed the loss with a field-merge reducer on the `requirements`
-# key. The package's stage 02 agent, `build_reducer_agent`, wraps that fix in
+# key. The package's lesson 02 agent, `build_reducer_agent`, wraps that fix in
 # what a real agent needs: tools that refuse bad values, `/requirements.json`
 # rendered from state after each turn for the user to open, and the master
 # password kept out of everything the agent stores or streams. This notebook
@@ -173,7 +173,7 @@ assert len(refused) == 1 and "password" not in leaked["requirements"] and in_byt
 Table([{"tool refused it": True, "plain password in the checkpoint file": in_bytes}])
 
 # %% [markdown]
-# **With it**, the whole stage 02 agent: the password is replaced by a
+# **With it**, the whole lesson 02 agent: the password is replaced by a
 # reference before the reply reaches state, the manifest carries the
 # reference, and a deploy step resolves it from the store. A reference is a
 # readable label plus a random id made for this one value, so only its label
