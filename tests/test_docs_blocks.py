@@ -263,3 +263,23 @@ def test_a_need_is_read_from_the_first_line_only():
         "postgres",
     )
     assert Block("p", 1, "x = 1\n# needs: postgres\n").needs == ()
+
+
+NEEDS_CHECKS = {  # a block of each kind a page may hold: the service is there and answers
+    "postgres": "import os, psycopg\n"
+    "with psycopg.connect(os.environ['AGENTSTATE_POSTGRES_URL']) as conn:\n"
+    "    assert conn.execute('select 1').fetchone() == (1,)\n",
+    "memory-server": "import os, httpx\n"
+    "url = os.environ['AGENTSTATE_MEMORY_URL']\n"
+    "assert url.endswith('/mcp') and httpx.get(url.removesuffix('/mcp') + '/health').status_code\n",
+    "engine": "import os, httpx\n"
+    "assert httpx.get(os.environ['AGENTSTATE_LLM_BASE_URL'] + '/models').status_code == 200\n",
+}
+
+
+@pytest.mark.parametrize("need", sorted(NEEDS_CHECKS))
+def test_a_block_gets_what_its_first_line_says_it_needs(need, tmp_path, request):
+    block = Block("docs/x.md", 1, f"# needs: {need}\n" + NEEDS_CHECKS[need])
+    assert block.needs == (need,)
+    services = {SERVICES[need]: request.getfixturevalue(FIXTURES[need])}
+    run_block(block, tmp_path, services)
