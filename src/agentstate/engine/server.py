@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentstate.engine.model import HOW_TO_INSTALL, engine_installed
+from agentstate.engine.model import engine_installed, install_hint
 from agentstate.engine.prefix_client import LOG_PREFIX
 from agentstate.engine.quantize import default_model
 from agentstate.engine.state_files import budget_bytes, states_dir
@@ -72,7 +72,7 @@ class EngineServer(LoopbackProcess):
     """``python -m llama_cpp.server`` for SmolLM2 (default: the verified Q4_0); stops on exit."""
 
     name = "llama.cpp server"
-    hint = HOW_TO_INSTALL
+    hint = install_hint()
     slug = "engine"
     log_mode = "wb"
 
@@ -101,7 +101,7 @@ class EngineServer(LoopbackProcess):
         super().__init__(port=port, log_path=log_path)
         # A failed start says how to install the engine only when it is missing; otherwise
         # the cause the server logged is the whole story (a bad --threads, a busy port, ...).
-        self.hint = "" if engine_installed() else HOW_TO_INSTALL
+        self.hint = "" if engine_installed() else install_hint()
         self.threads = threads if threads is not None else default_threads()
         self.n_ctx = n_ctx
         self.alias = alias

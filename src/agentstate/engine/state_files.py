@@ -10,11 +10,16 @@ the prefix, so two engines that differ in anything that matters never share
 a file.
 
 The folder may hold other files (a user may point the variable at a folder
-of their own), so the engine touches only what it wrote (issue 33): names of
-its own patterns (``KEY.state``, ``KEY.json``, ``KEY.lock`` and the
+of their own), so the engine touches only what it wrote (issues 33 and 40):
+names of its own patterns (``KEY.state``, ``KEY.json``, ``KEY.lock`` and the
 temporaries ``.KEY.state.agentstate-PID.tmp``), seen with ``lstat`` as
 regular files (a FIFO, a folder or a symlink is never opened, deleted or
-followed), and for a state, a manifest that names it. Manifests are read
+followed), owned by this user, and proved its own by what they hold: a state
+that a manifest names, a lock file that is empty (the engine never writes
+into one; a non-empty ``KEY.lock`` is never locked or deleted), a temporary
+whose writer's pid is gone and whose bytes read as the engine's (a state
+starting with llama.cpp's header, a manifest of its key). A name alone
+proves nothing. Manifests are read
 whole and checked field by field; a malformed one is skipped with a
 one-line reason (:func:`scan`), never a traceback.
 
@@ -24,10 +29,12 @@ without waiting (a second engine that finds it held skips its write: the
 first one writes the same prefix), the state goes to a temporary file, the
 manifest is written, then the state is renamed into place, so a crash leaves
 a manifest whose state is missing (stale, removed by the next eviction) or a
-temporary (removed once its key's lock is free), never a state nobody
-accounts for. Readers take the lock shared. Whoever holds a lock last
-deletes ``KEY.lock`` on its way out, so lock files do not pile up; a waiter
-that then holds a deleted lock file sees it and locks the new one.
+temporary (removed once its key's lock is free and its writer's pid is gone,
+if it holds what the engine writes), never a state nobody accounts for.
+Readers take the lock shared. Whoever holds a lock last deletes ``KEY.lock``
+(if it is still the empty file it locked) on its way out, so lock files do
+not pile up; a waiter that then holds a deleted lock file sees it and locks
+the new one.
 
 After a save, :func:`enforce_budget` removes stale states (their model file
 is gone or changed, or another llama.cpp made them), orphans, and then the
@@ -69,7 +76,9 @@ MANIFEST_LIMIT = 64 * 1024 * 1024  # a manifest holds token ids: 8k tokens take 
 KEY = re.compile(r"[0-9a-f]{16}")
 OWN_NAME = re.compile(r"(?P<key>[0-9a-f]{16})\.(?P<kind>state|json|lock)")
 # ``.KEY.state.agentstate-PID.tmp``; ``.KEY.state.PID.tmp`` was the name before issue 33
-TEMP_NAME = re.compile(r"\.(?P<key>[0-9a-f]{16})\.(?:state|json)\.(?:agentstate-)?\d+\.tmp")
+TEMP_NAME = re.compile(
+    r"\.(?P<key>[0-9a-f]{16})\.(?P<kind>state|json)\.(?:agentstate-)?(?P<pid>\d+)\.tmp"
+)
 STATE_MAGIC = b"qsgg"  # llama_state_seq_save_file's first 4 bytes (LLAMA_STATE_SEQ_MAGIC, LE)
 
 
@@ -199,6 +208,15 @@ def _check_key(key: str) -> None:
         raise ValueError(f"not a state key (16 hex digits): {key!r}")
 
 
+def own_lock(found: os.stat_result) -> bool:
+    """True for a lock file the engine made: a regular file of this user, empty.
+
+    The engine never writes into a lock file, so one that holds bytes is
+    someone else's: it is neither locked nor deleted.
+    """
+    return stat.S_ISREG(found.st_mode) and found.st_size == 0 and found.st_uid == os.getuid()
+
+
 def _open_lock(path: Path) -> tuple[int, os.stat_result]:
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
@@ -209,6 +227,10 @@ def _open_lock(path: Path) -> tuple[int, os.stat_result]:
     if not stat.S_ISREG(found.st_mode):
         os.close(fd)
         raise StateLocked(f"{path} is {kind_of(found.st_mode)}, not a lock file the engine made")
+    if not own_lock(found):
+        os.close(fd)
+        whose = "another user's" if found.st_uid != os.getuid() else "not empty"
+        raise StateLocked(f"{path} is {whose}: not a lock file the engine made; left alone")
     return fd, found
 
 
@@ -251,7 +273,10 @@ def locked(folder: Path, key: str, *, exclusive: bool, wait: float = 0.0) -> Ite
         try:
             if not exclusive:  # only an exclusive holder may delete it (no reader left)
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            path.unlink(missing_ok=True)
+            held, current = os.fstat(fd), regular(path)
+            seen = (current.st_dev, current.st_ino) if current is not None else None
+            if seen == (held.st_dev, held.st_ino) and own_lock(held):
+                path.unlink(missing_ok=True)  # still the empty file it locked, nothing else
         except BlockingIOError:
             pass  # another reader holds it: the last one out deletes it
         finally:
@@ -266,10 +291,58 @@ def temporary(path: Path) -> Path:
     return path.with_name(f".{path.name}.agentstate-{os.getpid()}.tmp")
 
 
+def pid_gone(pid: int) -> bool:
+    """True if no process ``pid`` runs (an exited one not yet reaped counts as gone).
+
+    This process's own pid is never gone. Nothing is reaped here (no ``waitpid``).
+    """
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # another user's process runs under that pid
+    except (OverflowError, ValueError):
+        return True  # no pid is that large
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] in ("Z", "X")
+
+
+def temporary_is_own(path: Path, key: str, kind: str) -> bool:
+    """True if the temporary ``path`` holds what the engine writes there, read (never trusted
+    by name): a state starting with llama.cpp's header, or a manifest of ``key``."""
+    seen = regular(path)
+    if seen is None or seen.st_uid != os.getuid():
+        return False
+    if kind == "state":
+        return _state_head(path) == STATE_MAGIC
+    try:
+        manifest = json.loads(read_small_file(path, MANIFEST_LIMIT, what="manifest"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return manifest_problem(manifest, key) is None
+
+
+def _clear_temporary(tmp: Path) -> None:
+    """Make room for this process's temporary: a leftover of an earlier process of the same
+    pid is deleted if it reads as the engine's; anything else there is left alone (OSError)."""
+    if what_is(tmp) == "missing":
+        return
+    named = TEMP_NAME.fullmatch(tmp.name)
+    if named is None or not temporary_is_own(tmp, named["key"], named["kind"]):
+        raise OSError(errno.EEXIST, "not a temporary the engine wrote; left alone", str(tmp))
+    _unlink_regular(tmp)
+
+
 def _fresh_temporary(path: Path) -> Path:
     """``temporary(path)``, created empty and 0600 (a leftover of a dead writer replaced)."""
     tmp = temporary(path)
-    _unlink_regular(tmp)  # this process's pid, under the key's lock: a dead writer's
+    _clear_temporary(tmp)  # this process's pid, under the key's lock: a dead writer's
     os.close(create_private(tmp))
     return tmp
 
@@ -277,7 +350,7 @@ def _fresh_temporary(path: Path) -> Path:
 def write_json(path: Path, document: dict[str, Any]) -> None:
     """Write a JSON file whole, 0600 (temporary file, fsync, rename); hold the key's lock."""
     tmp = temporary(path)
-    _unlink_regular(tmp)
+    _clear_temporary(tmp)
     fd = create_private(tmp)
     try:
         with os.fdopen(fd, "w") as handle:
@@ -534,9 +607,11 @@ def remove_orphans(folder: Path) -> list[str]:
     """Delete what a dead writer left, each under its key's lock; nothing else.
 
     Orphans: a temporary of the engine's naming whose key's lock is free (its
-    writer holds that lock as long as it writes), a ``KEY.state`` that no
-    manifest names and that starts with llama.cpp's state header (an older
-    engine's crash), and a ``KEY.lock`` nobody holds. Regular files only.
+    writer holds that lock as long as it writes), whose writer's pid is gone
+    and whose bytes read as the engine's (:func:`temporary_is_own`); a
+    ``KEY.state`` that no manifest names and that starts with llama.cpp's
+    state header (an older engine's crash); and an empty ``KEY.lock`` nobody
+    holds. Regular files of this user only.
     """
     keys = {s.key for s in saved_states(folder)}
     removed = []
@@ -544,6 +619,8 @@ def remove_orphans(folder: Path) -> list[str]:
         own, temp = OWN_NAME.fullmatch(name), TEMP_NAME.fullmatch(name)
         path = folder / name
         if temp:
+            if not pid_gone(int(temp["pid"])):
+                continue  # its writer may still run (or the pid is another process's now)
             key, why = temp["key"], "orphan"
         elif own and own["kind"] == "lock":
             key, why = own["key"], ""
@@ -551,16 +628,19 @@ def remove_orphans(folder: Path) -> list[str]:
             key, why = own["key"], "orphan"
         else:
             continue
-        if regular(path) is None:
+        found = regular(path)
+        if found is None or found.st_uid != os.getuid():
             continue
         try:
-            with locked(folder, key, exclusive=True):  # deletes a lock file nobody holds
+            with locked(folder, key, exclusive=True):  # deletes an empty lock file nobody holds
                 if not why:
                     continue
                 if own and (folder / f"{key}.json").exists():
                     continue  # a manifest came meanwhile: not an orphan
                 if own and _state_head(path) != STATE_MAGIC:
                     continue  # named like ours, but not a state llama.cpp wrote
+                if temp and not temporary_is_own(path, key, temp["kind"]):
+                    continue  # named like ours, but not what the engine writes there
                 if _unlink_regular(path):
                     removed.append(f"{why} {name}")
         except StateLocked:
