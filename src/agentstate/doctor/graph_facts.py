@@ -26,6 +26,7 @@ from langgraph.channels import BinaryOperatorAggregate, LastValue
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
+from agentstate.doctor.bindings import binder, installed, own_file, subagent_spec
 from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
 from agentstate.doctor.names import code_names
@@ -150,6 +151,9 @@ class GraphFacts:
 
     model_nodes: set[str] = field(default_factory=set)
     """Nodes that call a chat model (:func:`agentstate.doctor.react.holds_model`)."""
+
+    declared: Place = NOWHERE
+    """Where the reader's code declares this subagent (:mod:`agentstate.doctor.bindings`)."""
 
     def leads_back(self, node: str, target: str) -> bool:
         """True when ``node`` starts ``target`` again, directly or through one other node."""
@@ -448,7 +452,46 @@ def graph_facts(
                 facts.subagents[sub_name] = graph_facts(sub, sub_name, facts, "subagent")
         for node_name, (sub, _) in inner.items():
             facts.nested[node_name] = graph_facts(sub, node_name, facts, "node")
+    if parent is None:
+        _place(facts, (graph, compiled))
     return facts
+
+
+def _own_files(facts: GraphFacts) -> set[str]:
+    """The reader's source files behind the graph: its functions', middleware's and schemas'."""
+    files: set[str] = set()
+    for scope in facts.scopes():
+        places = [n.file for n in scope.nodes.values()] + [t.file for t in scope.tools.values()]
+        files |= {f for f in places if f and not installed(f)}
+        builder = scope.graph.builder
+        owners: list[object] = [type(m) for m in scope.middleware]
+        owners += [builder.state_schema, *builder.schemas]
+        files |= {f for f in map(own_file, owners) if f}
+    return files
+
+
+def _place(facts: GraphFacts, graphs: tuple[object, ...]) -> None:
+    """Give each subagent the line that declares it, and each tool whose code is not the
+    reader's (MCP, site-packages, ``exec``) the line that binds it (issue 41 item 9)."""
+    files = _own_files(facts)
+    bound: list[Place] = []
+
+    def top() -> Place:
+        if not bound:
+            bound.append(binder(files, graphs))
+        return bound[0]
+
+    for scope in facts.scopes():
+        if scope.kind == "subagent":
+            scope.declared = subagent_spec(files, scope.name)
+            if scope.declared == NOWHERE:  # the general-purpose subagent deepagents adds
+                scope.declared = binder(files, graphs, frozenset({"create_deep_agent"}))
+        for tool in scope.tools.values():
+            if tool.file is not None and not installed(tool.file):
+                continue
+            place = scope.declared if scope.declared != NOWHERE else top()
+            if place != NOWHERE:
+                tool.file, tool.line = place
 
 
 def task_writes(facts: GraphFacts) -> set[str]:
