@@ -95,7 +95,7 @@ def test_a_scalars_message_offers_a_last_wins_reducer_that_runs(
     assert offered == f"Annotated[{kind}, lambda _, new: new]"
     # the offer, pasted into the schema, runs: both writers in one step, one value kept
     reduced = eval(offered, {"Annotated": Annotated, "str": str, "int": int})  # noqa: S307
-    fixed = TypedDict("Fixed", {"verdict": reduced}, total=False)  # type: ignore[misc]
+    fixed = TypedDict("Fixed", {"verdict": reduced}, total=False)  # type: ignore[misc]  # noqa: UP013
     assert two_writers(fixed, value).invoke({})["verdict"] == value
     assert diagnose(two_writers(fixed, value)).of("unreduced-parallel-write") == []
 
