@@ -154,6 +154,20 @@ class GraphFacts:
 
     declared: Place = NOWHERE
     """Where the reader's code declares this subagent (:mod:`agentstate.doctor.bindings`)."""
+    origin: tuple[object, ...] = field(default=(), repr=False)
+    """The graph as it was given (a ``with_config`` binding) and compiled: what a module of the
+    reader's may hold."""
+    _built: list[Place] = field(default_factory=list, repr=False)
+
+    def where_built(self) -> Place:
+        """Where the reader's code builds the graph this one belongs to: the line that binds its
+        tools, or the module global holding it (``(None, None)`` when it cannot be told)."""
+        top = self
+        while top.parent is not None:
+            top = top.parent
+        if not top._built:
+            top._built.append(binder(_own_files(top), top.origin or (top.graph,)))
+        return top._built[0]
 
     def leads_back(self, node: str, target: str) -> bool:
         """True when ``node`` starts ``target`` again, directly or through one other node."""
@@ -453,7 +467,8 @@ def graph_facts(
         for node_name, (sub, _) in inner.items():
             facts.nested[node_name] = graph_facts(sub, node_name, facts, "node")
     if parent is None:
-        _place(facts, (graph, compiled))
+        facts.origin = (graph, compiled)
+        _place(facts)
     return facts
 
 
@@ -470,28 +485,25 @@ def _own_files(facts: GraphFacts) -> set[str]:
     return files
 
 
-def _place(facts: GraphFacts, graphs: tuple[object, ...]) -> None:
+def _place(facts: GraphFacts) -> None:
     """Give each subagent the line that declares it, and each tool whose code is not the
-    reader's (MCP, site-packages, ``exec``) the line that binds it (issue 41 item 9)."""
+    reader's (MCP, site-packages, ``exec``) the line that binds it (issue 41 item 9); a node
+    of the reader's whose source has no file, the line that builds the graph."""
     files = _own_files(facts)
-    bound: list[Place] = []
-
-    def top() -> Place:
-        if not bound:
-            bound.append(binder(files, graphs))
-        return bound[0]
-
     for scope in facts.scopes():
         if scope.kind == "subagent":
             scope.declared = subagent_spec(files, scope.name)
             if scope.declared == NOWHERE:  # the general-purpose subagent deepagents adds
-                scope.declared = binder(files, graphs, frozenset({"create_deep_agent"}))
+                scope.declared = binder(files, facts.origin, frozenset({"create_deep_agent"}))
         for tool in scope.tools.values():
             if tool.file is not None and not installed(tool.file):
                 continue
-            place = scope.declared if scope.declared != NOWHERE else top()
+            place = scope.declared if scope.declared != NOWHERE else facts.where_built()
             if place != NOWHERE:
                 tool.file, tool.line = place
+        for node in scope.nodes.values():
+            if node.code is not None and node.file is None:
+                node.file, node.line = facts.where_built()
 
 
 def task_writes(facts: GraphFacts) -> set[str]:

@@ -126,6 +126,9 @@ class CodeFacts:
     """Keys the function sets on the state object it was given (``state["k"] = v``)."""
     dynamic: list[str] = field(default_factory=list)
     """What could not be told (a key or path built at run time, an unreadable source)."""
+    unread: set[str] = field(default_factory=set)
+    """The functions (its own or a helper's) whose source could not be read, each with why
+    (:func:`unreadable`): what they do is not checked."""
     analysed: bool = True
 
     def merge(self, other: CodeFacts, at: Position | None = ()) -> None:
@@ -153,6 +156,7 @@ class CodeFacts:
         self.echoes |= other.echoes
         self.state_sets |= other.state_sets
         self.dynamic.extend(d for d in other.dynamic if d not in self.dynamic)
+        self.unread |= other.unread
 
     def pairs(self, where: str) -> set[tuple[str, str]]:
         """``(read path, written path)`` of every ``where`` (``disk`` or ``backend``) read that
@@ -299,6 +303,22 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
     return tree
 
 
+def unreadable(fn: types.FunctionType) -> str:
+    """```name``` and why its source cannot be read, as a finding says it."""
+    file = fn.__code__.co_filename
+    if file == "<string>":
+        why = "compiled from a string: `exec`, `compile` or `python -c`"
+    elif file == "<stdin>":
+        why = "typed at a prompt or piped to `python -`"
+    elif file.startswith("<"):
+        why = f"defined in {file}, which keeps no source"
+    elif not linecache.getlines(file):
+        why = f"its file {file} is not there (a package shipped without its sources)"
+    else:
+        why = f"its source in {file} could not be parsed"
+    return f"`{fn.__qualname__}` ({why})"
+
+
 def call_method(obj: object) -> types.FunctionType | None:
     """The ``__call__`` a callable object's own class defines (None for functions, classes
     and the libraries' objects): a node may be an instance of a class of the user's."""
@@ -403,6 +423,7 @@ class _Scanner:
         if self.tree is None:
             self.facts.analysed = False
             self.facts.dynamic.append(f"{self.fn.__qualname__}: source not available")
+            self.facts.unread.add(unreadable(self.fn))
             return self.facts
         self._params()
         self._collect_assigns()
@@ -1044,6 +1065,7 @@ def function_facts(
     if plain is None:
         facts = CodeFacts(analysed=False)
         facts.dynamic.append(f"{getattr(fn, '__name__', fn)!s}: not a Python function")
+        facts.unread.add(f"`{getattr(fn, '__name__', type(fn).__name__)}` (not a Python function)")
         return facts
     key = _cache_key(plain, bound, node)
     entry = _FACTS_CACHE.get(key)
@@ -1075,6 +1097,7 @@ def tool_facts(tool: BaseTool, memo: Memo | None = None) -> CodeFacts:
     if not functions:
         facts.analysed = False
         facts.dynamic.append(f"{tool.name}: no Python function found behind the tool")
+        facts.unread.add(f"`{tool.name}` (no Python function behind the tool)")
     for fn in functions:
         found = function_facts(fn, memo=memo)
         facts.merge(found, at=None if len(functions) > 1 else ())
