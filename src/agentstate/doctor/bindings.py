@@ -34,6 +34,7 @@ LOADERS = frozenset({"get_tools", "load_mcp_tools", "aget_tools"})
 
 _PACKAGES = tuple(
     {str(Path(sysconfig.get_path(k)).resolve()) for k in ("purelib", "platlib", "stdlib")}
+    | {str(Path(__file__).resolve().parents[1])}  # this package, even installed editable
 )
 
 
@@ -89,9 +90,9 @@ def _name(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else ""
 
 
-def global_binding(*graphs: object) -> tuple[str, int] | None:
-    """``(file, line)`` of ``name = <call>`` in a loaded module of the reader's holding ``graph``
-    (``graph = create_agent(...)`` that ``langgraph.json`` names), at the line of its tools."""
+def global_binding(*graphs: object) -> tuple[str, ast.Call] | None:
+    """``(file, call)`` of ``name = <call>`` in a loaded module of the reader's holding one of
+    ``graphs`` (``graph = create_agent(...)`` that ``langgraph.json`` names)."""
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if not isinstance(file, str) or not file.endswith(".py") or installed(file):
@@ -110,7 +111,7 @@ def global_binding(*graphs: object) -> tuple[str, int] | None:
             if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Call):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if any(isinstance(t, ast.Name) and t.id in names for t in targets):
-                    return os.path.abspath(file), _tools_line(node.value)
+                    return os.path.abspath(file), node.value
     return None
 
 
@@ -150,12 +151,19 @@ def _calls(scope: ast.AST, names: frozenset[str]) -> list[ast.Call]:
 def binder(
     files: Iterable[str], graphs: tuple[object, ...], prefer: frozenset[str] = BINDERS
 ) -> Place:
-    """Where the reader's code binds the graph's tools: the module global holding ``graph``,
-    else a binder call of ``files`` in a scope that also loads tools from MCP, else the only
-    binder call of ``prefer`` there is; ``(None, None)`` when none can be told."""
+    """Where the reader's code binds the graph's tools.
+
+    The module global holding the graph (``graphs``: as given and compiled) when a binder
+    call builds it, else a binder call of ``files`` (and that module's) in a scope that also
+    loads tools from MCP, else the only binder call of ``prefer`` there is; ``(None, None)``
+    when none can be told.
+    """
+    files = set(files)
     found = global_binding(*graphs)
     if found is not None:
-        return found
+        if _name(found[1].func) in prefer:  # graph = create_agent(model, tools)
+            return found[0], _tools_line(found[1])
+        files.add(found[0])  # graph = asyncio.run(make_graph()): search its module
     with_loader: list[tuple[str, ast.Call]] = []
     every: list[tuple[str, ast.Call]] = []
     for file in sorted(set(files)):
@@ -198,7 +206,7 @@ def subagent_spec(files: Iterable[str], name: str) -> Place:
             if not (isinstance(given, ast.Constant) and given.value == name):
                 continue
             rank = 0 if "description" in fields else 1
-            candidate = (rank, file, node.lineno)
+            candidate = (rank, file, given.lineno)
             if best is None or candidate < best:
                 best = candidate
     return (best[1], best[2]) if best is not None else NOWHERE
