@@ -21,6 +21,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from agentstate.doctor.locate import NOWHERE, Place
@@ -38,6 +39,7 @@ _PACKAGES = tuple(
 )
 
 
+@functools.lru_cache(maxsize=8192)
 def installed(file: str | None) -> bool:
     """True for a file of an installed package (site-packages, dist-packages, the standard
     library), not the reader's."""
@@ -93,15 +95,12 @@ def _name(func: ast.expr) -> str:
 def global_binding(*graphs: object) -> tuple[str, ast.Call] | None:
     """``(file, call)`` of ``name = <call>`` in a loaded module of the reader's holding one of
     ``graphs`` (``graph = create_agent(...)`` that ``langgraph.json`` names)."""
+    wanted = {id(g) for g in graphs}
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if not isinstance(file, str) or not file.endswith(".py") or installed(file):
             continue
-        names = [
-            k
-            for k, v in list(getattr(module, "__dict__", {}).items())
-            if any(v is g for g in graphs)
-        ]
+        names = [k for k, v in list(getattr(module, "__dict__", {}).items()) if id(v) in wanted]
         if not names or not os.path.isfile(file):
             continue
         parsed = tree(file)
@@ -148,6 +147,52 @@ def _calls(scope: ast.AST, names: frozenset[str]) -> list[ast.Call]:
     return sorted(found, key=lambda c: (c.lineno, c.col_offset))
 
 
+@dataclass(frozen=True)
+class _Index:
+    """What one source file declares, read once per modification time."""
+
+    binders: tuple[tuple[str, int, bool], ...]
+    """``(call name, line of its tools, a scope that also loads tools from MCP)``."""
+    specs: dict[str, tuple[int, int]]
+    """Subagent name -> ``(0 with a "description" else 1, line of its "name")``."""
+
+
+@functools.lru_cache(maxsize=256)
+def _indexed(file: str, mtime: float) -> _Index | None:
+    parsed = tree(file)
+    if parsed is None:
+        return None
+    binders: list[tuple[str, int, bool]] = []
+    for scope in _scopes(parsed):
+        calls = _calls(scope, BINDERS)
+        loads = bool(calls) and bool(_calls(scope, LOADERS))
+        binders += [(_name(c.func), _tools_line(c), loads) for c in calls]
+    specs: dict[str, tuple[int, int]] = {}
+    for node in ast.walk(parsed):
+        fields: dict[str, ast.expr] = {}
+        if isinstance(node, ast.Dict):
+            fields = {
+                k.value: v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+        elif isinstance(node, ast.Call):
+            fields = {kw.arg: kw.value for kw in node.keywords if kw.arg}
+        given = fields.get("name")
+        if isinstance(given, ast.Constant) and isinstance(given.value, str):
+            found = (0 if "description" in fields else 1, given.lineno)
+            specs[given.value] = min(specs.get(given.value, found), found)
+    return _Index(tuple(binders), specs)
+
+
+def index(file: str) -> _Index | None:
+    """What ``file`` declares (None when it cannot be read)."""
+    try:
+        return _indexed(file, os.stat(file).st_mtime)
+    except OSError:
+        return None
+
+
 def binder(
     files: Iterable[str], graphs: tuple[object, ...], prefer: frozenset[str] = BINDERS
 ) -> Place:
@@ -164,22 +209,17 @@ def binder(
         if _name(found[1].func) in prefer:  # graph = create_agent(model, tools)
             return found[0], _tools_line(found[1])
         files.add(found[0])  # graph = asyncio.run(make_graph()): search its module
-    with_loader: list[tuple[str, ast.Call]] = []
-    every: list[tuple[str, ast.Call]] = []
-    for file in sorted(set(files)):
-        parsed = tree(file)
-        if parsed is None:
-            continue
-        for scope in _scopes(parsed):
-            calls = [c for c in _calls(scope, BINDERS) if _name(c.func) in prefer]
-            every += [(file, c) for c in calls]
-            if calls and _calls(scope, LOADERS):
-                with_loader += [(file, c) for c in calls]
+    with_loader: list[tuple[str, int]] = []
+    every: list[tuple[str, int]] = []
+    for file in sorted(files):
+        known = index(file)
+        for name, line, loads in known.binders if known is not None else ():
+            if name in prefer:
+                every.append((file, line))
+                if loads:
+                    with_loader.append((file, line))
     chosen = with_loader or (every if len(every) == 1 else [])
-    if not chosen:
-        return NOWHERE
-    file, call = chosen[0]
-    return file, _tools_line(call)
+    return chosen[0] if chosen else NOWHERE
 
 
 def subagent_spec(files: Iterable[str], name: str) -> Place:
@@ -187,26 +227,10 @@ def subagent_spec(files: Iterable[str], name: str) -> Place:
     with a ``"description"`` first), or a ``SubAgent(name=...)``/``CompiledSubAgent`` call."""
     best: tuple[int, str, int] | None = None
     for file in sorted(set(files)):
-        parsed = tree(file)
-        if parsed is None:
+        known = index(file)
+        if known is None or name not in known.specs:
             continue
-        for node in ast.walk(parsed):
-            if not isinstance(node, ast.Dict | ast.Call):
-                continue
-            fields: dict[str, ast.expr] = {}
-            if isinstance(node, ast.Dict):
-                fields = {
-                    k.value: v
-                    for k, v in zip(node.keys, node.values, strict=True)
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
-                }
-            elif isinstance(node, ast.Call):
-                fields = {kw.arg: kw.value for kw in node.keywords if kw.arg}
-            given = fields.get("name")
-            if not (isinstance(given, ast.Constant) and given.value == name):
-                continue
-            rank = 0 if "description" in fields else 1
-            candidate = (rank, file, given.lineno)
-            if best is None or candidate < best:
-                best = candidate
+        rank, line = known.specs[name]
+        if best is None or (rank, file, line) < best:
+            best = (rank, file, line)
     return (best[1], best[2]) if best is not None else NOWHERE

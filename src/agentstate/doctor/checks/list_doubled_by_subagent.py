@@ -79,7 +79,7 @@ def _subagent(facts: GraphFacts) -> list[Finding]:
         if file is None:
             file, line = facts.where_node(writers[0]) if writers else (None, None)
         if file is None:
-            file, line = facts.declared
+            file, line = facts.where_declared()
         subject = f"{facts.prefix()}{key}"
         fix = doubling_fix(parent.key_kind(key))
         reducer = _reducer(parent, key)
@@ -191,8 +191,8 @@ def _send_workers(facts: GraphFacts) -> list[Finding]:
                     f"with an item of `{key}` and returns it into `{key}`: every item comes back "
                     f"once more (['q1', 'q2', 'q1', 'q2']). Return the results under another "
                     f"key, or {doubling_fix(kind)[0].lower()}{doubling_fix(kind)[1:]}",
-                    file=node.file,
-                    line=node.line,
+                    file=facts.where_node(name)[0],
+                    line=facts.where_node(name)[1],
                 )
             )
     return out

@@ -52,8 +52,12 @@ def check(facts: GraphFacts) -> list[Finding]:
     out: list[Finding] = []
     for tool in sorted(facts.tools.values(), key=lambda t: t.name):
         if not tool.library and tool.code.unread:
-            out.append(_finding(facts, "tool", tool.name, tool.code.unread, (tool.file, tool.line)))
+            out.append(
+                _finding(facts, "tool", tool.name, tool.code.unread, facts.where_tool(tool.name))
+            )
     for node in sorted(facts.nodes.values(), key=lambda n: n.name):
         if node.code is not None and node.code.unread:
-            out.append(_finding(facts, "node", node.name, node.code.unread, (node.file, node.line)))
+            out.append(
+                _finding(facts, "node", node.name, node.code.unread, facts.where_node(node.name))
+            )
     return out + _routers(facts)
