@@ -10,7 +10,11 @@ patched) a subagent that only declares the list is reported with the release.
 
 from __future__ import annotations
 
+import json
 import operator
+import os
+import subprocess
+from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 import pytest
@@ -160,3 +164,58 @@ def test_an_unknown_release_and_no_writer_is_info(monkeypatch: pytest.MonkeyPatc
     found = [f for f in diagnose(agent) if f.subject == "counter:notes"]
     assert [f.severity for f in found] == ["info"]
     assert "cannot tell" in found[0].message
+
+
+# --- the real releases each side of 0.7.24, where the matrix's venvs exist --------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+VENVS = Path(os.environ.get("AGENTSTATE_HAZARD_VENVS") or ROOT / ".venv" / "hazards")
+"""Where scripts/hazards_by_version.py built its venvs (``--venvs``); never in CI."""
+
+PROBE = """
+import json
+from importlib import metadata
+from agentstate.doctor import diagnose
+from agentstate.hazards.subagents import SourcesState, count_sources, list_returned_unchanged
+from agentstate.models import ScriptedChatModel, reply
+from deepagents import create_deep_agent
+
+model = ScriptedChatModel(script=[reply(text="ok")])
+spec = {"name": "counter", "description": "Counts.", "system_prompt": "Count.",
+        "tools": [count_sources], "model": model}
+agent = create_deep_agent(model, state_schema=SourcesState, subagents=[spec])
+result = list_returned_unchanged()
+print(json.dumps({
+    "deepagents": metadata.version("deepagents"),
+    "run": [result.outcome, result.evidence],
+    "doctor": [[f.code, f.severity, f.subject] for f in diagnose(agent) if f.severity == "error"],
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("release_", "outcome", "errors"),
+    [
+        (
+            LIST_RETURNED_UNCHANGED.last_reproduced,
+            "reproduced",
+            [["list-doubled-by-subagent", "error", "counter:sources"]],
+        ),  # fmt: skip  # noqa: E501
+        (LIST_RETURNED_UNCHANGED.first_changed, "fixed", []),
+    ],
+)
+def test_a_real_release_each_side_doubles_or_drops_as_the_doctor_says(
+    release_: str, outcome: str, errors: list[list[str]]
+):
+    python = VENVS / f"deepagents-{release_}" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{python.parent.parent} exists only where scripts/hazards_by_version.py ran")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(
+        [str(python), "-c", PROBE], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["deepagents"] == release_
+    assert seen["run"][0] == outcome, seen["run"]
+    assert [e for e in seen["doctor"] if e[2] == "counter:sources"] == errors
