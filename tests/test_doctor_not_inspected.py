@@ -99,3 +99,29 @@ def test_everything_read_gives_no_not_inspected_finding():
     builder.add_node("plan", lambda s: {"topic": "x"})
     builder.add_edge(START, "plan")
     assert diagnose(builder.compile()).findings == []
+
+
+def test_a_tool_from_a_package_shipped_without_sources_is_named(tmp_path: Path):
+    package = tmp_path / "shipped_tools"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from langchain_core.tools import tool\n\n\n"
+        "@tool\ndef lookup(name: str) -> str:\n"
+        '    """Look a name up."""\n'
+        "    return name\n"
+    )
+    code = (
+        "import compileall, json, shutil, sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        f"compileall.compile_dir({str(package)!r}, legacy=True, quiet=1)\n"
+        f"(__import__('pathlib').Path({str(package)!r}) / '__init__.py').unlink()\n"
+        "from shipped_tools import lookup\n"
+        "from langchain.agents import create_agent\n"
+        "from agentstate.doctor import diagnose\n"
+        "from agentstate.models import ScriptedChatModel, reply\n"
+        "agent = create_agent(ScriptedChatModel(script=[reply(text='ok')]), tools=[lookup])\n"
+        "print(json.dumps([[f.code, f.severity, f.subject, f.message] for f in diagnose(agent)]))\n"
+    )
+    found = doctor(["-c", code], tmp_path)
+    assert [(c, s, subject) for c, s, subject, _ in found] == [("not-inspected", "info", "lookup")]
+    assert "shipped without its sources" in found[0][3]
