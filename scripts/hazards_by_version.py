@@ -94,6 +94,8 @@ def version_sets() -> list[VersionSet]:
         ("0.7.0", "deepagents 0.7, oldest release"),
         ("0.7.15", "deepagents 0.7.15, the last before its file-mutation guard"),
         ("0.7.16", "deepagents 0.7.16, the first with its file-mutation guard"),
+        ("0.7.23", "deepagents 0.7.23, the last that hands back a list its subagent left alone"),
+        ("0.7.24", "deepagents 0.7.24, the first whose task drops keys handed back unchanged"),
     ):
         sets.append(VersionSet(f"deepagents-{release}", why, (f"deepagents=={release}",)))
     return sets
@@ -111,10 +113,10 @@ def why_not(text: str) -> str:
     return next((ln for ln in text.splitlines() if ln.startswith("ERROR")), "pip failed")[:200]
 
 
-def build(vs: VersionSet, python: str) -> dict[str, object]:
+def build(vs: VersionSet, python: str, venvs: Path = VENVS) -> dict[str, object]:
     """The set's venv (reused when its requirements are unchanged), then its run."""
     started = time.monotonic()
-    venv = VENVS / vs.name
+    venv = venvs / vs.name
     asked = venv / "asked.txt"
     wanted = "\n".join(vs.requirements()) + "\n"
     py = venv / "bin" / "python"
@@ -152,6 +154,9 @@ def main() -> int:
     parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable))
     parser.add_argument("--jobs", type=int, default=2, help="sets built side by side")
     parser.add_argument("--write-docs", action="store_true", help="only re-render the page")
+    parser.add_argument(
+        "--venvs", type=Path, default=VENVS, help=f"where the sets' venvs go (default {VENVS})"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     from agentstate.hazards.table import render_page
@@ -172,11 +177,16 @@ def main() -> int:
     data = json.loads(DATA.read_text()) if DATA.exists() and args.sets else {"sets": []}
     provenance = start_provenance("hazards_by_version.py", sys.argv[1:], ["deepagents"])
     rows = {s["name"]: s for s in data["sets"]}
-    VENVS.mkdir(parents=True, exist_ok=True)
+    args.venvs.mkdir(parents=True, exist_ok=True)
     print(f"hazards: {len(chosen)} version sets, {args.jobs} at a time", flush=True)
 
     def one(vs: VersionSet) -> None:
-        row = {"name": vs.name, "why": vs.why, "asked": list(vs.asks), **build(vs, args.python)}
+        row = {
+            "name": vs.name,
+            "why": vs.why,
+            "asked": list(vs.asks),
+            **build(vs, args.python, args.venvs),
+        }
         rows[vs.name] = row
         if "skipped" in row:
             print(f"hazards: {vs.name}: skipped: {row['skipped']}", flush=True)

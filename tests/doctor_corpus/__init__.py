@@ -12,10 +12,12 @@ values intact. ``tests/test_doctor_corpus.py`` checks that the doctor agrees;
 from __future__ import annotations
 
 from tests.doctor_corpus import (
+    advisors,
     architectures,
     courses,
     deep,
     documents,
+    editors,
     fan_out,
     memory,
     memory_template,
@@ -38,6 +40,8 @@ CASES: list[Case] = [
     *memory.CASES,
     *memory_template.CASES,
     *deep.CASES,
+    *advisors.CASES,
+    *editors.CASES,
     *nodes.CASES,
     *research.CASES,
     *trading.CASES,

@@ -45,6 +45,7 @@ CODES: dict[str, Code] = {
         ),
         Code("prefix-not-invariant", "warning", "05", "prompts diverge before a large shared part"),
         Code("memory-in-react-loop", "warning", "06", "a ReAct loop writes long-term memory"),
+        Code("not-inspected", "info", "02", "code whose source the doctor cannot read"),
     )
 }
 """Every code the doctor knows, in the order of the series."""

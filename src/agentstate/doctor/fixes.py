@@ -115,6 +115,14 @@ def declared_at(graph: object, key: str) -> tuple[str | None, int | None]:
     return None, None
 
 
+LAST_WINS = (
+    "a last-wins reducer, `Annotated[{type}, lambda _, new: new]` (the step's last write is "
+    "kept and the others are dropped without an error)."
+)
+"""The reducer a scalar written by parallel writers can take when losing all but one is fine
+(notebook 02's replace reducer: it keeps the reply's last call)."""
+
+
 def reducer_fix(kind: Kind) -> str:
     """One sentence: the reducer (or the design) that lets several writers of this kind coexist."""
     if kind == "dict":
@@ -133,13 +141,15 @@ def reducer_fix(kind: Kind) -> str:
         )
     if kind == "str":
         return (
-            "A string has no merge that keeps both values: keep one writer per step, or "
-            "make it `Annotated[list[str], operator.add]`."
+            "A string has no merge that keeps both values: keep one writer per step, "
+            "make it `Annotated[list[str], operator.add]`, or, when any one value will do, "
+            f"{LAST_WINS.format(type='str')}"
         )
     if kind == "number":
         return (
-            "Keep one writer per step, or declare a reducer that combines the values "
-            "(e.g. `Annotated[int, operator.add]` for counts)."
+            "Keep one writer per step, declare a reducer that combines the values "
+            "(e.g. `Annotated[int, operator.add]` for counts), or, when any one value will do, "
+            f"{LAST_WINS.format(type='int')}"
         )
     return (
         "Declare it with a reducer that combines the values (`merge_fields` for a dict, "

@@ -26,6 +26,7 @@ from langgraph.channels import BinaryOperatorAggregate, LastValue
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
+from agentstate.doctor.bindings import binder, installed, own_file, subagent_spec
 from agentstate.doctor.fixes import Kind, key_kind
 from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
 from agentstate.doctor.names import code_names
@@ -151,6 +152,48 @@ class GraphFacts:
     model_nodes: set[str] = field(default_factory=set)
     """Nodes that call a chat model (:func:`agentstate.doctor.react.holds_model`)."""
 
+    origin: tuple[object, ...] = field(default=(), repr=False)
+    """The graph as it was given (a ``with_config`` binding) and compiled: what a module of the
+    reader's may hold."""
+    _places: dict[str, Place] = field(default_factory=dict, repr=False)
+    _files: list[set[str]] = field(default_factory=list, repr=False)
+
+    def _top(self) -> GraphFacts:
+        top = self
+        while top.parent is not None:
+            top = top.parent
+        return top
+
+    def own_files(self) -> set[str]:
+        """The reader's source files behind the whole graph (read once, when a place is asked)."""
+        top = self._top()
+        if not top._files:
+            top._files.append(_own_files(top))
+        return top._files[0]
+
+    def where_built(self) -> Place:
+        """Where the reader's code builds the graph this one belongs to: the line that binds its
+        tools, or the module global holding it (``(None, None)`` when it cannot be told)."""
+        top = self._top()
+        if "built" not in top._places:
+            top._places["built"] = binder(self.own_files(), top.origin or (top.graph,))
+        return top._places["built"]
+
+    def where_declared(self) -> Place:
+        """Where the reader's code declares this subagent (:mod:`agentstate.doctor.bindings`):
+        its spec's ``"name"``, or, for the general-purpose subagent deepagents adds itself, the
+        ``create_deep_agent`` call; the graph's own place for anything else."""
+        if self.kind != "subagent":
+            return self.where_built()
+        if "declared" not in self._places:
+            place = subagent_spec(self.own_files(), self.name)
+            if place == NOWHERE:
+                top = self._top()
+                deep = frozenset({"create_deep_agent"})
+                place = binder(self.own_files(), top.origin or (top.graph,), deep)
+            self._places["declared"] = place
+        return self._places["declared"]
+
     def leads_back(self, node: str, target: str) -> bool:
         """True when ``node`` starts ``target`` again, directly or through one other node."""
         after = self.steps.successors.get(node, set())
@@ -215,14 +258,25 @@ class GraphFacts:
         return {runner for _, runner in self.loops}
 
     def where_tool(self, name: str) -> Place:
-        """``(file, line)`` of a tool's function."""
+        """``(file, line)`` of a tool's function; for a tool whose code is not the reader's (MCP,
+        site-packages, ``exec``), the reader's line that binds it (issue 41 item 9)."""
         tool = self.tools.get(name)
-        return (tool.file, tool.line) if tool is not None else NOWHERE
+        if tool is None:
+            return NOWHERE
+        if tool.file is not None and not installed(tool.file):
+            return tool.file, tool.line
+        place = self.where_declared()
+        return place if place != NOWHERE else self.where_built()
 
     def where_node(self, name: str) -> Place:
-        """``(file, line)`` of a node's function."""
+        """``(file, line)`` of a node's function; for a function of the reader's with no file of
+        its own (``exec``), the line that builds the graph."""
         node = self.nodes.get(name)
-        return (node.file, node.line) if node is not None else NOWHERE
+        if node is None:
+            return NOWHERE
+        if node.file is None and node.code is not None:
+            return self.where_built()
+        return node.file, node.line
 
 
 def as_compiled(graph: object) -> Graph:
@@ -448,7 +502,22 @@ def graph_facts(
                 facts.subagents[sub_name] = graph_facts(sub, sub_name, facts, "subagent")
         for node_name, (sub, _) in inner.items():
             facts.nested[node_name] = graph_facts(sub, node_name, facts, "node")
+    if parent is None:
+        facts.origin = (graph, compiled)
     return facts
+
+
+def _own_files(facts: GraphFacts) -> set[str]:
+    """The reader's source files behind the graph: its functions', middleware's and schemas'."""
+    files: set[str] = set()
+    for scope in facts.scopes():
+        places = [n.file for n in scope.nodes.values()] + [t.file for t in scope.tools.values()]
+        files |= {f for f in places if f and not installed(f)}
+        builder = scope.graph.builder
+        owners: list[object] = [type(m) for m in scope.middleware]
+        owners += [builder.state_schema, *builder.schemas]
+        files |= {f for f in map(own_file, owners) if f}
+    return files
 
 
 def task_writes(facts: GraphFacts) -> set[str]:

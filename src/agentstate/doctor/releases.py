@@ -69,7 +69,23 @@ path in one reply each read the file from before the reply and one survives (the
 five ``edit_file`` calls, all "success", one edit in the file); from 0.7.16 on the
 second and later mutations of a path in one reply are refused with an error."""
 
-BOUNDARIES: dict[str, Boundary] = {b.hazard: b for b in (BUILTIN_PARALLEL_EDIT,)}
+LIST_RETURNED_UNCHANGED = Boundary(
+    hazard="list-returned-unchanged",
+    code="list-doubled-by-subagent",
+    distribution="deepagents",
+    last_reproduced="0.7.23",
+    first_changed="0.7.24",
+    outcome="fixed",
+    tools=("task",),
+)
+"""deepagents' ``task`` tool: before 0.7.24 it hands back every key a subagent declares, so an
+``operator.add`` list the subagent never wrote comes back whole and the parent appends it
+again; from 0.7.24 on it drops a key the subagent returns unchanged (``_is_unchanged`` in
+``deepagents/middleware/subagents.py``), so only a subagent that writes the list doubles it."""
+
+BOUNDARIES: dict[str, Boundary] = {
+    b.hazard: b for b in (BUILTIN_PARALLEL_EDIT, LIST_RETURNED_UNCHANGED)
+}
 """Every hazard the matrix saw a release end, by its row name."""
 
 _RELEASE = re.compile(r"\s*v?(\d+(?:\.\d+)*)(.*)$", re.IGNORECASE)

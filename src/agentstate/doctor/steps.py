@@ -15,6 +15,7 @@ read keeps the reason (:attr:`Share.sure` is False): a warning, not an error.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,12 @@ class Share:
 
     sure: bool
     why: str
+    step: int = 1
+    """The first super-step it happens in (1: the nodes ``START`` starts), as a run meets it."""
+
+    def before(self, other: Share | None) -> bool:
+        """True when this share is the one to report over ``other``: sure first, then earlier."""
+        return other is None or (not self.sure, self.step) < (not other.sure, other.step)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,13 @@ class _State:
 
 def _names(nodes: set[str] | frozenset[str]) -> str:
     return ", ".join("the start" if n == START else f"`{n}`" for n in sorted(nodes))
+
+
+def _when(after: frozenset[str]) -> str:
+    """The step after ``after``, as a reader finds it in a run."""
+    if after == {START}:
+        return "the run's first step (both start the graph)"
+    return f"the step after {_names(after)}"
 
 
 def _merge(parts: tuple[Outcome, ...]) -> Outcome:
@@ -122,19 +136,20 @@ class Steps:
     # --- the walk ---
 
     def _explore(self) -> bool:
-        frontier: list[tuple[_State, frozenset[str]]] = []
+        """Breadth first, so each set of nodes is met first at the earliest step it can run."""
+        frontier: deque[tuple[_State, frozenset[str], int]] = deque()
         for outcome in self.options[START]:
-            frontier.append((self._state(outcome, frozenset(), None), frozenset({START})))
+            frontier.append((self._state(outcome, frozenset(), None), frozenset({START}), 1))
         seen: set[tuple[frozenset[str], frozenset[str], frozenset[tuple[str, str]], bool]] = set()
         while frontier:
-            state, after = frontier.pop()
+            state, after, step = frontier.popleft()
             key = (state.active, state.repeated, state.waiting, state.doubt is None)
             if key in seen:
                 continue
             if len(seen) >= MAX_STATES:
                 return False
             seen.add(key)
-            self._record(state, after)
+            self._record(state, after, step)
             per_node = [self.options.get(n, [Outcome()]) for n in sorted(state.active)]
             combos = itertools.islice(itertools.product(*per_node), MAX_COMBINATIONS)
             for combo in combos:
@@ -152,7 +167,7 @@ class Steps:
                 )  # fmt: skip
                 nxt = self._state(joined, frozenset(waiting), state.doubt)
                 if nxt.active or nxt.waiting != state.waiting:
-                    frontier.append((nxt, state.active))
+                    frontier.append((nxt, state.active, step + 1))
         return True
 
     def _state(
@@ -170,20 +185,20 @@ class Steps:
             doubt=doubt or outcome.doubt,
         )
 
-    def _record(self, state: _State, after: frozenset[str]) -> None:
+    def _record(self, state: _State, after: frozenset[str], step: int) -> None:
         sure = state.doubt is None
         active = sorted(state.active - self.deferred)
-        why = state.doubt or f"both run in the step after {_names(after)}"
+        why = state.doubt or f"both run in {_when(after)}"
         for a, b in itertools.combinations(active, 2):
             pair = frozenset({a, b})
-            known = self._pairs.get(pair)
-            if known is None or (sure and not known.sure):
-                self._pairs[pair] = Share(sure, why)
+            share = Share(sure, why, step)
+            if share.before(self._pairs.get(pair)):
+                self._pairs[pair] = share
         for node in state.repeated:
-            reason = state.doubt or f"it is started several times in the step after {_names(after)}"
-            known = self._repeats.get(node)
-            if known is None or (sure and not known.sure):
-                self._repeats[node] = Share(sure, reason)
+            reason = state.doubt or f"it is started several times in {_when(after)}"
+            share = Share(sure, reason, step)
+            if share.before(self._repeats.get(node)):
+                self._repeats[node] = share
 
     # --- answers ---
 

@@ -17,7 +17,9 @@ as the RDS tools of notebooks 01-04 call their storage), and collects
 
 A helper is followed with what its caller hands it: a parameter given the
 state, deepagents' ``files``, a backend, the store or a path is that, in the
-helper, as it is in the caller.
+helper, as it is in the caller. A node's return is followed into the helper
+that builds it, called or awaited (``return await self.helper(state)``,
+``{**await helper(state)}``, the helpers of an ``asyncio.gather``).
 
 A key or path built at run time is recorded as *dynamic*: the checks say so
 as ``info``, never as an alarm. Taught in notebooks 01-04 (and used for 06).
@@ -26,6 +28,7 @@ as ``info``, never as an alarm. Taught in notebooks 01-04 (and used for 06).
 from __future__ import annotations
 
 import ast
+import asyncio
 import builtins
 import copy
 import functools
@@ -123,6 +126,9 @@ class CodeFacts:
     """Keys the function sets on the state object it was given (``state["k"] = v``)."""
     dynamic: list[str] = field(default_factory=list)
     """What could not be told (a key or path built at run time, an unreadable source)."""
+    unread: set[str] = field(default_factory=set)
+    """The functions (its own or a helper's) whose source could not be read, each with why
+    (:func:`unreadable`): what they do is not checked."""
     analysed: bool = True
 
     def merge(self, other: CodeFacts, at: Position | None = ()) -> None:
@@ -150,6 +156,7 @@ class CodeFacts:
         self.echoes |= other.echoes
         self.state_sets |= other.state_sets
         self.dynamic.extend(d for d in other.dynamic if d not in self.dynamic)
+        self.unread |= other.unread
 
     def pairs(self, where: str) -> set[tuple[str, str]]:
         """``(read path, written path)`` of every ``where`` (``disk`` or ``backend``) read that
@@ -296,6 +303,22 @@ def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionD
     return tree
 
 
+def unreadable(fn: types.FunctionType) -> str:
+    """```name``` and why its source cannot be read, as a finding says it."""
+    file = fn.__code__.co_filename
+    if file == "<string>":
+        why = "compiled from a string: `exec`, `compile` or `python -c`"
+    elif file == "<stdin>":
+        why = "typed at a prompt or piped to `python -`"
+    elif file.startswith("<"):
+        why = f"defined in {file}, which keeps no source"
+    elif not linecache.getlines(file):
+        why = f"its file {file} is not there (a package shipped without its sources)"
+    else:
+        why = f"its source in {file} could not be parsed"
+    return f"`{fn.__qualname__}` ({why})"
+
+
 def call_method(obj: object) -> types.FunctionType | None:
     """The ``__call__`` a callable object's own class defines (None for functions, classes
     and the libraries' objects): a node may be an instance of a class of the user's."""
@@ -400,6 +423,7 @@ class _Scanner:
         if self.tree is None:
             self.facts.analysed = False
             self.facts.dynamic.append(f"{self.fn.__qualname__}: source not available")
+            self.facts.unread.add(unreadable(self.fn))
             return self.facts
         self._params()
         self._collect_assigns()
@@ -750,7 +774,7 @@ class _Scanner:
             and node.value is not None
             and id(node) in self.own_returns  # not a nested helper's or lambda's return
         ):
-            if isinstance(node.value, ast.Dict | ast.Name | ast.Call):
+            if isinstance(node.value, ast.Dict | ast.Name | ast.Call | ast.Await):
                 self._update(node.value, returned=True)
 
     def _call(self, node: ast.Call) -> None:
@@ -869,6 +893,13 @@ class _Scanner:
         """Record the keys that ``node`` (a Command update or a node's return) writes."""
         if hops > 4:
             return
+        if isinstance(node, ast.Await):  # ``await helper(state)``: what the helper returns
+            self._update(node.value, returned=returned, hops=hops)
+            return
+        if isinstance(node, ast.Call) and self._is_gather(node):
+            for part in self._gathered(node):
+                self._update(part, returned=returned, hops=hops + 1)
+            return
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if key is None:  # {**other}
@@ -884,7 +915,9 @@ class _Scanner:
                 if returned and self.node_mode and self._gives_back(value, name):
                     self.facts.echoes.add(name)
         elif isinstance(node, ast.Name):
-            values = self.assigns.get(node.id)
+            values = self.assigns.get(node.id) or [
+                v for v in self.loop_values.get(node.id, []) if self._awaits_gather(v)
+            ]  # ``a, b = await asyncio.gather(...)``: each name is one of the helpers' returns
             if not values:
                 if not returned:
                     self.facts.dynamic.append(f"writes an update built elsewhere: {node.id}")
@@ -912,6 +945,40 @@ class _Scanner:
         elif isinstance(node, ast.IfExp):
             self._update(node.body, returned=returned, hops=hops + 1)
             self._update(node.orelse, returned=returned, hops=hops + 1)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            values = self.assigns.get(node.value.id, [])
+            if values and all(self._awaits_gather(v) for v in values):  # results[0]
+                self._update(node.value, returned=returned, hops=hops + 1)
+
+    def _is_gather(self, call: ast.Call) -> bool:
+        """``asyncio.gather(...)`` (or ``gather`` imported from asyncio)."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            return (
+                func.attr == "gather"
+                and isinstance(func.value, ast.Name)
+                and (self._resolve_name(func.value.id) is asyncio)
+            )
+        return isinstance(func, ast.Name) and self._resolve_name(func.id) is asyncio.gather
+
+    def _awaits_gather(self, node: ast.expr) -> bool:
+        inner = node.value if isinstance(node, ast.Await) else node
+        return isinstance(inner, ast.Call) and self._is_gather(inner)
+
+    @staticmethod
+    def _gathered(call: ast.Call) -> list[ast.expr]:
+        """The awaitables a ``gather`` call runs: its arguments, a starred list's items or a
+        comprehension's element."""
+        parts: list[ast.expr] = []
+        for arg in call.args:
+            inner = arg.value if isinstance(arg, ast.Starred) else arg
+            if isinstance(inner, ast.List | ast.Tuple):
+                parts.extend(inner.elts)
+            elif isinstance(inner, ast.ListComp | ast.GeneratorExp):
+                parts.append(inner.elt)
+            elif not isinstance(arg, ast.Starred):
+                parts.append(inner)
+        return parts
 
     def _gives_back(self, value: ast.expr, key: str) -> bool:
         """True when ``value`` holds what the state gave under ``key`` (``[state["q"]]``)."""
@@ -998,6 +1065,7 @@ def function_facts(
     if plain is None:
         facts = CodeFacts(analysed=False)
         facts.dynamic.append(f"{getattr(fn, '__name__', fn)!s}: not a Python function")
+        facts.unread.add(f"`{getattr(fn, '__name__', type(fn).__name__)}` (not a Python function)")
         return facts
     key = _cache_key(plain, bound, node)
     entry = _FACTS_CACHE.get(key)
@@ -1029,6 +1097,7 @@ def tool_facts(tool: BaseTool, memo: Memo | None = None) -> CodeFacts:
     if not functions:
         facts.analysed = False
         facts.dynamic.append(f"{tool.name}: no Python function found behind the tool")
+        facts.unread.add(f"`{tool.name}` (no Python function behind the tool)")
     for fn in functions:
         found = function_facts(fn, memo=memo)
         facts.merge(found, at=None if len(functions) > 1 else ())

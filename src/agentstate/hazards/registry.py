@@ -141,6 +141,14 @@ HAZARDS: tuple[Hazard, ...] = (
         f"{_M}.subagents:list_doubled_by_subagent",
     ),
     Hazard(
+        "list-returned-unchanged",
+        "04",
+        "a subagent hands back the operator.add list it never wrote; the parent's items double",
+        "list-doubled-by-subagent",  # below the release that drops it (agentstate.doctor.releases)
+        ("deepagents",),
+        f"{_M}.subagents:list_returned_unchanged",
+    ),
+    Hazard(
         "prefix-not-invariant",
         "05",
         "a clock line before the manual: two calls' prompts part before the manual starts",

@@ -88,3 +88,30 @@ def list_doubled_by_subagent() -> Result:
     sources = parent.invoke(inputs).get("sources", [])
     outcome = reproduced_unless(sources == ["pre", "new"])
     return Result("list-doubled-by-subagent", outcome, f"the parent ends with {sources}")
+
+
+@tool
+def count_sources(topic: str) -> str:
+    """Say how many sources a topic needs (reads and writes no state)."""
+    return f"{topic}: three sources"
+
+
+def list_returned_unchanged() -> Result:
+    """The subagent declares the ``operator.add`` list and never writes it; the parent holds
+    ``["pre"]``. Releases that hand back every declared key double it; from deepagents 0.7.24
+    ``task`` drops a key the subagent returns unchanged (``_is_unchanged``)."""
+    reader = create_agent(
+        one_reply(tool_call("count_sources", topic="tides")),
+        [count_sources],
+        state_schema=SourcesState,
+    )
+    spec, model = delegate(reader, "say how many sources")
+    parent = create_deep_agent(model, subagents=[spec], middleware=[declaring(SourcesState)])
+    inputs: Any = {**USER, "sources": ["pre"]}
+    sources = parent.invoke(inputs).get("sources", [])
+    outcome = reproduced_unless(sources == ["pre"])
+    return Result(
+        "list-returned-unchanged",
+        outcome,
+        f"a subagent that never writes the list: the parent ends with {sources}",
+    )

@@ -13,6 +13,7 @@ from agentstate.doctor.checks import (
     file_read_modify_write,
     list_doubled_by_subagent,
     memory_in_react_loop,
+    not_inspected,
     same_batch_read,
     subagent_drops_key,
     undeclared_key,
@@ -33,6 +34,7 @@ CHECKS: dict[str, Check] = {
     "subagent-drops-key": subagent_drops_key.check,
     "list-doubled-by-subagent": list_doubled_by_subagent.check,
     "memory-in-react-loop": memory_in_react_loop.check,
+    "not-inspected": not_inspected.check,
 }
 
 __all__ = ["CHECKS", "Check"]

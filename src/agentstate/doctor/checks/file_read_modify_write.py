@@ -57,8 +57,8 @@ def check(facts: GraphFacts) -> list[Finding]:
                         "parallel calls each read the old file and only one write survives. "
                         "Keep the data in a state key with a merging reducer, or one file "
                         "per item.",
-                        file=tool.file,
-                        line=tool.line,
+                        file=facts.where_tool(tool.name)[0],
+                        line=facts.where_tool(tool.name)[1],
                     )
                 )
             reads, writes = {r for r, _ in pairs}, {w for _, w in pairs}

@@ -122,8 +122,8 @@ def _runner_nodes(facts: GraphFacts) -> list[Finding]:
                 f"node `{name}` writes to the store what model node `{model}` decided (its "
                 "tool calls or the action it named), in a loop: whatever the model asks for "
                 f"is stored (its own text, duplicates). {ADVICE}",
-                file=node.file,
-                line=node.line,
+                file=facts.where_node(name)[0],
+                line=facts.where_node(name)[1],
             )
         )
     return out

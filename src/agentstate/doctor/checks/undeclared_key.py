@@ -30,8 +30,8 @@ def _tools(facts: GraphFacts) -> list[Finding]:
                         f"`{tool.name}` updates `{key}` through `Command`, but the graph does "
                         f"not declare `{key}`: LangGraph drops the write silently. Add it to "
                         "the state schema (or a middleware's `state_schema`).",
-                        file=tool.file,
-                        line=tool.line,
+                        file=facts.where_tool(tool.name)[0],
+                        line=facts.where_tool(tool.name)[1],
                     )
                 )
         for what in tool.code.dynamic:
@@ -58,8 +58,8 @@ def _nodes(facts: GraphFacts) -> list[Finding]:
                         f"node `{node.name}` returns `{key}`, but the graph does not declare "
                         f"`{key}`: LangGraph drops the write silently. Add it to the state "
                         "schema.",
-                        file=node.file,
-                        line=node.line,
+                        file=facts.where_node(node.name)[0],
+                        line=facts.where_node(node.name)[1],
                     )
                 )
         for what in node.code.dynamic:

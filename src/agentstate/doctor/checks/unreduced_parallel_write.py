@@ -138,14 +138,14 @@ def _node_findings(facts: GraphFacts) -> list[Finding]:
                 by_key.setdefault(key, []).append(node)
     out: list[Finding] = []
     for key, nodes in sorted(by_key.items()):
-        best: tuple[Share, list[str], bool] | None = None
+        best: tuple[Share, list[str], bool] | None = None  # the first step a run meets
         for node in nodes:
             share = facts.steps.repeated(node)
-            if share is not None and (best is None or (share.sure and not best[0].sure)):
+            if share is not None and share.before(best[0] if best else None):
                 best = (share, [node], True)
         for a, b in itertools.combinations(nodes, 2):
             share = facts.steps.together(a, b)
-            if share is not None and (best is None or (share.sure and not best[0].sure)):
+            if share is not None and share.before(best[0] if best else None):
                 best = (share, [a, b], False)
         if best is not None:
             out.append(_node_finding(facts, key, best[1], best[0], best[2]))
