@@ -151,8 +151,15 @@ def table(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         for code in r["expected"]:
             row = rows.setdefault(
                 (code, r["origin"]),
-                {"code": code, "origin": r["origin"], "hazards": 0, "found": 0, "offered": 0,
-                 "applied": 0, "proven": 0},
+                {
+                    "code": code,
+                    "origin": r["origin"],
+                    "hazards": 0,
+                    "found": 0,
+                    "offered": 0,
+                    "applied": 0,
+                    "proven": 0,
+                },
             )
             row["hazards"] += 1
             for what in ("found", "offered", "applied", "proven"):
@@ -183,8 +190,9 @@ def render_page(data: dict[str, Any]) -> str:
 
 
 def replace_block(page: str, block: str) -> str:
-    start, end = page.index("<!-- results:doctor_fix -->"), page.index(
-        "<!-- /results:doctor_fix -->"
+    start, end = (
+        page.index("<!-- results:doctor_fix -->"),
+        page.index("<!-- /results:doctor_fix -->"),
     )
     return page[:start] + block + page[end + len("<!-- /results:doctor_fix -->") :]
 

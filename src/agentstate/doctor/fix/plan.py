@@ -27,10 +27,11 @@ import dataclasses
 import functools
 import inspect
 import sys
-import typing
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import typing_extensions
 
 from agentstate.doctor.findings import Finding, FixKind
 from agentstate.doctor.fix.imports import Name
@@ -88,7 +89,7 @@ def _scope_of(finding: Finding, scopes: list[GraphFacts]) -> GraphFacts | None:
 
 def schema_kind(cls: type) -> SchemaKind:
     """How ``cls`` declares its keys."""
-    if typing.is_typeddict(cls):
+    if typing_extensions.is_typeddict(cls):  # LangChain's AgentState is typing_extensions'
         return "typeddict"
     if isinstance(getattr(cls, "model_fields", None), dict):
         return "pydantic"

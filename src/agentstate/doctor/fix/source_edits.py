@@ -40,7 +40,15 @@ def _spelling(module: cst.Module, wanted: Name) -> tuple[str, Name | None]:
     text, missing = spelling(module, wanted, _TYPING_TWINS)
     if not missing:
         return text, None
+    if wanted.module == "typing" and text == wanted.attr and _uses_only_extensions(module):
+        return text, Name("typing_extensions", wanted.attr)
     return text, wanted if text == (wanted.attr or wanted.module) else Name(wanted.module)
+
+
+def _uses_only_extensions(module: cst.Module) -> bool:
+    """True when the file takes its typing names from ``typing_extensions``, not ``typing``."""
+    code = module.code
+    return "from typing_extensions import" in code and "from typing import" not in code
 
 
 def _annotation_parts(node: cst.BaseExpression) -> tuple[str, list[cst.SubscriptElement]] | None:
