@@ -5,13 +5,14 @@ an automatic fix: copy the corpus into a fresh folder, diagnose the graph there
 and write its fixes (``--unsafe-fixes`` included) into the copy, then, in a new
 process that imports the fixed code, run the same scripted proof that showed
 the hazard and diagnose again. A fix counts as proven when the run no longer
-shows the hazard, shows every other hazard it showed before, and the doctor no
-longer reports the code. Per code and per corpus half (langchain-ai /
+shows the hazard, shows every other hazard it showed before and no new one, and the
+doctor no longer reports the code (nor any code it did not report before). Per code and per corpus half (langchain-ai /
 third-party): hazards found, fixes offered, fixes applied, fixes proven.
 
     python scripts/doctor_fix.py            # print the table
     python scripts/doctor_fix.py --write    # and record data/results/doctor_fix.json,
                                             # rendered into docs/doctor/fixes.md
+    python scripts/doctor_fix.py --render   # only re-render the page from the data
 """
 
 from __future__ import annotations
@@ -126,7 +127,9 @@ def prove_case(case: Any) -> dict[str, Any]:
         and code not in after["doctor"]
         for code in fixed["applied"]
     }
-    kept = set(before["hazards"]) - set(fixed["applied"]) <= set(after["hazards"])
+    # nothing else changed: every other hazard still shown, no new one by the run or the doctor
+    kept = set(before["hazards"]) - set(fixed["applied"]) == set(after["hazards"])
+    kept = kept and set(after["doctor"]) <= set(fixed["found"])
     return {
         "shape": case.shape,
         "origin": case.origin,
@@ -178,11 +181,31 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def per_graph(records: Iterable[dict[str, Any]]) -> str:
+    """One row per corpus graph: what the fix did, or why there was none."""
+    lines = ["| corpus graph | half | outcome |", "|:--|:--|:--|"]
+    for r in records:
+        if r["proven"]:
+            kinds = ", ".join(k.split(":")[1] for k in r["kinds"])
+            outcome = f"fixed ({kinds}) and proven by its run"
+        elif r["applied"]:
+            outcome = "fixed, NOT proven by its run"
+        elif r["no_fix"]:
+            outcome = "no edit: " + "; ".join(w.split(": ", 1)[1] for w in r["no_fix"])
+        elif not r["found"]:
+            outcome = "not found by the static doctor (Watch finds it at run time)"
+        else:
+            outcome = "; ".join(r["refused"]) or "no edit"
+        lines.append(f"| {r['shape']} | {r['origin']} | {outcome.replace('|', '/')} |")
+    return "\n".join(lines)
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The generated block of docs/doctor/fixes.md."""
     return (
         "<!-- results:doctor_fix -->\n"
         f"{markdown(data['table'])}\n\n"
+        f"{per_graph(data['records'])}\n\n"
         f"Recorded by `python scripts/doctor_fix.py --write` ({len(data['records'])} corpus "
         "graphs whose hazard has an automatic fix).\n"
         "<!-- /results:doctor_fix -->"
@@ -200,7 +223,14 @@ def replace_block(page: str, block: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="record and render the results")
+    parser.add_argument(
+        "--render", action="store_true", help="only re-render the page from the recorded data"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        data = json.loads(RESULTS.read_text(encoding="utf-8"))
+        PAGE.write_text(replace_block(PAGE.read_text(encoding="utf-8"), render_page(data)))
+        return 0
     records = []
     for case in fixable_cases():
         record = prove_case(case)

@@ -392,3 +392,29 @@ def test_a_clean_graph_gets_no_edit(tmp_path):
     before = path.read_text()
     plans, diff = _fix(path)
     assert plans == [] and diff == "" and path.read_text() == before
+
+
+# --- the corpus, proven by its own runs --------------------------------------------------
+
+_spec = importlib.util.spec_from_file_location(
+    "doctor_fix", Path(__file__).resolve().parents[1] / "scripts" / "doctor_fix.py"
+)
+assert _spec is not None and _spec.loader is not None
+doctor_fix = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(doctor_fix)
+
+
+def test_a_corpus_graph_fixed_in_a_copy_is_proven_by_its_own_run():
+    (case,) = [c for c in doctor_fix.fixable_cases() if c.shape == "parallel branches, plain list"]
+    record = doctor_fix.prove_case(case)
+    assert record["applied"] == record["proven"] == ["unreduced-parallel-write"]
+
+
+def test_the_recorded_corpus_table_is_the_one_the_page_shows():
+    data = json.loads(doctor_fix.RESULTS.read_text())
+    page = doctor_fix.PAGE.read_text()
+    assert doctor_fix.render_page(data) in page
+    assert data["table"] == doctor_fix.table(data["records"])
+    for record in data["records"]:  # every fix written was proven by the graph's own run
+        assert record["applied"] == record["proven"], record["shape"]
+    assert sum(r["proven"] != [] for r in data["records"]) >= 4

@@ -15,9 +15,11 @@ write there:
 
 The other codes have no edit the doctor can be sure of: their findings keep
 the page's fix in words. A fix is *safe* when it only makes the writes the
-code already makes land; *unsafe* when it also changes what other writes do
-(a dict merged where a writer reads it and writes it back). Applied by
-:mod:`agentstate.doctor.fix.apply`.
+code already makes land: a reducer where every writer writes a literal list or
+dict of new items (``{"notes": [text]}``); *unsafe* when it also changes what
+another write does: a writer that hands over a whole value (``{"todos":
+todos}``) or reads the key and writes it back would then add to the old value
+instead of replacing it. Applied by :mod:`agentstate.doctor.fix.apply`.
 """
 
 from __future__ import annotations
@@ -243,29 +245,46 @@ def _type_of(value: ast.expr) -> str | None:
     return _LITERALS.get(type(value))
 
 
-def written_type(scope: GraphFacts, key: str) -> str:
-    """The type of what the writers put under ``key`` (``{"key": [...]}`` is a list), if every
-    write the code shows agrees; else ``Any``."""
-    seen: set[str | None] = set()
+def _written(scope: GraphFacts, key: str) -> list[ast.expr | None]:
+    """The expressions the writers put under ``key`` (``{"key": <expr>}``), ``None`` for a
+    writer whose source cannot be read."""
+    out: list[ast.expr | None] = []
     for _, fn in _writer_functions(scope, key):
         plain = function_of(fn)
         if plain is None:
+            out.append(None)
             continue
         try:
             tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(plain)))
         except (OSError, TypeError, SyntaxError):
-            seen.add(None)
+            out.append(None)
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Dict):
                 for k, v in zip(node.keys, node.values, strict=True):
                     if isinstance(k, ast.Constant) and k.value == key:
-                        seen.add(_type_of(v))
+                        out.append(v)
+    return out
+
+
+def written_type(scope: GraphFacts, key: str) -> str:
+    """The type of what the writers put under ``key`` (``{"key": [...]}`` is a list), if every
+    write the code shows agrees; else ``Any``."""
+    seen = {None if v is None else _type_of(v) for v in _written(scope, key)}
     if len(seen) == 1:
         (only,) = seen
         if only is not None:
             return only
     return "Any"
+
+
+def _new_items_only(scope: GraphFacts, key: str) -> bool:
+    """True when every write of ``key`` is a literal list or dict of new items
+    (``{"notes": [text]}``), never a whole value handed over (``{"todos": todos}``), which a
+    reducer would add to the old value instead of replacing it."""
+    values = _written(scope, key)
+    displays = (ast.List, ast.ListComp, ast.Dict, ast.DictComp)
+    return bool(values) and all(isinstance(v, displays) for v in values)
 
 
 def _reducer_for(scope: GraphFacts, key: str) -> tuple[Name, str] | str:
@@ -310,7 +329,7 @@ def _reducer_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ...]) -
     place = _place(cls)
     assert place is not None
     shown = f"{reducer.module}.{member}" if reducer.attr is None else reducer.attr
-    unsafe = scope.key_kind(key) == "dict" and bool(_readers(scope, key))
+    unsafe = bool(_readers(scope, key)) or not _new_items_only(scope, key)
     return Fix(
         finding.code,
         finding.subject,
