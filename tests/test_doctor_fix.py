@@ -404,10 +404,19 @@ doctor_fix = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(doctor_fix)
 
 
-def test_a_corpus_graph_fixed_in_a_copy_is_proven_by_its_own_run():
-    (case,) = [c for c in doctor_fix.fixable_cases() if c.shape == "parallel branches, plain list"]
+@pytest.mark.parametrize(
+    ("shape", "applied"),
+    [
+        ("parallel branches, plain list", ["unreduced-parallel-write"]),
+        # the subgraphs hand `cleaned_logs` back whole: operator.add would double it (a run
+        # with the reducer shows it), so no edit is offered
+        ("parallel subgraphs without output schemas", []),
+    ],
+)
+def test_a_corpus_graph_fixed_in_a_copy_is_proven_by_its_own_run(shape, applied):
+    (case,) = [c for c in doctor_fix.fixable_cases() if c.shape == shape]
     record = doctor_fix.prove_case(case)
-    assert record["applied"] == record["proven"] == ["unreduced-parallel-write"]
+    assert record["applied"] == record["proven"] == applied, record["no_fix"]
 
 
 def test_the_recorded_corpus_table_is_the_one_the_page_shows():

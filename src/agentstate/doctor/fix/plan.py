@@ -41,6 +41,7 @@ from agentstate.doctor.fix.source_edits import OPERATOR, SchemaKind, add_reducer
 from agentstate.doctor.fixes import schema_hints
 from agentstate.doctor.graph_facts import GraphFacts
 from agentstate.doctor.locate import function_of
+from agentstate.doctor.subgraphs import writes
 from agentstate.doctor.suppression import is_project_file
 from agentstate.doctor.tool_facts import tool_functions
 
@@ -287,9 +288,23 @@ def _new_items_only(scope: GraphFacts, key: str) -> bool:
     return bool(values) and all(isinstance(v, displays) for v in values)
 
 
+def _handed_back(scope: GraphFacts, key: str) -> list[str]:
+    """The subgraph nodes that hand ``key`` back whole (a compiled graph used as a node)."""
+    return sorted(
+        n.name for n in scope.nodes.values() if n.subgraph and key in writes(scope, n.name)
+    )
+
+
 def _reducer_for(scope: GraphFacts, key: str) -> tuple[Name, str] | str:
     """The reducer to add, or why there is none."""
     kind = scope.key_kind(key)
+    handed = _handed_back(scope, key)
+    if handed and kind in ("list", "messages"):
+        return (
+            f"{', '.join(f'`{n}`' for n in handed)} hand `{key}` back whole (a subgraph returns "
+            "the value it was given): with a concatenating reducer it would be added again. "
+            "Give the subgraph an output schema without the key"
+        )
     if kind == "list":
         readers = _readers(scope, key)
         if readers:
@@ -329,7 +344,9 @@ def _reducer_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ...]) -
     place = _place(cls)
     assert place is not None
     shown = f"{reducer.module}.{member}" if reducer.attr is None else reducer.attr
-    unsafe = bool(_readers(scope, key)) or not _new_items_only(scope, key)
+    unsafe = bool(_readers(scope, key) or _handed_back(scope, key)) or not _new_items_only(
+        scope, key
+    )
     return Fix(
         finding.code,
         finding.subject,
