@@ -14,6 +14,7 @@ from typing import Literal
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+FixKind = Literal["safe", "unsafe"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class Finding:
     evidence: tuple[str, ...] = field(default=())
     file: str | None = None
     line: int | None = None
+    fix: FixKind | None = None
+    """Whether ``agentstate doctor --fix`` has an edit for it: ``safe`` (applied by ``--fix``),
+    ``unsafe`` (also changes what other writes do: applied with ``--unsafe-fixes``), or
+    ``None`` (the code's page shows the fix in words)."""
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (``evidence`` as a list)."""

@@ -1,0 +1,244 @@
+"""Edits to a state schema's source with libcst: a reducer on a key, a key declared.
+
+Each edit keeps the file as its author wrote it (comments, blank lines, quotes,
+the order of the body) and touches only the key's line, plus the imports the
+new text needs, added once where the file keeps its imports
+(:mod:`agentstate.doctor.fix.imports`).
+Every function returns the new source, or the same source when there is
+nothing to do, so a second run changes nothing. ``agentstate doctor --fix``
+(:mod:`agentstate.doctor.fix.apply`) writes what they return; the fixes are
+the ones notebooks 02 and 04 write by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from agentstate.doctor.fix.imports import Name, add_imports, spelling
+
+SchemaKind = Literal["typeddict", "pydantic", "dataclass", "class"]
+"""How a schema declares its keys: ``TypedDict`` (``AgentState`` too), a pydantic model, a
+dataclass, or another class with annotations."""
+
+
+class EditError(ValueError):
+    """The edit cannot be made on this source; the message is the line to print."""
+
+
+OPERATOR = Name("operator")
+ANNOTATED = Name("typing", "Annotated")
+NOT_REQUIRED = Name("typing", "NotRequired")
+ANY = Name("typing", "Any")
+_TYPING_TWINS = ("typing_extensions",)
+
+
+def _spelling(module: cst.Module, wanted: Name) -> tuple[str, Name | None]:
+    """How ``wanted`` is written here, and the import to add (None when the file has it)."""
+    text, missing = spelling(module, wanted, _TYPING_TWINS)
+    if not missing:
+        return text, None
+    if wanted.module == "typing" and text == wanted.attr and _uses_only_extensions(module):
+        return text, Name("typing_extensions", wanted.attr)
+    return text, wanted if text == (wanted.attr or wanted.module) else Name(wanted.module)
+
+
+def _uses_only_extensions(module: cst.Module) -> bool:
+    """True when the file takes its typing names from ``typing_extensions``, not ``typing``."""
+    code = module.code
+    return "from typing_extensions import" in code and "from typing import" not in code
+
+
+def _annotation_parts(node: cst.BaseExpression) -> tuple[str, list[cst.SubscriptElement]] | None:
+    """``("Annotated", elements)`` when ``node`` is ``Annotated[...]`` (or ``typing.Annotated``)."""
+    if not isinstance(node, cst.Subscript):
+        return None
+    value = node.value
+    name = value.attr.value if isinstance(value, cst.Attribute) else getattr(value, "value", None)
+    if name != "Annotated":
+        return None
+    return "Annotated", list(node.slice)
+
+
+class _ClassFinder(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found: list[tuple[int, cst.ClassDef]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if node.name.value == self.name:
+            start = self.get_metadata(PositionProvider, node).start.line
+            self.found.append((start, node))
+
+
+def _find_class(wrapper: MetadataWrapper, name: str, line: int | None) -> cst.ClassDef:
+    finder = _ClassFinder(name)
+    wrapper.visit(finder)
+    if not finder.found:
+        raise EditError(f"class `{name}` is not defined in this file")
+    if line is None or len(finder.found) == 1:
+        return finder.found[0][1]
+    # inspect gives the line of the first decorator, libcst the same: the nearest wins
+    return min(finder.found, key=lambda item: abs(item[0] - line))[1]
+
+
+def _key_line(body: cst.BaseSuite, key: str) -> cst.SimpleStatementLine | None:
+    for stmt in body.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            small = stmt.body[0]
+            target = getattr(small, "target", None)
+            if isinstance(small, cst.AnnAssign) and isinstance(target, cst.Name):
+                if target.value == key:
+                    return stmt
+    return None
+
+
+class _Replace(cst.CSTTransformer):
+    """Puts ``new`` where ``old`` was (the one statement or class an edit rewrites)."""
+
+    def __init__(self, old: cst.CSTNode, new: cst.CSTNode) -> None:
+        self.old, self.new = old, new
+
+    def on_leave(self, original_node: Any, updated_node: Any) -> Any:
+        return self.new if original_node is self.old else updated_node
+
+
+def _parse(source: str) -> cst.Module:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise EditError(f"the file does not parse (line {exc.raw_line}): left as it is") from None
+
+
+def add_reducer(
+    source: str, class_name: str, class_line: int | None, key: str, reducer: Name, member: str
+) -> str:
+    """``key: T`` in ``class_name`` becomes ``key: Annotated[T, reducer]``.
+
+    ``member`` is the attribute of a module import (``add`` of ``operator``); an
+    ``Annotated[T, meta]`` key keeps its metadata and gets the reducer last, where
+    LangGraph looks for it. A key that already ends in a callable reducer is left.
+    """
+    module = _parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    cls = _find_class(wrapper, class_name, class_line)
+    stmt = _key_line(cls.body, key)
+    if stmt is None:
+        raise EditError(f"`{class_name}` does not declare `{key}` itself (an inherited key?)")
+    ann = stmt.body[0]
+    assert isinstance(ann, cst.AnnAssign)
+    annotated, annotated_import = _spelling(module, ANNOTATED)
+    reducer_text, reducer_import = _spelling(module, reducer)
+    if reducer.attr is None:
+        reducer_text = f"{reducer_text}.{member}"
+    element = cst.SubscriptElement(cst.Index(cst.parse_expression(reducer_text)))
+    parts = _annotation_parts(ann.annotation.annotation)
+    if parts is not None:
+        elements = parts[1]
+        if len(elements) > 1 and cst.Module([]).code_for_node(elements[-1].slice).strip() in (
+            reducer_text,
+        ):
+            return source  # already there: a second --fix changes nothing
+        last = elements[-1].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+        sub = ann.annotation.annotation
+        assert isinstance(sub, cst.Subscript)
+        new_ann: cst.BaseExpression = sub.with_changes(slice=[*elements[:-1], last, element])
+        needed = [n for n in (reducer_import,) if n is not None]
+    else:
+        inner = cst.SubscriptElement(
+            cst.Index(ann.annotation.annotation),
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+        )
+        new_ann = cst.Subscript(cst.parse_expression(annotated), slice=[inner, element])
+        needed = [n for n in (annotated_import, reducer_import) if n is not None]
+    new_stmt = stmt.with_changes(
+        body=[ann.with_changes(annotation=ann.annotation.with_changes(annotation=new_ann))]
+    )
+    edited = module.visit(_Replace(stmt, new_stmt))
+    return add_imports(edited, needed).code
+
+
+def declare_key(
+    source: str,
+    class_name: str,
+    class_line: int | None,
+    key: str,
+    type_text: str,
+    kind: SchemaKind,
+    type_import: Name | None = None,
+) -> str:
+    """Add ``key`` to ``class_name``'s body, after its last annotated key.
+
+    A ``TypedDict`` gets ``key: NotRequired[T]`` (an input without the key stays
+    valid), a pydantic model or a dataclass ``key: T | None = None`` (a default, so
+    no caller breaks and no field order rule is broken). A class that declares the
+    key already is left as it is.
+    """
+    module = _parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    cls = _find_class(wrapper, class_name, class_line)
+    if _key_line(cls.body, key) is not None:
+        return source
+    needed: list[Name] = [type_import] if type_import is not None else []
+    if kind == "typeddict":
+        spelled, imp = _spelling(module, NOT_REQUIRED)
+        text = f"{key}: {spelled}[{type_text}]"
+        needed += [imp] if imp is not None else []
+    elif kind in ("pydantic", "dataclass"):
+        optional = type_text if type_text == "Any" else f"{type_text} | None"
+        text = f"{key}: {optional} = None"
+    else:
+        text = f"{key}: {type_text}"
+    if type_text == "Any":
+        spelled, imp = _spelling(module, ANY)
+        text = text.replace("Any", spelled, 1)
+        needed += [imp] if imp is not None else []
+    line = cst.parse_statement(text + "\n")
+    if not isinstance(cls.body, cst.IndentedBlock):
+        raise EditError(f"`{class_name}`'s body is on its class line: left as it is")
+    body = list(cls.body.body)
+    last = max(
+        (i for i, s in enumerate(body) if _is_annotation(s)),
+        default=_after_docstring(body),
+    )
+    if last < 0:
+        body.insert(0, line)
+    else:
+        body.insert(last + 1, line)
+    body = [s for s in body if not _is_pass(s)] if len(body) > 1 else body
+    new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
+    edited = module.visit(_Replace(cls, new_cls))
+    return add_imports(edited, needed).code
+
+
+def _is_annotation(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.AnnAssign)
+    )
+
+
+def _is_pass(stmt: cst.BaseStatement) -> bool:
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Pass)
+    )
+
+
+def _after_docstring(body: list[cst.BaseStatement]) -> int:
+    """The index of the class docstring (``-1`` when there is none)."""
+    if body and isinstance(body[0], cst.SimpleStatementLine):
+        first = body[0].body[0]
+        if isinstance(first, cst.Expr) and isinstance(
+            first.value, cst.SimpleString | cst.ConcatenatedString
+        ):
+            return 0
+    return -1
