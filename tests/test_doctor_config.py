@@ -285,7 +285,7 @@ def test_select_per_graph_ignores_and_fail_on_from_the_file(tmp_path):
         ('select = ["no-such-code"]', "'select': unknown code 'no-such-code' (known: "),
         ('ignores = ["undeclared-key"]', "unknown key 'ignores' (known: select, ignore, "),
         ('fail-on = "info"', "'fail-on' is 'info', not one of error, warning"),
-        ("timeout = 0", "'timeout' is 0, not a number of seconds above 0"),
+        ("timeout = 0", "'timeout' is 0, not a finite number of seconds above 0"),
         ("select = [", "is not TOML: "),
     ],
 )

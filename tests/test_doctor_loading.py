@@ -634,4 +634,6 @@ def test_a_timeout_that_is_not_a_positive_number_is_one_line(mixed, timeout):
     done = doctor("fan_out.py:graph", "--timeout", timeout, cwd=mixed)
     assert (done.returncode, done.stdout) == (2, "")
     (line,) = done.stderr.splitlines()
-    assert line.startswith(f"agentstate doctor: error: --timeout {timeout}: give a number")
+    assert line == (
+        f"agentstate doctor: error: --timeout {timeout}: give a finite number of seconds above 0"
+    )

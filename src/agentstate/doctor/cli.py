@@ -274,8 +274,8 @@ def _layer(args: argparse.Namespace) -> Layer:
     if args.select is not None:
         select = config.parse_codes(",".join(args.select), "--select")
     ignore = config.parse_codes(",".join(args.ignore or ()), "--ignore")
-    if args.timeout is not None and not args.timeout > 0:
-        raise ConfigError(f"--timeout {args.timeout:g}: give a number of seconds above 0")
+    if args.timeout is not None and not config.is_seconds(args.timeout):
+        raise ConfigError(f"--timeout {args.timeout:g}: give a finite number of seconds above 0")
     return Layer(select=select, ignore=ignore, fail_on=args.fail_on, timeout=args.timeout)
 
 
@@ -313,13 +313,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except Exception as exc:
         return _fail(f"the doctor failed (a bug, please report it): {describe(exc)}")
-    for d in outcome.diagnosed:
-        if d.error is not None:
-            print(f"agentstate doctor: error: {printable(d.error)}", file=sys.stderr)
-    if not args.quiet:  # what could not be checked here: once, beside the output, never inside it
+    if not args.quiet:  # what could not be read or checked: once, before the errors it explains
         notes = (n for d in outcome.diagnosed for n in d.report.notes)
         for note in dict.fromkeys(notes):
             print(f"agentstate doctor: note: {printable(note)}", file=sys.stderr)
+    for d in outcome.diagnosed:
+        if d.error is not None:
+            print(f"agentstate doctor: error: {printable(d.error)}", file=sys.stderr)
     return outcome.status(args.exit_zero)
 
 

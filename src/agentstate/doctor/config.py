@@ -15,6 +15,7 @@ Used by :mod:`agentstate.doctor.cli` (the hazards of notebooks 01-06).
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +118,13 @@ def shown(path: Path) -> str:
     return places.shown(str(path.resolve()), Path.cwd().resolve())
 
 
+def is_seconds(value: object) -> bool:
+    """True for a finite number above 0 (``inf``, ``nan``, ``0`` and ``True`` are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value > 0
+
+
 def _section(path: Path) -> dict[str, object] | None:
     """The ``[tool.agentstate.doctor]`` table of a ``pyproject.toml``, None if it has none."""
     import tomllib  # here: `agentstate doctor --help` never parses TOML
@@ -179,10 +187,10 @@ def read(path: Path) -> Layer:
     if fail_on is not None and fail_on not in FAIL_ON:
         raise ConfigError(f"{where}: 'fail-on' is {fail_on!r}, not one of {', '.join(FAIL_ON)}")
     timeout = table.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
-        raise ConfigError(f"{where}: 'timeout' is {timeout!r}, not a number of seconds above 0")
+    if timeout is not None and not (isinstance(timeout, int | float) and is_seconds(timeout)):
+        raise ConfigError(
+            f"{where}: 'timeout' is {timeout!r}, not a finite number of seconds above 0"
+        )
     return Layer(
         select=_list(table, "select", where),
         ignore=_list(table, "ignore", where) or (),

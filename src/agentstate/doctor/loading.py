@@ -433,16 +433,16 @@ def graph_of(value: object, label: str) -> Graph:
 
 
 def load(target: Target) -> Loaded:
-    """The graph ``target`` names, its ``env`` set and its project's directories put on
-    ``sys.path`` first."""
-    environment.apply(target.env)
+    """The graph ``target`` names, loaded with its ``env`` set (and unset again after, so
+    another project's graphs never see it) and its project's directories on ``sys.path``."""
     for path in target.paths:
         if str(path) not in sys.path:
             sys.path.append(str(path))
     where, attr = split(target.spec, target.label)
-    module = import_target(where, target.base, target.label)
-    value = attribute(module, where, attr, target.label)
-    graph = graph_of(value, target.label)
+    with environment.applied(target.env):
+        module = import_target(where, target.base, target.label)
+        value = attribute(module, where, attr, target.label)
+        graph = graph_of(value, target.label)
     file = vars(module).get("__file__")
     file = file if isinstance(file, str) else None
     return Loaded(target, graph, file, definition_line(file, attr))
