@@ -30,7 +30,8 @@ UNUSED_SUPPRESSION = "unused-suppression"
 
 ALL = "ALL"
 FAIL_ON: tuple[Severity, ...] = ("error", "warning")
-KEYS = ("select", "ignore", "per-graph-ignores", "fail-on", "timeout")
+KEYS = ("graphs", "select", "ignore", "per-graph-ignores", "fail-on", "timeout")
+GRAPHS_FILE = "langgraph.json"
 
 
 class ConfigError(TargetError):
@@ -69,6 +70,8 @@ class Layer:
     timeout: float | None = None
     path: Path | None = None
     """The file it was read from (``None`` for the command line)."""
+    graphs: tuple[str, ...] | None = None
+    """What ``agentstate doctor`` with no target checks, relative to the file's folder."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,16 @@ def read(path: Path) -> Layer:
         raise ConfigError(
             f"{where}: 'timeout' is {timeout!r}, not a finite number of seconds above 0"
         )
+    graphs = table.get("graphs")
+    if graphs is not None and (
+        not isinstance(graphs, list) or not graphs or not all(isinstance(g, str) for g in graphs)
+    ):
+        raise ConfigError(
+            f"{where}: 'graphs' is not a list of targets (module:attr, path/to/file.py:attr "
+            "or langgraph.json)"
+        )
     return Layer(
+        graphs=tuple(graphs) if graphs is not None else None,
         select=_list(table, "select", where),
         ignore=_list(table, "ignore", where) or (),
         per_graph_ignores=tuple(ignores),
@@ -204,3 +216,42 @@ def read(path: Path) -> Layer:
 def parse_codes(text: str, option: str) -> tuple[str, ...]:
     """``--select a,b`` as checked codes."""
     return check_codes([c.strip() for c in text.split(",") if c.strip()], option)
+
+
+def nearest_targets(start: Path, use_config: bool = True) -> tuple[Path, tuple[str, ...]]:
+    """What ``agentstate doctor`` checks when given no target, and the file that said so.
+
+    From ``start`` up to the repository's root (the first folder with ``.git``):
+    in each folder, a ``pyproject.toml`` whose ``[tool.agentstate.doctor]`` has
+    ``graphs`` (each relative to that folder; not with ``use_config=False``, as
+    ``--isolated``), else a ``langgraph.json`` (all its graphs). One line naming
+    where it looked when neither is found.
+    """
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        pyproject = folder / "pyproject.toml"
+        if use_config and pyproject.is_file():
+            layer = read(pyproject)
+            if layer.graphs is not None:
+                return pyproject, tuple(rooted(g, folder) for g in layer.graphs)
+        graphs = folder / GRAPHS_FILE
+        if graphs.is_file():
+            return graphs, (str(graphs),)
+        if (folder / ".git").exists():
+            break
+    raise ConfigError(
+        f"no target given, and no {GRAPHS_FILE} or {SECTION} 'graphs' in {shown(start)} or a "
+        "folder above it up to the repository's root: give module:attr, path/to/file.py:attr "
+        f"or {GRAPHS_FILE}"
+    )
+
+
+def rooted(target: str, folder: Path) -> str:
+    """``target`` of a configuration in ``folder``, made to name the same thing from anywhere:
+    a path (``x.json``, ``src/app.py:graph``) joined to ``folder``; a ``module:attr`` as it is."""
+    where, sep, attr = target.rpartition(":")
+    if target.endswith(".json"):
+        return str(folder / target)
+    if sep and (where.endswith(".py") or "/" in where or "\\" in where):
+        return f"{folder / where}:{attr}"
+    return target
