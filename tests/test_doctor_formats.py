@@ -86,7 +86,7 @@ def test_github_annotations_land_on_the_finding_s_line_else_the_graph_s(project)
     lines = github_lines(diagnosed)
     assert lines[0] == (
         "::error file=src/tools.py,line=12,title=doctor unreduced-parallel-write::"
-        "agent: tags: two writers in one step (notebook 02; "
+        "agent: tags: two writers in one step (docs: docs/doctor/unreduced-parallel-write.md; "
         "agentstate doctor --explain unreduced-parallel-write)"
     )
     # a place outside the project, or none: where the graph is built
@@ -114,7 +114,7 @@ def test_github_escapes_what_would_end_a_property_or_the_command(project):
     (line,) = github_lines(Diagnosed(odd))
     assert line == (
         "::error file=a%3Ab%2Cc.py,line=1,title=doctor undeclared-key::a,b: k: 100%25%0Asure"
-        " (notebook 02; agentstate doctor --explain undeclared-key)"
+        " (docs: docs/doctor/undeclared-key.md; agentstate doctor --explain undeclared-key)"
     )
 
 

@@ -571,7 +571,10 @@ def test_one_graph_that_cannot_load_hides_no_other_report(mixed):
     the failure on its own line, and the exit status is the worst of all (2)."""
     done = doctor("langgraph.json", cwd=mixed)
     assert done.returncode == 2
-    assert "fan_out: 1 finding(s)" in done.stdout and "unreduced-parallel-write" in done.stdout
+    assert (
+        "langgraph.json > fan_out: 1 finding\n" in done.stdout
+        and "unreduced-parallel-write" in done.stdout
+    )
     (line,) = done.stderr.splitlines()
     assert line == (
         "agentstate doctor: error: langgraph.json > broken: importing ./boom.py failed: "

@@ -371,6 +371,33 @@ def factory_arguments(factory: object, name: str, label: str) -> dict[str, objec
     return arguments
 
 
+def _why_config(factory: object, name: str, arguments: dict[str, object]) -> str:
+    """What explains a factory's failure when it was handed the config for a parameter that
+    wants something else (``def make_concierge(model)``): ``""`` when it was not."""
+    given = [
+        n
+        for n, v in arguments.items()
+        if isinstance(v, dict) and n != "config" and not _wants_config(factory, n)
+    ]
+    if not given:
+        return ""
+    return (
+        f" ({name}'s parameter {given[0]!r} was given the run's config, a RunnableConfig "
+        "dict, as langgraph dev gives it to a one-parameter factory: list a function that "
+        f"takes no argument, or only 'config', and calls {name}({given[0]}=...) itself)"
+    )
+
+
+def _wants_config(factory: object, parameter: str) -> bool:
+    """True when ``parameter`` of ``factory`` is annotated ``RunnableConfig`` (or a dict)."""
+    try:
+        annotation = inspect.signature(factory).parameters[parameter].annotation  # type: ignore[arg-type]
+    except (TypeError, ValueError, KeyError):
+        return False
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return "RunnableConfig" in str(text) or annotation is dict
+
+
 def _is_async_context(value: object) -> bool:
     return hasattr(value, "__aenter__") and hasattr(value, "__aexit__")
 
@@ -407,7 +434,9 @@ def call_factory(factory: Any, label: str) -> object:
     try:
         made = factory(**arguments)
     except (Exception, SystemExit) as exc:
-        raise TargetError(f"{label}: factory {name} raised {describe(exc)}") from None
+        raise TargetError(
+            f"{label}: factory {name} raised {describe(exc)}{_why_config(factory, name, arguments)}"
+        ) from None
     try:
         if inspect.isawaitable(made) or _is_async_context(made):
             return _run(made)
