@@ -209,3 +209,228 @@ def test_an_unknown_flag_shows_the_subcommand_s_usage(tmp_path):
     assert done.stderr.strip().endswith("error: unrecognized arguments: --no-such-flag")
     done = run("no-such-command", cwd=tmp_path)
     assert "{experts,engine,memory,doctor,hazards}" in done.stderr
+
+
+# --- issue 41 item 1: no target ---
+
+
+def broken_project(root: Path) -> Path:
+    write(root, {"factories.py": BROKEN})
+    (root / "langgraph.json").write_text(
+        json.dumps({"graphs": {"agent": "./factories.py:make_graph"}})
+    )
+    return root
+
+
+def test_no_target_reads_the_langgraph_json_of_this_folder_or_a_parent(tmp_path):
+    """Before: `error: give a target` and exit 2."""
+    broken_project(tmp_path)
+    (tmp_path / "src" / "deep").mkdir(parents=True)
+    here = run("doctor", "--output-format", "concise", cwd=tmp_path)
+    below = run("doctor", "--output-format", "concise", cwd=tmp_path / "src" / "deep")
+    assert (here.returncode, below.returncode) == (1, 1)
+    assert "agentstate doctor: no target given: checking langgraph.json" in here.stderr
+    assert "no target given: checking ../../langgraph.json" in below.stderr
+    assert here.stdout.splitlines()[0].startswith("factories.py:18:1: undeclared-key error agent:")
+    assert below.stdout.splitlines()[0].startswith("../../factories.py:18:1: undeclared-key ")
+
+
+def test_no_target_stops_at_the_repository_s_root(tmp_path):
+    broken_project(tmp_path)
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    done = run("doctor", cwd=tmp_path / "repo")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "agentstate doctor: error: no target given, and no langgraph.json or "
+        "[tool.agentstate.doctor] 'graphs' in . or a folder above it up to the repository's "
+        "root: give module:attr, path/to/file.py:attr or langgraph.json\n"
+    )
+
+
+def test_no_target_takes_the_configuration_s_graphs_relative_to_its_folder(tmp_path):
+    broken_project(tmp_path)
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/agents.py": "from factories import make_graph\n"})
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.agentstate.doctor]\n"
+        'graphs = ["factories.py:make_graph", "pkg.agents:make_graph"]\n'
+        'ignore = ["undeclared-key"]\n'
+    )
+    (tmp_path / "sub").mkdir()
+    done = run("doctor", "--output-format", "json", cwd=tmp_path / "sub")
+    assert done.returncode == 1, done.stderr
+    assert "no target given: checking ../pyproject.toml" in done.stderr
+    graphs = json.loads(done.stdout)["graphs"]
+    assert [g["target"] for g in graphs] == ["../factories.py:make_graph", "pkg.agents:make_graph"]
+    assert [g["codes"] for g in graphs] == [["unreduced-parallel-write"]] * 2
+    bad = tmp_path / "pyproject.toml"
+    bad.write_text('[tool.agentstate.doctor]\ngraphs = "factories.py:make_graph"\n')
+    done = run("doctor", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "'graphs' is not a list of targets" in done.stderr
+
+
+# --- issue 41 item 8: --show-settings, check_project ---
+
+
+def test_show_settings_prints_the_targets_the_rules_and_their_files(tmp_path):
+    broken_project(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.agentstate.doctor]\nignore = ["same-batch-read"]\nfail-on = "warning"\n'
+        "timeout = 30\n"
+    )
+    done = run("doctor", "--show-settings", "--ignore", "undeclared-key", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["# targets, from langgraph.json", "langgraph.json > agent"]
+    assert "# settings, from pyproject.toml [tool.agentstate.doctor] and the command line" in lines
+    select = next(line for line in lines if line.startswith("select = "))
+    assert '"unreduced-parallel-write"' in select
+    assert '"same-batch-read"' not in select and '"undeclared-key"' not in select
+    assert 'fail-on = "warning"' in lines and "timeout = 30" in lines
+    isolated = run("doctor", "--show-settings", "--isolated", cwd=tmp_path).stdout
+    assert "# settings, from no configuration file and the command line" in isolated
+    assert "timeout = 120  # the default" in isolated
+
+
+CHECKED = """
+from agentstate.doctor import check_project, diagnose
+from factories import make_graph
+
+graph = make_graph()
+print("diagnose:", diagnose(graph).codes())
+print("check_project:", check_project(graph).codes())
+"""
+
+
+def test_check_project_applies_the_configuration_and_the_comments(tmp_path):
+    """Before: agentstate.doctor had no check_project; diagnose ignores the project."""
+    broken_project(tmp_path)
+    write(tmp_path, {"check.py": CHECKED})
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.agentstate.doctor]\nignore = ["undeclared-key"]\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "check.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.stdout.splitlines() == [
+        "diagnose: ['undeclared-key', 'unreduced-parallel-write']",
+        "check_project: ['unreduced-parallel-write']",
+    ], done.stderr
+    source = tmp_path / "factories.py"
+    text = source.read_text().replace(
+        "Command:\n", "Command:  # agentstate: ignore[unreduced-parallel-write]\n", 1
+    )
+    source.write_text(text)
+    done = subprocess.run(
+        [sys.executable, "check.py"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.stdout.splitlines()[1] == "check_project: []", done.stderr
+
+
+# --- issue 41 items 4 and 10: formats ---
+
+
+def test_concise_is_one_line_per_finding_sorted_with_a_summary(tmp_path):
+    broken_project(tmp_path)
+    write(
+        tmp_path,
+        {
+            "b_first.py": "from factories import make_graph\n",
+            "a_second.py": "from factories import make_graph\n",
+        },
+    )
+    done = run(
+        "doctor", "b_first.py:make_graph", "langgraph.json", "--output-format", "concise",
+        cwd=tmp_path,
+    )  # fmt: skip
+    *rows, summary = done.stdout.splitlines()
+    assert len(rows) == 4
+    assert rows == sorted(rows)
+    assert all(row.startswith("factories.py:18:1: ") for row in rows)
+    assert rows[0].split(" ", 3)[1:3] == ["undeclared-key", "error"]
+    assert summary == (
+        "4 errors, 0 warnings, 0 infos, 0 suppressed; 2 graphs checked, 0 failed to load"
+    )
+
+
+def test_the_full_text_fits_100_columns_and_never_cuts_a_word(tmp_path):
+    """Before: table rows of 250-400 characters, wrapped mid-word by the terminal."""
+    broken_project(tmp_path)
+    done = run("doctor", cwd=tmp_path, env={"COLUMNS": "100"})
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    words = set(" ".join(lines).split())
+    message = "InvalidUpdateError. Declare it with a"  # a message wrapped over lines
+    assert all(w in words for w in message.split())
+    assert lines[-1].startswith("2 errors, 0 warnings, 0 infos, 0 suppressed; 1 graph checked")
+    assert "factories.py:18:1: unreduced-parallel-write error `tags`" in lines
+
+
+def test_format_and_text_stay_aliases(tmp_path):
+    broken_project(tmp_path)
+    full = run("doctor", "--output-format", "full", cwd=tmp_path).stdout
+    assert run("doctor", "--format", "text", cwd=tmp_path).stdout == full
+    assert run("doctor", cwd=tmp_path).stdout == full
+
+
+def test_machine_formats_carry_every_name_whole(tmp_path):
+    """Before: `"target": "factories.py:make_graph_with_a_name_longer_than_sixty_chara…"`."""
+    broken_project(tmp_path)
+    long = "factories.py:make_graph_with_a_name_longer_than_sixty_characters_on_purpose_typo"
+    done = run("doctor", "factories.py:make_graph", long, "--output-format", "json", cwd=tmp_path)
+    targets = [g["target"] for g in json.loads(done.stdout)["graphs"]]
+    assert targets == ["factories.py:make_graph", long]
+    github = run("doctor", long, "--output-format", "github", cwd=tmp_path).stdout
+    assert f"::{long}: " in github
+    sarif = json.loads(run("doctor", long, "--output-format", "sarif", cwd=tmp_path).stdout)
+    assert {r["properties"]["graph"] for r in sarif["runs"][0]["results"]} == {long}
+    assert f"{long}: 2 findings" in run("doctor", long, cwd=tmp_path).stdout
+
+
+def test_an_import_error_line_names_the_file_whole(tmp_path):
+    """Before: `importing ./deep_re… failed`: the file's name cut at 60 characters."""
+    name = "deep_research_agent_with_a_long_descriptive_module_name_on_purpose.py"
+    write(tmp_path, {name: "raise RuntimeError('no model configured')\n"})
+    done = run("doctor", f"./{name}:graph", cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"importing ./{name} failed: RuntimeError: no model configured" in done.stderr
+
+
+def test_github_annotations_name_the_docs_page_not_the_notebook(tmp_path):
+    broken_project(tmp_path)
+    done = run("doctor", "--output-format", "github", cwd=tmp_path)
+    assert "(notebook" not in done.stdout
+    assert "(docs: docs/doctor/undeclared-key.md; agentstate doctor --explain" in done.stdout
+    url = run("doctor", "--format", "github", "--docs-url", "https://x.test/d/", cwd=tmp_path)
+    assert "(docs: https://x.test/d/undeclared-key.md; " in url.stdout
+
+
+CONCIERGE = """
+from langchain.agents import create_agent
+
+
+def make_concierge(model):
+    return create_agent(model.bind_tools([]), tools=[])
+"""
+
+
+def test_a_factory_given_the_config_for_another_parameter_is_explained(tmp_path):
+    write(tmp_path, {"concierge.py": CONCIERGE})
+    done = run("doctor", "concierge.py:make_concierge", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert "AttributeError: 'dict' object has no attribute 'bind_tools'" in line
+    assert (
+        "(make_concierge's parameter 'model' was given the run's config, a RunnableConfig dict, "
+        "as langgraph dev gives it to a one-parameter factory" in line
+    )
