@@ -163,6 +163,11 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def checked(diagnosed: Sequence[Diagnosed]) -> bool:
+    """True when a graph was checked: with none, stdout stays empty (the errors are on stderr)."""
+    return any(d.error is None for d in diagnosed)
+
+
 def summary(diagnosed: Sequence[Diagnosed], unused: Sequence[Finding] = ()) -> str:
     """The last line of a text report: what was found, silenced, checked and not loaded."""
     found = [f for d in diagnosed for f in d.report.findings] + list(unused)
@@ -209,7 +214,8 @@ def text(
     """Every loaded graph's findings in full, the unused suppressions, then the summary line.
 
     ``quiet``: the graphs without findings and the summary are left out. A graph
-    that could not be loaded has its line on stderr, not here.
+    that could not be loaded has its line on stderr, not here; when none loaded,
+    nothing is printed here at all.
     """
     here = Path.cwd()
     blocks = []
@@ -220,11 +226,14 @@ def text(
     if unused:
         lines = [f"{plural(len(unused), 'unused suppression')}"]
         for f in unused:
-            lines += wrapped(f"{places.where(f.file, f.line, here)}: {f.code}", "")
+            where = nearby(f.file, here) if f.file else "?"
+            lines += wrapped(
+                f"{where}:{f.line or 1}:{column(f.file, f.line)}: {f.code} {f.severity}", ""
+            )
             lines += wrapped(f.message)
         lines += explained([f.code for f in unused])
         blocks.append("\n".join(lines))
-    if not quiet:
+    if not quiet and checked(diagnosed):
         blocks.append(summary(diagnosed, unused))
     return "\n\n".join(blocks)
 
@@ -242,10 +251,10 @@ def concise(
             message = f"{d.report.graph}: {f.subject}: {f.message}"
             rows.append((path, line, col, f"{f.code} {f.severity} {message}"))
     for f in unused:
-        path, line = places.shown(f.file, here) if f.file else "", f.line or 1
+        path, line = nearby(f.file, here) if f.file else "?", f.line or 1
         rows.append((path, line, column(f.file, f.line), f"{f.code} {f.severity} {f.message}"))
     lines = [f"{p}:{n}:{c}: {rest}" for p, n, c, rest in sorted(rows)]
-    if not quiet:
+    if not quiet and checked(diagnosed):
         lines.append(summary(diagnosed, unused))
     return "\n".join(lines)
 
