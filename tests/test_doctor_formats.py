@@ -268,7 +268,7 @@ def test_the_json_has_one_shape_for_one_graph_and_for_several(project):
     assert set(one) == set(two) == keys
     assert [g["graph"] for g in one["graphs"]] == ["agent"]
     assert [g["graph"] for g in two["graphs"]] == ["agent", "b"]
-    keys = {"graph", "target", "error", "codes", "findings", "notes"}
+    keys = {"graph", "target", "file", "line", "error", "suppressed", "codes", "findings", "notes"}
     assert all(set(g) == keys for g in one["graphs"] + two["graphs"])
     explain = {f["code"]: f["explain"] for f in one["graphs"][0]["findings"]}
     assert explain["same-batch-read"] == "agentstate doctor --explain same-batch-read"
