@@ -379,6 +379,7 @@ def test_the_full_text_fits_100_columns_and_never_cuts_a_word(tmp_path):
 def test_format_and_text_stay_aliases(tmp_path):
     broken_project(tmp_path)
     full = run("doctor", "--output-format", "full", cwd=tmp_path).stdout
+    assert "factories.py:18:1: unreduced-parallel-write error `tags`" in full
     assert run("doctor", "--format", "text", cwd=tmp_path).stdout == full
     assert run("doctor", cwd=tmp_path).stdout == full
 
