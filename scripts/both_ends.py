@@ -177,7 +177,8 @@ def end(name: str, python: str, wheel: Path, tools: dict[str, str], workers: int
         assert code is not None
         (Path(tmp) / "notes.py").write_text(code.group(1))
         doctor = run([str(venv / "bin" / "agentstate"), "doctor", "notes.py:agent"], cwd=tmp)
-        if (doctor.returncode, doctor.stdout.strip()) != (0, "notes.py:agent: no findings"):
+        first = (doctor.stdout.splitlines() or [""])[0]
+        if (doctor.returncode, first) != (0, "notes.py:agent: no findings"):
             raise EndFailed(f"agentstate doctor: {doctor.stdout}{doctor.stderr}")
     # 4. the core and doctor tests against the installed wheel
     env = {**os.environ, "AGENTSTATE_CORE_ONLY": "1"}

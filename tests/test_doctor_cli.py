@@ -96,13 +96,17 @@ def test_a_clean_graph_exits_0_with_no_findings(project):
     skipped = importlib.util.find_spec("deepagents") is None
     notes = f"agentstate doctor: note: {WITHOUT_DEEPAGENTS}\n" if skipped else ""
     assert (done.returncode, done.stderr) == (0, notes)
-    assert done.stdout.strip() == "agents.py:clean: no findings"
+    assert done.stdout.splitlines() == [
+        "agents.py:clean: no findings",
+        "",
+        "0 errors, 0 warnings, 0 infos, 0 suppressed; 1 graph checked, 0 failed to load",
+    ]
 
 
 def test_a_function_returning_a_broken_graph_exits_1_and_names_the_hazard(project):
     done = doctor("agents:build_broken", cwd=project)  # the module:attr form
     assert done.returncode == 1
-    assert "unreduced-parallel-write  error" in done.stdout
+    assert "unreduced-parallel-write error `tags`" in done.stdout
     assert "InvalidUpdateError" in done.stdout
 
 
@@ -207,7 +211,7 @@ def test_json_with_another_format_is_refused_in_one_line(project):
     done = doctor("agents.py:build_broken", "--json", "--format", "github", cwd=project)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "agentstate doctor: error: --json and --format github disagree: give one of them\n"
+        "agentstate doctor: error: --json and --output-format github disagree: give one of them\n"
     )
     same = doctor("agents.py:build_broken", "--json", "--format", "json", cwd=project)
     assert same.returncode == 1 and json.loads(same.stdout)["graphs"][0]["graph"]

@@ -9,6 +9,7 @@ unpacked wheel, away from this checkout.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentstate.doctor.config import known_codes
-from agentstate.doctor.explain import CHECKOUT, reference
+from agentstate.doctor.explain import CHECKOUT, reference, resolved
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "doctor"
@@ -64,8 +65,11 @@ def test_explain_prints_the_page_from_the_wheel_alone(wheel, tmp_path):
         archive.extractall(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
     where = doctor("--explain", "same-batch-read", cwd=tmp_path, env=env)
-    page = (DOCS / "same-batch-read.md").read_text()
+    shipped = tmp_path / "site" / "agentstate" / "doctor" / "pages" / "same-batch-read.md"
+    page = resolved((DOCS / "same-batch-read.md").read_text(), shipped)
     assert (where.returncode, where.stdout, where.stderr) == (0, page.rstrip("\n") + "\n", "")
+    # a notebook the wheel does not carry: its path in agentstate's repository
+    assert "](notebooks/03_same_turn_visibility.ipynb)" in where.stdout
     origin = subprocess.run(
         [sys.executable, "-c", "import agentstate; print(agentstate.__file__)"],
         env=env,
@@ -81,7 +85,20 @@ def test_explain_prints_each_code_s_page(code, tmp_path):
     done = doctor("--explain", code, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"# `{code}` (")
-    assert done.stdout == (DOCS / f"{code}.md").read_text().rstrip("\n") + "\n"
+    page = DOCS / f"{code}.md"
+    assert done.stdout == resolved(page.read_text(), page).rstrip("\n") + "\n"
+    assert "](../" not in done.stdout and "](#" not in done.stdout
+
+
+def test_explain_s_links_resolve_in_a_terminal(tmp_path):
+    """Before: `[Notebook 02](../../notebooks/02_state_reducer.ipynb)`, a path relative to a
+    page the reader never sees; now an absolute path that exists."""
+    done = doctor("--explain", "unreduced-parallel-write", cwd=tmp_path)
+    targets = [t for t in re.findall(r"\]\(([^)]+)\)", done.stdout) if not t.startswith("http")]
+    assert targets, done.stdout
+    for target in targets:
+        assert Path(target.partition("#")[0]).is_file(), target
+    assert f"]({ROOT / 'notebooks' / '02_state_reducer.ipynb'})" in done.stdout
 
 
 @pytest.mark.parametrize(
@@ -90,7 +107,7 @@ def test_explain_prints_each_code_s_page(code, tmp_path):
         (["--explain", "no-such-code"], "--explain: unknown code 'no-such-code' (known: "),
         (["--explain", "../README"], "--explain: unknown code '../README'"),
         (["--explain", "undeclared-key", "agent.py:graph"], "--explain CODE takes no target"),
-        ([], "give a target: module:attr, path/to/file.py:attr or langgraph.json"),
+        ([], "no target given, and no langgraph.json or [tool.agentstate.doctor] 'graphs' in "),
     ],
 )
 def test_explain_and_a_missing_target_are_one_line_errors(tmp_path, args, message):

@@ -86,7 +86,7 @@ def test_github_annotations_land_on_the_finding_s_line_else_the_graph_s(project)
     lines = github_lines(diagnosed)
     assert lines[0] == (
         "::error file=src/tools.py,line=12,title=doctor unreduced-parallel-write::"
-        "agent: tags: two writers in one step (notebook 02; "
+        "agent: tags: two writers in one step (docs: docs/doctor/unreduced-parallel-write.md; "
         "agentstate doctor --explain unreduced-parallel-write)"
     )
     # a place outside the project, or none: where the graph is built
@@ -114,7 +114,7 @@ def test_github_escapes_what_would_end_a_property_or_the_command(project):
     (line,) = github_lines(Diagnosed(odd))
     assert line == (
         "::error file=a%3Ab%2Cc.py,line=1,title=doctor undeclared-key::a,b: k: 100%25%0Asure"
-        " (notebook 02; agentstate doctor --explain undeclared-key)"
+        " (docs: docs/doctor/undeclared-key.md; agentstate doctor --explain undeclared-key)"
     )
 
 
@@ -264,10 +264,35 @@ def test_the_json_has_one_shape_for_one_graph_and_for_several(project):
 
     one = json.loads(json_text([Diagnosed(report(project))], version="1.2.3"))
     two = json.loads(json_text([Diagnosed(report(project)), Diagnosed(Report("b"))]))
-    assert set(one) == set(two) == {"tool", "version", "format", "graphs", "unused_suppressions"}
+    keys = {"tool", "version", "format", "graphs", "unused_suppressions", "summary"}
+    assert set(one) == set(two) == keys
     assert [g["graph"] for g in one["graphs"]] == ["agent"]
     assert [g["graph"] for g in two["graphs"]] == ["agent", "b"]
-    keys = {"graph", "target", "error", "codes", "findings", "notes"}
+    keys = {"graph", "target", "file", "line", "error", "suppressed", "codes", "findings", "notes"}
     assert all(set(g) == keys for g in one["graphs"] + two["graphs"])
     explain = {f["code"]: f["explain"] for f in one["graphs"][0]["findings"]}
     assert explain["same-batch-read"] == "agentstate doctor --explain same-batch-read"
+
+
+def test_a_subagent_s_finding_without_a_place_points_at_the_subagent_s_declaration(project):
+    """Before: an empty `where` in text (issue 41 item 4); now every format shows the line
+    that declares the subagent, found in the graph's file."""
+    from agentstate.doctor.output import concise, located
+
+    source = project / "graph.py"
+    source.write_text(
+        "researcher = {\n"
+        '    "name": "researcher",\n'
+        '    "description": "Finds sources.",\n'
+        "}\n"
+        "agent = build(subagents=[researcher])\n"
+    )
+    about = finding("list-doubled-by-subagent", "researcher:notes", "doubled")
+    graph = Diagnosed(Report("agent", [about]), str(source), 5)
+    assert located(about, graph) == (str(source), 1)
+    (row, _) = concise([graph]).splitlines()
+    assert row.startswith("graph.py:1:1: list-doubled-by-subagent error agent: researcher:notes")
+    (line,) = github_lines(graph)
+    assert line.startswith("::error file=graph.py,line=1,title=doctor list-doubled-by-subagent")
+    (result,) = sarif_log([graph], base=project)["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["region"] == {"startLine": 1}

@@ -571,7 +571,10 @@ def test_one_graph_that_cannot_load_hides_no_other_report(mixed):
     the failure on its own line, and the exit status is the worst of all (2)."""
     done = doctor("langgraph.json", cwd=mixed)
     assert done.returncode == 2
-    assert "fan_out: 1 finding(s)" in done.stdout and "unreduced-parallel-write" in done.stdout
+    assert (
+        "langgraph.json > fan_out: 1 finding\n" in done.stdout
+        and "unreduced-parallel-write" in done.stdout
+    )
     (line,) = done.stderr.splitlines()
     assert line == (
         "agentstate doctor: error: langgraph.json > broken: importing ./boom.py failed: "
@@ -634,4 +637,6 @@ def test_a_timeout_that_is_not_a_positive_number_is_one_line(mixed, timeout):
     done = doctor("fan_out.py:graph", "--timeout", timeout, cwd=mixed)
     assert (done.returncode, done.stdout) == (2, "")
     (line,) = done.stderr.splitlines()
-    assert line.startswith(f"agentstate doctor: error: --timeout {timeout}: give a number")
+    assert line == (
+        f"agentstate doctor: error: --timeout {timeout}: give a finite number of seconds above 0"
+    )

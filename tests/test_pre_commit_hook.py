@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,14 +79,49 @@ def test_pre_commit_accepts_the_manifest():
     assert loaded["id"] == "agentstate-doctor" and loaded["pass_filenames"] is False
 
 
-def test_the_readme_shows_the_config_snippet_for_this_hook():
+def readme_configs() -> list[dict]:
     page = README.read_text()
     blocks = [b.split("```", 1)[0] for b in page.split("```yaml\n")[1:]]
-    (snippet,) = [b for b in blocks if "agentstate-doctor" in b]
-    config = yaml.safe_load(snippet)
-    (repo,) = config["repos"]
+    return [yaml.safe_load(b) for b in blocks if "agentstate-doctor" in b]
+
+
+def test_the_readme_shows_the_config_snippet_for_this_hook():
+    """The remote hook with no args (the nearest langgraph.json) and what the graphs import;
+    the local one with the manifest's own file pattern."""
+    remote, local = readme_configs()
+    (repo,) = remote["repos"]
     (entry,) = repo["hooks"]
-    assert entry["id"] == hook()["id"] and entry["args"] == ["langgraph.json"]
+    assert entry["id"] == hook()["id"] and "args" not in entry
+    assert entry["additional_dependencies"]
+    ((local_entry,),) = [r["hooks"] for r in local["repos"]]
+    assert local["repos"][0]["repo"] == "local"
+    for key in ("entry", "pass_filenames", "files"):
+        assert local_entry[key] == hook()[key], key
+
+
+@pytest.mark.parametrize(
+    ("path", "runs"),
+    [
+        ("agent.py", True),
+        ("langgraph.json", True),
+        ("pyproject.toml", True),
+        ("sub/pyproject.toml", True),
+        (".env", True),
+        ("sub/.env.local", True),
+        ("README.md", False),
+        ("notes.txt", False),
+        ("environment.yml", False),
+    ],
+)
+def test_the_hook_reruns_when_a_configuration_file_changes(path, runs):
+    """Before: `types_or: [python, json]`, so a change to pyproject.toml or .env alone (the
+    doctor's configuration, the graphs' env) never reran it."""
+    clientlib = pytest.importorskip(
+        "pre_commit.clientlib", reason="pre-commit is not installed (a dev dependency)"
+    )
+    (loaded,) = clientlib.load_manifest(str(MANIFEST))
+    assert "types_or" not in hook() and loaded["types"] == ["file"]
+    assert bool(re.search(loaded["files"], path)) is runs
 
 
 def run_hook(repo: Path, schema: str, agent: str = AGENT) -> subprocess.CompletedProcess[str]:
@@ -114,7 +150,7 @@ def test_pre_commit_runs_the_hook_and_fails_on_an_error_finding(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-    local = {**hook(), "language": "system", "args": ["langgraph.json"]}
+    local = {**hook(), "language": "system"}  # no args: the nearest langgraph.json
     config = {"repos": [{"repo": "local", "hooks": [local]}]}
     (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     (repo / "langgraph.json").write_text(json.dumps({"graphs": {"agent": "./agent.py:graph"}}))
@@ -131,7 +167,7 @@ def hooked_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-    local = {**hook(), "language": "system", "args": ["langgraph.json"]}
+    local = {**hook(), "language": "system"}  # no args: the nearest langgraph.json
     config = {"repos": [{"repo": "local", "hooks": [local]}]}
     (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     (repo / "langgraph.json").write_text(json.dumps({"graphs": {"agent": "./agent.py:graph"}}))
@@ -176,3 +212,37 @@ def test_pre_commit_passes_once_pyproject_ignores_the_code_and_fails_on_a_typo(t
         "agentstate doctor: error: pyproject.toml [tool.agentstate.doctor] 'ignore': unknown "
         "code 'unreduced-paralel-write'" in typo.stdout
     )
+
+
+def test_pre_commit_reruns_the_hook_on_a_changed_env_file_alone(tmp_path):
+    """Only `.env` changes (the graph reads its key at import): the hook runs, and fails on
+    the key's absence the moment the file loses it."""
+    pytest.importorskip("pre_commit", reason="pre-commit is not installed (a dev dependency)")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = hooked_repo(tmp_path)
+    (repo / "langgraph.json").write_text(
+        json.dumps({"graphs": {"agent": "./agent.py:graph"}, "env": ".env"})
+    )
+    needs_key = AGENT.replace("graph = build(", "import os\nos.environ['TEAM_KEY']\ngraph = build(")
+    (repo / ".env").write_text("TEAM_KEY=sk-test\n")
+    passed = run_hook(repo, "Reduced", needs_key)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    (repo / ".env").write_text("OTHER=1\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PRE_COMMIT_HOME": str(repo.parent / "pre-commit-home"),
+    }
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--files", ".env", "--color", "never"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Skipped" not in done.stdout, done.stdout
+    assert done.returncode == 1 and "KeyError: 'TEAM_KEY'" in done.stdout, done.stdout

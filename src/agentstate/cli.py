@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 
@@ -89,7 +90,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     ``agentstate memory serve`` (or its one-line errors) should not wait for.
     """
     parser = _parser()
-    sub = parser.add_subparsers(dest="system", required=True)
+    # every system in the usage line, even when only one is registered (a usage error names them)
+    sub = parser.add_subparsers(dest="system", required=True, metavar="{" + ",".join(NAMES) + "}")
     for system in SYSTEMS:
         if only is not None and system.name != only:
             continue
@@ -120,13 +122,40 @@ def _needs_extra(
     stub.set_defaults(func=refuse)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``agentstate`` command; the exit code of the subcommand."""
-    words = sys.argv[1:] if argv is None else argv
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (its usage line names its own options)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
+
+
+def _main(words: list[str]) -> int:
     only = words[0] if words and words[0] in NAMES else None
     parser = build_parser(only) if only else listing_parser()
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:  # the subcommand's usage line and error, as `agentstate doctor --help` shows it
+        _subcommand(parser, args.system).error(f"unrecognized arguments: {' '.join(extra)}")
     return int(args.func(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``agentstate`` command; the exit code of the subcommand.
+
+    A reader that closes the pipe early (``agentstate hazards --json | head -c1``)
+    ends the command quietly, as the Python docs' recipe for ``SIGPIPE`` does:
+    stdout pointed at ``/dev/null`` so the interpreter's last flush cannot raise.
+    """
+    words = sys.argv[1:] if argv is None else argv
+    try:
+        status = _main(words)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return status
 
 
 if __name__ == "__main__":

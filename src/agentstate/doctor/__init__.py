@@ -1,7 +1,9 @@
 """The doctor: the series' hazards found in the reader's own agent (notebooks 01-06).
 
 - :func:`diagnose`: static checks of a compiled graph (no model call, no tool
-  run), one code per hazard of the series;
+  run), one code per hazard of the series; :func:`check_project`: the same,
+  with the project's ``[tool.agentstate.doctor]`` and ``# agentstate: ignore``
+  comments applied, as the command line applies them;
 - :class:`Watch`: a callback handler passed at run time that reports what a
   run showed (parallel writers, dropped writes, blind readers, prompts whose
   prefix changes);
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from agentstate.doctor.diagnosis import diagnose
     from agentstate.doctor.findings import CODES, Finding, Report
     from agentstate.doctor.graph_facts import NotAGraphError
+    from agentstate.doctor.project import check_project
     from agentstate.doctor.watch import Watch
 
 _HOMES = {
@@ -29,9 +32,10 @@ _HOMES = {
     "Watch": "agentstate.doctor.watch",
     "Report": "agentstate.doctor.findings",
     "diagnose": "agentstate.doctor.diagnosis",
+    "check_project": "agentstate.doctor.project",
 }
 
-__all__ = ["CODES", "Finding", "NotAGraphError", "Report", "Watch", "diagnose"]
+__all__ = ["CODES", "Finding", "NotAGraphError", "Report", "Watch", "check_project", "diagnose"]
 
 
 def __getattr__(name: str) -> object:

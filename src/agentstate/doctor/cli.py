@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
     from agentstate.doctor.output import Diagnosed
     from agentstate.doctor.suppression import Ledger
 
-FORMATS = ("text", "json", "github", "sarif")
+FORMATS = ("concise", "full", "json", "github", "sarif")
+ALIASES = {"text": "full"}
+"""Older names of a format, still accepted (``--format text`` is ``full``)."""
 DEFAULT_TIMEOUT = 120.0
 """Seconds a target may take to import and build before it is reported as hanging."""
 
@@ -115,14 +118,17 @@ class Settings:
         self.explicit = explicit
         self.cache: dict[Path | None, Rules] = {}
 
+    def path(self, target: Target) -> Path | None:
+        """The configuration file of ``target``: ``--config``, else the nearest one upward."""
+        if self.isolated:
+            return None
+        if self.explicit is not None:
+            return self.explicit
+        return config.find(target.home)
+
     def rules(self, target: Target) -> Rules:
         """The rules for ``target``: the nearest configuration from its directory upward."""
-        if self.isolated:
-            path = None
-        elif self.explicit is not None:
-            path = self.explicit
-        else:
-            path = config.find(target.home)
+        path = self.path(target)
         if path not in self.cache:
             layers = [config.read(path)] if path is not None else []
             self.cache[path] = config.resolve([*layers, self.cli])
@@ -132,24 +138,28 @@ class Settings:
 def _kept(d: Diagnosed, loaded: Loaded, rules: Rules, ledger: Ledger) -> Diagnosed:
     """``d`` with only the findings its rules select and no suppression silences."""
     from agentstate.doctor.findings import Report
-    from agentstate.doctor.output import Diagnosed
+    from agentstate.doctor.output import Diagnosed, graph_place
     from agentstate.doctor.suppression import is_project_file
 
     target = loaded.target
     roots = (target.base, *target.paths)
     channels = frozenset(getattr(loaded.graph, "channels", None) or {})
     kept = []
+    silenced = 0
     for f in d.report.findings:
         if not rules.reports(f.code, d.report.graph):
             continue
         points: list[tuple[str | None, int | None]] = [(f.file, f.line)]
         if not (f.file and is_project_file(f.file, roots)):
             points.append((d.file, d.line))  # where a finding without a place of its own shows
+            points.append(graph_place(f, d))  # its subagent's declaration, as the report shows
         if ledger.silences(f, points, channels, roots) is None:
             kept.append(f)
+        else:
+            silenced += 1
     ledger.checked(*_made_of(loaded, d))
     report = Report(d.report.graph, kept, (*d.report.notes, *target.notes))
-    return Diagnosed(report, d.file, d.line, d.label)
+    return Diagnosed(report, d.file, d.line, d.label, suppressed=silenced)
 
 
 def _made_of(
@@ -170,8 +180,11 @@ def _made_of(
     return places, schemas
 
 
-def check(specs: Sequence[str], settings: Settings) -> Outcome:
-    """Load, diagnose, select and suppress every target; a failure stays its graph's own."""
+def check(specs: Sequence[str], settings: Settings, base: Path | None = None) -> Outcome:
+    """Load, diagnose, select and suppress every target; a failure stays its graph's own.
+
+    ``base``: where a ``module:attr`` is imported from (a configuration's folder).
+    """
     from agentstate.doctor.config import UNUSED_SUPPRESSION
     from agentstate.doctor.suppression import Ledger, project_files
 
@@ -182,7 +195,7 @@ def check(specs: Sequence[str], settings: Settings) -> Outcome:
     ledger = Ledger()
     for spec in specs:
         try:
-            planned = loading.targets(spec)
+            planned = loading.targets(spec, base)
         except TargetError as exc:
             outcome.diagnosed.append(_failed(spec, spec, str(exc)))
             outcome.rules.append(None)
@@ -213,7 +226,7 @@ def check(specs: Sequence[str], settings: Settings) -> Outcome:
 
 
 def render(fmt: str, outcome: Outcome, docs_url: str | None = None, quiet: bool = False) -> str:
-    """The reports in ``fmt``: text, json, github or sarif."""
+    """The reports in ``fmt``: concise, full (``text``), json, github or sarif."""
     import json
 
     from agentstate.doctor import output
@@ -222,12 +235,14 @@ def render(fmt: str, outcome: Outcome, docs_url: str | None = None, quiet: bool 
     if fmt == "json":
         return output.json_text(outcome.diagnosed, outcome.unused, version())
     if fmt == "github":
-        return output.github(outcome.diagnosed, outcome.unused)
+        return output.github(outcome.diagnosed, outcome.unused, docs_url)
     if fmt == "sarif":
         from agentstate.doctor.sarif import sarif_log
 
         log = sarif_log(outcome.diagnosed, docs=docs_url, unused=outcome.unused)
         return json.dumps(log, indent=2)
+    if fmt == "concise":
+        return output.concise(outcome.diagnosed, outcome.unused, quiet=quiet)
     return output.text(outcome.diagnosed, outcome.unused, quiet=quiet)
 
 
@@ -274,8 +289,8 @@ def _layer(args: argparse.Namespace) -> Layer:
     if args.select is not None:
         select = config.parse_codes(",".join(args.select), "--select")
     ignore = config.parse_codes(",".join(args.ignore or ()), "--ignore")
-    if args.timeout is not None and not args.timeout > 0:
-        raise ConfigError(f"--timeout {args.timeout:g}: give a number of seconds above 0")
+    if args.timeout is not None and not config.is_seconds(args.timeout):
+        raise ConfigError(f"--timeout {args.timeout:g}: give a finite number of seconds above 0")
     return Layer(select=select, ignore=ignore, fail_on=args.fail_on, timeout=args.timeout)
 
 
@@ -287,14 +302,12 @@ def run(args: argparse.Namespace) -> int:
     stays valid JSON or SARIF.
     """
     if args.json and args.format not in (None, "json"):
-        return _fail(f"--json and --format {args.format} disagree: give one of them")
-    fmt = "json" if args.json else (args.format or "text")
+        return _fail(f"--json and --output-format {args.format} disagree: give one of them")
+    fmt = "json" if args.json else ALIASES.get(args.format, args.format or "full")
     if args.explain is not None:
         if args.target:
             return _fail("--explain CODE takes no target")
         return explain(args.explain, sys.stdout, args.output_file)
-    if not args.target:
-        return _fail("give a target: module:attr, path/to/file.py:attr or langgraph.json")
     try:
         settings = Settings(_layer(args), args.isolated, args.config)
     except ConfigError as exc:
@@ -305,22 +318,92 @@ def run(args: argparse.Namespace) -> int:
         except TargetError as exc:
             return _fail(f"--config: {exc}")
     try:
+        specs, base, source = planned_specs(args)
+    except TargetError as exc:
+        return _fail(str(exc))
+    if args.show_settings:
+        try:
+            _write(show_settings(specs, base, source, settings), sys.stdout, args.output_file)
+        except TargetError as exc:
+            return _fail(str(exc))
+        return 0
+    if source is not None and not args.quiet:
+        print(f"agentstate doctor: no target given: checking {relative(source)}", file=sys.stderr)
+    try:
         with isolation.stdout_to_stderr() as stdout:
-            outcome = check(args.target, settings)
+            outcome = check(specs, settings, base)
             shown = render(fmt, outcome, args.docs_url, args.quiet)
             _write(shown, stdout, args.output_file)
     except TargetError as exc:  # a configuration that cannot be used, an output not written
         return _fail(str(exc))
     except Exception as exc:
         return _fail(f"the doctor failed (a bug, please report it): {describe(exc)}")
-    for d in outcome.diagnosed:
-        if d.error is not None:
-            print(f"agentstate doctor: error: {printable(d.error)}", file=sys.stderr)
-    if not args.quiet:  # what could not be checked here: once, beside the output, never inside it
+    if not args.quiet:  # what could not be read or checked: once, before the errors it explains
         notes = (n for d in outcome.diagnosed for n in d.report.notes)
         for note in dict.fromkeys(notes):
             print(f"agentstate doctor: note: {printable(note)}", file=sys.stderr)
+    for d in outcome.diagnosed:
+        if d.error is not None:
+            print(f"agentstate doctor: error: {printable(d.error)}", file=sys.stderr)
     return outcome.status(args.exit_zero)
+
+
+def relative(path: Path) -> str:
+    """``path`` as the current directory reaches it: ``langgraph.json``, ``../pyproject.toml``."""
+    return os.path.relpath(path, Path.cwd())
+
+
+def planned_specs(args: argparse.Namespace) -> tuple[list[str], Path | None, Path | None]:
+    """The targets to check, the folder a ``module:attr`` is imported from, and the file that
+    named them (None when the command line did): without a target, the nearest
+    ``[tool.agentstate.doctor] graphs`` (``--config``'s first) or ``langgraph.json``."""
+    if args.target:
+        return list(args.target), None, None
+    if args.config is not None and not args.isolated:
+        layer = config.read(args.config)
+        if layer.graphs is not None:
+            folder = args.config.resolve().parent
+            return [config.rooted(g, folder) for g in layer.graphs], folder, args.config
+    source, specs = config.nearest_targets(Path.cwd(), use_config=not args.isolated)
+    shown = [os.path.relpath(s, Path.cwd()) if s.endswith(".json") else s for s in specs]
+    return shown, source.parent, source
+
+
+def show_settings(
+    specs: Sequence[str], base: Path | None, source: Path | None, settings: Settings
+) -> str:
+    """``--show-settings``: the targets and the rules each is checked with, and their files."""
+    lines = [f"# targets, from {relative(source) if source else 'the command line'}"]
+    by_file: dict[Path | None, list[str]] = {}
+    rules: dict[Path | None, Rules] = {}
+    for spec in specs:
+        try:
+            planned = loading.targets(spec, base)
+        except TargetError as exc:
+            lines.append(f"{spec}  # cannot be read: {printable(str(exc))}")
+            continue
+        for target in planned:
+            lines.append(target.label)
+            found = settings.path(target)
+            by_file.setdefault(found, []).append(target.label)
+            rules[found] = settings.rules(target)
+    if not by_file:  # no target could be read: the settings of the current directory
+        found = None if settings.isolated else settings.explicit or config.find(Path.cwd())
+        by_file[found] = []
+        rules[found] = config.resolve([*([config.read(found)] if found else []), settings.cli])
+    for found, labels in by_file.items():
+        origin = f"{relative(found)} {config.SECTION}" if found else "no configuration file"
+        lines += ["", f"# settings, from {origin} and the command line"]
+        if labels:
+            lines.append(f"# for: {', '.join(labels)}")
+        r = rules[found]
+        lines.append(f"select = {sorted(r.enabled)!r}".replace("'", '"'))
+        ignores = {pattern: list(codes) for pattern, codes in r.per_graph_ignores}
+        lines.append(f"per-graph-ignores = {json.dumps(ignores)}")
+        lines.append(f'fail-on = "{r.fail_on}"')
+        timeout = r.timeout or DEFAULT_TIMEOUT
+        lines.append(f"timeout = {timeout:g}{'' if r.timeout else '  # the default'}")
+    return "\n".join(lines)
 
 
 def _fail(message: str) -> int:
@@ -364,15 +447,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "target",
         nargs="*",
         help="module:attr, path/to/file.py:attr (a graph or a function returning one), "
-        "or langgraph.json",
+        "or langgraph.json; none: the nearest [tool.agentstate.doctor] graphs or langgraph.json, "
+        "from the current folder up to the repository's root",
     )
-    parser.add_argument("--json", action="store_true", help="the same as --format json")
+    parser.add_argument("--json", action="store_true", help="the same as --output-format json")
     parser.add_argument(
+        "--output-format",
         "--format",
-        choices=FORMATS,
+        dest="format",
+        choices=(*FORMATS, *ALIASES),
         default=None,
-        help="text (default), json, github (annotations for a CI run) or sarif "
-        "(SARIF 2.1.0 for code scanning)",
+        metavar="{" + ",".join(FORMATS) + "}",
+        help="full (default: each finding's place, code and message, wrapped to 100 columns), "
+        "concise (one line per finding), json, github (annotations for a CI run) or sarif "
+        "(SARIF 2.1.0 for code scanning); --format is the same flag, text the same as full",
     )
     parser.add_argument(
         "--select",
@@ -431,6 +519,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--isolated",
         action="store_true",
         help="ignore every configuration file (the command line only)",
+    )
+    parser.add_argument(
+        "--show-settings",
+        action="store_true",
+        help="print the targets and the settings each is checked with, and the files they "
+        "come from, then exit",
     )
     parser.add_argument(
         "--explain",

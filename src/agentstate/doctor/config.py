@@ -15,6 +15,7 @@ Used by :mod:`agentstate.doctor.cli` (the hazards of notebooks 01-06).
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,8 @@ UNUSED_SUPPRESSION = "unused-suppression"
 
 ALL = "ALL"
 FAIL_ON: tuple[Severity, ...] = ("error", "warning")
-KEYS = ("select", "ignore", "per-graph-ignores", "fail-on", "timeout")
+KEYS = ("graphs", "select", "ignore", "per-graph-ignores", "fail-on", "timeout")
+GRAPHS_FILE = "langgraph.json"
 
 
 class ConfigError(TargetError):
@@ -68,6 +70,8 @@ class Layer:
     timeout: float | None = None
     path: Path | None = None
     """The file it was read from (``None`` for the command line)."""
+    graphs: tuple[str, ...] | None = None
+    """What ``agentstate doctor`` with no target checks, relative to the file's folder."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,13 @@ def resolve(layers: Sequence[Layer]) -> Rules:
 def shown(path: Path) -> str:
     """``path`` as an error names it: relative to the current directory when under it."""
     return places.shown(str(path.resolve()), Path.cwd().resolve())
+
+
+def is_seconds(value: object) -> bool:
+    """True for a finite number above 0 (``inf``, ``nan``, ``0`` and ``True`` are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value > 0
 
 
 def _section(path: Path) -> dict[str, object] | None:
@@ -179,11 +190,20 @@ def read(path: Path) -> Layer:
     if fail_on is not None and fail_on not in FAIL_ON:
         raise ConfigError(f"{where}: 'fail-on' is {fail_on!r}, not one of {', '.join(FAIL_ON)}")
     timeout = table.get("timeout")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    if timeout is not None and not (isinstance(timeout, int | float) and is_seconds(timeout)):
+        raise ConfigError(
+            f"{where}: 'timeout' is {timeout!r}, not a finite number of seconds above 0"
+        )
+    graphs = table.get("graphs")
+    if graphs is not None and (
+        not isinstance(graphs, list) or not graphs or not all(isinstance(g, str) for g in graphs)
     ):
-        raise ConfigError(f"{where}: 'timeout' is {timeout!r}, not a number of seconds above 0")
+        raise ConfigError(
+            f"{where}: 'graphs' is not a list of targets (module:attr, path/to/file.py:attr "
+            "or langgraph.json)"
+        )
     return Layer(
+        graphs=tuple(graphs) if graphs is not None else None,
         select=_list(table, "select", where),
         ignore=_list(table, "ignore", where) or (),
         per_graph_ignores=tuple(ignores),
@@ -196,3 +216,42 @@ def read(path: Path) -> Layer:
 def parse_codes(text: str, option: str) -> tuple[str, ...]:
     """``--select a,b`` as checked codes."""
     return check_codes([c.strip() for c in text.split(",") if c.strip()], option)
+
+
+def nearest_targets(start: Path, use_config: bool = True) -> tuple[Path, tuple[str, ...]]:
+    """What ``agentstate doctor`` checks when given no target, and the file that said so.
+
+    From ``start`` up to the repository's root (the first folder with ``.git``):
+    in each folder, a ``pyproject.toml`` whose ``[tool.agentstate.doctor]`` has
+    ``graphs`` (each relative to that folder; not with ``use_config=False``, as
+    ``--isolated``), else a ``langgraph.json`` (all its graphs). One line naming
+    where it looked when neither is found.
+    """
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        pyproject = folder / "pyproject.toml"
+        if use_config and pyproject.is_file():
+            layer = read(pyproject)
+            if layer.graphs is not None:
+                return pyproject, tuple(rooted(g, folder) for g in layer.graphs)
+        graphs = folder / GRAPHS_FILE
+        if graphs.is_file():
+            return graphs, (str(graphs),)
+        if (folder / ".git").exists():
+            break
+    raise ConfigError(
+        f"no target given, and no {GRAPHS_FILE} or {SECTION} 'graphs' in {shown(start)} or a "
+        "folder above it up to the repository's root: give module:attr, path/to/file.py:attr "
+        f"or {GRAPHS_FILE}"
+    )
+
+
+def rooted(target: str, folder: Path) -> str:
+    """``target`` of a configuration in ``folder``, made to name the same thing from anywhere:
+    a path (``x.json``, ``src/app.py:graph``) joined to ``folder``; a ``module:attr`` as it is."""
+    where, sep, attr = target.rpartition(":")
+    if target.endswith(".json"):
+        return str(folder / target)
+    if sep and (where.endswith(".py") or "/" in where or "\\" in where):
+        return f"{folder / where}:{attr}"
+    return target

@@ -25,7 +25,9 @@ WITHOUT_DEEPAGENTS = (
 def diagnose(graph: object, name: str | None = None) -> Report:
     """Every finding about ``graph``, its subagents and the graphs its nodes run.
 
-    Raises ``NotAGraphError`` for anything but a compiled graph.
+    Raises ``NotAGraphError`` for anything but a compiled graph. Every finding
+    the checks make: :func:`agentstate.doctor.check_project` applies the
+    project's ``[tool.agentstate.doctor]`` and ``# agentstate: ignore`` comments.
     """
     facts = graph_facts(graph, name)
     findings: list[Finding] = []

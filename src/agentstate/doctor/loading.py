@@ -22,6 +22,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import stat
 import sys
 import typing
@@ -38,7 +39,6 @@ from agentstate.doctor.files import (
     mode,
     read_small_text,
     regular_file,
-    short,
 )
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Target:
     paths: tuple[Path, ...] = ()
     """Directories put on ``sys.path`` before it is imported (appended, as ``langgraph dev``)."""
     label: str = ""
-    """How an error names it: the spec itself, or ``langgraph.json > name``."""
+    """How an error and a report name it, whole: the spec itself, or ``langgraph.json > name``."""
     env: Variables = ()
     """The variables its ``langgraph.json``'s ``"env"`` sets before it is imported."""
     notes: tuple[str, ...] = ()
@@ -79,7 +79,7 @@ class Target:
 
     def __post_init__(self) -> None:
         if not self.label:
-            object.__setattr__(self, "label", short(self.spec))
+            object.__setattr__(self, "label", self.spec)
 
     @property
     def home(self) -> Path:
@@ -103,7 +103,7 @@ class Loaded:
 
 def read_config(spec: str) -> dict[str, object]:
     """The JSON object in ``spec``: a regular, small, UTF-8 file, refused in one line otherwise."""
-    shown = short(spec)
+    shown = spec
     text = read_small_text(Path(spec), shown)
     try:
         config = json.loads(text)
@@ -131,7 +131,7 @@ def project_paths(root: Path, dependencies: object, shown: str) -> tuple[Path, .
     for dependency in dependencies:
         if not dependency.startswith("."):
             continue
-        named = f"{shown}: dependency {short(dependency)!r}"
+        named = f"{shown}: dependency {dependency!r}"
         folder = root / dependency
         if not stat.S_ISDIR(mode(folder, named)):
             raise TargetError(f"{named} is not a directory")
@@ -147,7 +147,7 @@ def project_paths(root: Path, dependencies: object, shown: str) -> tuple[Path, .
 
 def config_targets(spec: str) -> list[Target]:
     """One :class:`Target` per graph a ``langgraph.json`` lists, with its project's paths."""
-    shown = short(spec)
+    shown = spec
     config = read_config(spec)
     graphs = config.get("graphs")
     if not isinstance(graphs, dict) or not graphs:
@@ -157,7 +157,7 @@ def config_targets(spec: str) -> list[Target]:
     env, notes = environment.env_of(config.get("env"), root, shown)
     found = []
     for name, value in graphs.items():
-        label = f"{shown} > {short(name, 40)}"
+        label = f"{shown} > {name}"
         path = value.get("path") if isinstance(value, dict) else value
         if not isinstance(path, str):
             raise TargetError(f"{label}: not 'path:attr' (a string, or an object with a 'path')")
@@ -165,14 +165,21 @@ def config_targets(spec: str) -> list[Target]:
     return found
 
 
-def targets(spec: str) -> list[Target]:
-    """The targets a command-line argument names: itself, or every graph of a langgraph.json."""
+def targets(spec: str, base: Path | None = None) -> list[Target]:
+    """The targets a command-line argument names: itself, or every graph of a langgraph.json.
+
+    ``base`` is where a ``module:attr`` is imported from (default: the current
+    directory; a configuration's ``graphs``: its folder).
+    """
     if spec.endswith(".json"):
         return config_targets(spec)
-    cwd = Path.cwd()
-    where = spec.rpartition(":")[0]
+    cwd = Path.cwd() if base is None else base
+    where, _, attr = spec.rpartition(":")
     beside = (cwd / where).parent if _is_path(where) else cwd  # as `python path/to/file.py`
-    return [Target(spec, spec, cwd, tuple(dict.fromkeys((cwd, beside))))]
+    label = spec
+    if _is_path(where) and Path(where).is_absolute():  # a configuration's, made absolute
+        label = f"{os.path.relpath(where, Path.cwd())}:{attr}"
+    return [Target(spec, spec, cwd, tuple(dict.fromkeys((cwd, beside))), label)]
 
 
 # --- modules and attributes ---
@@ -182,7 +189,7 @@ def split(spec: str, label: str) -> tuple[str, str]:
     """``(module or path, attr)`` of ``module:attr`` or ``path/to/file.py:attr``."""
     where, sep, attr = spec.rpartition(":")
     if not sep or not where or not attr or not attr.isidentifier():
-        raise TargetError(f"{label}: {short(spec)!r} is not module:attr or path/to/file.py:attr")
+        raise TargetError(f"{label}: {spec!r} is not module:attr or path/to/file.py:attr")
     return where, attr
 
 
@@ -197,7 +204,7 @@ def import_target(where: str, base: Path, label: str) -> ModuleType:
             return importlib.import_module(where)
         except (Exception, SystemExit) as exc:
             raise TargetError(f"{label}: importing {where} failed: {describe(exc)}") from None
-    shown = short(where)
+    shown = where
     if where.endswith(JS_SUFFIXES):
         raise TargetError(f"{label}: {shown} is a JavaScript graph; the doctor reads Python")
     path = regular_file(base / where, f"{label}: {shown}").resolve()
@@ -230,10 +237,10 @@ def attribute(module: ModuleType, where: str, attr: str, label: str) -> object:
     try:
         return getattr(module, attr)
     except AttributeError:
-        raise TargetError(f"{label}: {short(where)} has no attribute {attr!r}") from None
+        raise TargetError(f"{label}: {where} has no attribute {attr!r}") from None
     except (Exception, SystemExit) as exc:
         raise TargetError(
-            f"{label}: getting {attr!r} from {short(where)} raised {describe(exc)}"
+            f"{label}: getting {attr!r} from {where} raised {describe(exc)}"
         ) from None
 
 
@@ -364,6 +371,33 @@ def factory_arguments(factory: object, name: str, label: str) -> dict[str, objec
     return arguments
 
 
+def _why_config(factory: object, name: str, arguments: dict[str, object]) -> str:
+    """What explains a factory's failure when it was handed the config for a parameter that
+    wants something else (``def make_concierge(model)``): ``""`` when it was not."""
+    given = [
+        n
+        for n, v in arguments.items()
+        if isinstance(v, dict) and n != "config" and not _wants_config(factory, n)
+    ]
+    if not given:
+        return ""
+    return (
+        f" ({name}'s parameter {given[0]!r} was given the run's config, a RunnableConfig "
+        "dict, as langgraph dev gives it to a one-parameter factory: list a function that "
+        f"takes no argument, or only 'config', and calls {name}({given[0]}=...) itself)"
+    )
+
+
+def _wants_config(factory: object, parameter: str) -> bool:
+    """True when ``parameter`` of ``factory`` is annotated ``RunnableConfig`` (or a dict)."""
+    try:
+        annotation = inspect.signature(factory).parameters[parameter].annotation  # type: ignore[arg-type]
+    except (TypeError, ValueError, KeyError):
+        return False
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return "RunnableConfig" in str(text) or annotation is dict
+
+
 def _is_async_context(value: object) -> bool:
     return hasattr(value, "__aenter__") and hasattr(value, "__aexit__")
 
@@ -400,7 +434,9 @@ def call_factory(factory: Any, label: str) -> object:
     try:
         made = factory(**arguments)
     except (Exception, SystemExit) as exc:
-        raise TargetError(f"{label}: factory {name} raised {describe(exc)}") from None
+        raise TargetError(
+            f"{label}: factory {name} raised {describe(exc)}{_why_config(factory, name, arguments)}"
+        ) from None
     try:
         if inspect.isawaitable(made) or _is_async_context(made):
             return _run(made)
@@ -433,16 +469,16 @@ def graph_of(value: object, label: str) -> Graph:
 
 
 def load(target: Target) -> Loaded:
-    """The graph ``target`` names, its ``env`` set and its project's directories put on
-    ``sys.path`` first."""
-    environment.apply(target.env)
+    """The graph ``target`` names, loaded with its ``env`` set (and unset again after, so
+    another project's graphs never see it) and its project's directories on ``sys.path``."""
     for path in target.paths:
         if str(path) not in sys.path:
             sys.path.append(str(path))
     where, attr = split(target.spec, target.label)
-    module = import_target(where, target.base, target.label)
-    value = attribute(module, where, attr, target.label)
-    graph = graph_of(value, target.label)
+    with environment.applied(target.env):
+        module = import_target(where, target.base, target.label)
+        value = attribute(module, where, attr, target.label)
+        graph = graph_of(value, target.label)
     file = vars(module).get("__file__")
     file = file if isinstance(file, str) else None
     return Loaded(target, graph, file, definition_line(file, attr))
