@@ -93,8 +93,16 @@ def test_the_core_needs_only_langgraph_and_langchain():
     # pydantic: imported by the core directly; its floor is the oldest that runs LangChain's
     # own client (langsmith) at all (`make ends`); python-dotenv: the doctor reads
     # langgraph.json's "env" file as langgraph dev does, also where langgraph-cli is not
-    # installed (a pre-commit hook's own environment)
-    assert names == {"langgraph", "langchain", "langchain-core", "pydantic", "python-dotenv"}
+    # installed (a pre-commit hook's own environment); libcst: `agentstate doctor --fix`
+    # edits the reader's files keeping their comments and formatting
+    assert names == {
+        "langgraph",
+        "langchain",
+        "langchain-core",
+        "pydantic",
+        "python-dotenv",
+        "libcst",
+    }
 
 
 def test_no_ceiling_on_python():
