@@ -429,3 +429,75 @@ def test_the_recorded_corpus_table_is_the_one_the_page_shows():
     for record in data["records"]:  # every fix written was proven by the graph's own run
         assert record["applied"] == record["proven"], record["shape"]
     assert sum(r["proven"] != [] for r in data["records"]) >= 4
+
+
+# --- the command line --------------------------------------------------------------------
+
+AGENTSTATE = Path(sys.executable).with_name("agentstate")
+
+
+def _doctor(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(AGENTSTATE), "doctor", "g.py:graph", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_command_line_diffs_fixes_and_then_finds_nothing(tmp_path):
+    path = tmp_path / "g.py"
+    path.write_text(FAN_OUT)
+    shown = _doctor(tmp_path, "--output-format", "concise")
+    assert shown.returncode == 1
+    assert shown.stdout.count("(fixable: --fix)") == 3
+    assert shown.stdout.splitlines()[-1].endswith("; 3 fixable with --fix")
+    diff = _doctor(tmp_path, "--diff")
+    assert diff.returncode == 1 and diff.stdout.startswith("--- a/g.py\n+++ b/g.py\n")
+    assert path.read_text() == FAN_OUT  # --diff writes nothing
+    fixed = _doctor(tmp_path, "--fix")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "fixed 3 finding(s) in" in fixed.stderr and "no findings" in fixed.stdout
+    after = path.read_text()
+    again = _doctor(tmp_path, "--fix")
+    assert again.returncode == 0 and path.read_text() == after and "fixed" not in again.stderr
+    assert _doctor(tmp_path, "--diff").returncode == 0  # nothing left to write
+
+
+def test_fix_from_the_configuration_and_no_fix_over_it(tmp_path):
+    path = tmp_path / "g.py"
+    path.write_text(FAN_OUT)
+    (tmp_path / "pyproject.toml").write_text("[tool.agentstate.doctor]\nfix = true\n")
+    held = _doctor(tmp_path, "--no-fix")
+    assert held.returncode == 1 and path.read_text() == FAN_OUT
+    only = _doctor(tmp_path, "--fix-only")
+    assert only.returncode == 0 and only.stdout == "" and path.read_text() != FAN_OUT
+    (tmp_path / "pyproject.toml").write_text("[tool.agentstate.doctor]\nfix = 'yes'\n")
+    bad = _doctor(tmp_path)
+    assert bad.returncode == 2 and "'fix' is 'yes', not true or false" in bad.stderr
+
+
+def test_machine_formats_say_which_fix_a_finding_has(tmp_path):
+    path = tmp_path / "g.py"
+    path.write_text(
+        FAN_OUT.replace(
+            'return {"notes": ["left"], "facts": {"l": "1"}}',
+            'return {"notes": ["left"], "facts": {**state["facts"], "l": "1"}}',
+        )
+    )
+    report = json.loads(_doctor(tmp_path, "--output-format", "json").stdout)
+    fixes = {f["subject"]: f["fix"] for g in report["graphs"] for f in g["findings"]}
+    assert fixes == {"facts": "unsafe", "notes": "safe", "summary": "safe"}
+    sarif = json.loads(_doctor(tmp_path, "--output-format", "sarif").stdout)
+    kinds = {
+        r["properties"]["subject"]: r["properties"].get("fix") for r in sarif["runs"][0]["results"]
+    }
+    assert kinds == fixes
+    github = _doctor(tmp_path, "--output-format", "github").stdout
+    assert "(fixable: --unsafe-fixes)" in github and "(fixable: --fix)" in github
+    held = _doctor(tmp_path, "--fix")
+    assert "1 unsafe fix(es) not applied (--unsafe-fixes applies them)" in held.stderr
+    assert "operator.or_" not in path.read_text() and "operator.add" in path.read_text()
+    _doctor(tmp_path, "--fix", "--unsafe-fixes")
+    assert "operator.or_" in path.read_text()

@@ -37,6 +37,8 @@ from agentstate.doctor.loading import Loaded, Target, TargetError, describe, loa
 
 if TYPE_CHECKING:
     from agentstate.doctor.findings import Finding
+    from agentstate.doctor.fix.command import FixRun
+    from agentstate.doctor.fix.plan import Fix, NoFix
     from agentstate.doctor.graph_facts import Graph
     from agentstate.doctor.output import Diagnosed
     from agentstate.doctor.suppression import Ledger
@@ -72,6 +74,10 @@ class Outcome:
     rules: list[Rules | None] = field(default_factory=list)
     """The rules each graph was checked with (None for one that failed before they were read)."""
     unused: list[Finding] = field(default_factory=list)
+    plans: list[Fix | NoFix] = field(default_factory=list)
+    """What ``--fix`` would write for each finding that has a fix (or why none)."""
+    roots: list[Path] = field(default_factory=list)
+    """The projects' folders: no fix is written outside them."""
 
     def status(self, exit_zero: bool) -> int:
         """2 if a graph failed; else 1 if a finding fails the run (never with ``exit_zero``)."""
@@ -162,6 +168,21 @@ def _kept(d: Diagnosed, loaded: Loaded, rules: Rules, ledger: Ledger) -> Diagnos
     return Diagnosed(report, d.file, d.line, d.label, suppressed=silenced)
 
 
+def _with_fixes(d: Diagnosed, loaded: Loaded) -> tuple[Diagnosed, list[Fix | NoFix]]:
+    """``d`` with each finding marked with the fix ``--fix`` has for it, and the fixes."""
+    import dataclasses
+
+    from agentstate.doctor.findings import Report
+    from agentstate.doctor.fix.command import annotate
+    from agentstate.doctor.fix.plan import plan
+    from agentstate.doctor.graph_facts import graph_facts
+
+    roots = (loaded.target.base, *loaded.target.paths)
+    plans = plan(graph_facts(loaded.graph, d.report.graph), d.report.findings, roots)
+    report = Report(d.report.graph, annotate(d.report.findings, plans), d.report.notes)
+    return dataclasses.replace(d, report=report), plans
+
+
 def _made_of(
     loaded: Loaded, d: Diagnosed
 ) -> tuple[list[tuple[str | None, int | None]], list[frozenset[str]]]:
@@ -218,8 +239,11 @@ def check(specs: Sequence[str], settings: Settings, base: Path | None = None) ->
                 outcome.rules.append(rules)
                 continue
             ledger.add(project_files((target.base, *target.paths)))
-            outcome.diagnosed.append(_kept(diagnosed, loaded, rules, ledger))
+            kept, plans = _with_fixes(_kept(diagnosed, loaded, rules, ledger), loaded)
+            outcome.diagnosed.append(kept)
             outcome.rules.append(rules)
+            outcome.plans += plans
+            outcome.roots += [r for r in (target.base, *target.paths) if r not in outcome.roots]
     if any(r is not None and UNUSED_SUPPRESSION in r.enabled for r in outcome.rules):
         outcome.unused = ledger.unused()
     return outcome
@@ -291,7 +315,44 @@ def _layer(args: argparse.Namespace) -> Layer:
     ignore = config.parse_codes(",".join(args.ignore or ()), "--ignore")
     if args.timeout is not None and not config.is_seconds(args.timeout):
         raise ConfigError(f"--timeout {args.timeout:g}: give a finite number of seconds above 0")
-    return Layer(select=select, ignore=ignore, fail_on=args.fail_on, timeout=args.timeout)
+    return Layer(
+        select=select,
+        ignore=ignore,
+        fail_on=args.fail_on,
+        timeout=args.timeout,
+        fix=False if args.no_fix else (True if args.fix or args.fix_only else None),
+        unsafe_fixes=True if args.unsafe_fixes else None,
+    )
+
+
+def apply_fixes(args: argparse.Namespace, outcome: Outcome) -> FixRun | None:
+    """``--diff``, ``--fix`` (or ``fix = true``): the fixes prepared, and written for ``--fix``;
+    a finding whose fix was written leaves the report, as ruff's do. None when not asked."""
+    import dataclasses
+
+    from agentstate.doctor.findings import Report
+    from agentstate.doctor.fix.command import run_fixes
+
+    known = [r for r in outcome.rules if r is not None]
+    wanted = args.fix or args.fix_only or (not args.no_fix and any(r.fix for r in known))
+    if not (args.diff or wanted):
+        return None
+    unsafe = args.unsafe_fixes or any(r.unsafe_fixes for r in known)
+    ran = run_fixes(outcome.plans, tuple(outcome.roots), "diff" if args.diff else "fix", unsafe)
+    if ran.written:
+        gone = ran.fixed()
+        outcome.diagnosed = [
+            dataclasses.replace(
+                d,
+                report=Report(
+                    d.report.graph,
+                    [f for f in d.report.findings if (f.code, f.subject) not in gone],
+                    d.report.notes,
+                ),
+            )
+            for d in outcome.diagnosed
+        ]
+    return ran
 
 
 def run(args: argparse.Namespace) -> int:
@@ -332,8 +393,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         with isolation.stdout_to_stderr() as stdout:
             outcome = check(specs, settings, base)
-            shown = render(fmt, outcome, args.docs_url, args.quiet)
-            _write(shown, stdout, args.output_file)
+            fixes = apply_fixes(args, outcome)
+            if fixes is not None and (args.diff or args.fix_only):
+                shown = fixes.diff if args.diff else ""
+            else:
+                shown = render(fmt, outcome, args.docs_url, args.quiet)
+            _write(shown.rstrip("\n"), stdout, args.output_file)
     except TargetError as exc:  # a configuration that cannot be used, an output not written
         return _fail(str(exc))
     except Exception as exc:
@@ -345,6 +410,13 @@ def run(args: argparse.Namespace) -> int:
     for d in outcome.diagnosed:
         if d.error is not None:
             print(f"agentstate doctor: error: {printable(d.error)}", file=sys.stderr)
+    if fixes is not None and not args.quiet:
+        for line in fixes.lines():
+            print(f"agentstate doctor: {printable(line)}", file=sys.stderr)
+    if fixes is not None and args.diff:  # ruff's --diff: 1 when there is something to write
+        return 2 if outcome.status(True) == 2 else int(bool(fixes.diff))
+    if fixes is not None and args.fix_only:
+        return outcome.status(True)
     return outcome.status(args.exit_zero)
 
 
@@ -538,6 +610,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="the base URL of the doctor's code pages, for SARIF's helpUri "
         "(default: this checkout's pages)",
+    )
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="write the safe fixes into your files (libcst: comments and formatting kept); "
+        "the report then lists what is left. Also fix = true in [tool.agentstate.doctor]",
+    )
+    parser.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="with --fix or --diff, the unsafe fixes too (they also change what other writes "
+        "of the key do); without it they are named, never written",
+    )
+    parser.add_argument(
+        "--diff",
+        action="store_true",
+        help="print the fixes as a unified diff and write nothing; exit 1 when there is one",
+    )
+    parser.add_argument(
+        "--fix-only",
+        action="store_true",
+        help="write the fixes and report nothing else; exit 0 unless a target cannot load",
+    )
+    parser.add_argument(
+        "--no-fix", action="store_true", help="write no fix, whatever the configuration says"
     )
     parser.add_argument("--version", action=_Version)
     parser.set_defaults(func=run)

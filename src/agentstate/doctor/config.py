@@ -30,7 +30,16 @@ UNUSED_SUPPRESSION = "unused-suppression"
 
 ALL = "ALL"
 FAIL_ON: tuple[Severity, ...] = ("error", "warning")
-KEYS = ("graphs", "select", "ignore", "per-graph-ignores", "fail-on", "timeout")
+KEYS = (
+    "graphs",
+    "select",
+    "ignore",
+    "per-graph-ignores",
+    "fail-on",
+    "timeout",
+    "fix",
+    "unsafe-fixes",
+)
 GRAPHS_FILE = "langgraph.json"
 
 
@@ -72,6 +81,10 @@ class Layer:
     """The file it was read from (``None`` for the command line)."""
     graphs: tuple[str, ...] | None = None
     """What ``agentstate doctor`` with no target checks, relative to the file's folder."""
+    fix: bool | None = None
+    """``fix = true``: write the safe fixes, as ``--fix`` does (``None``: not said)."""
+    unsafe_fixes: bool | None = None
+    """``unsafe-fixes = true``: the unsafe ones too, as ``--unsafe-fixes`` does."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,8 @@ class Rules:
     fail_on: Severity = "error"
     timeout: float | None = None
     sources: tuple[Path, ...] = field(default=())
+    fix: bool = False
+    unsafe_fixes: bool = False
 
     def reports(self, code: str, graph: str) -> bool:
         """True when findings of ``code`` about ``graph`` are reported."""
@@ -105,6 +120,7 @@ def resolve(layers: Sequence[Layer]) -> Rules:
     per_graph: list[tuple[str, tuple[str, ...]]] = []
     fail_on: Severity = "error"
     timeout = None
+    fix = unsafe = False
     for layer in layers:
         if layer.select is not None:
             enabled = set(known_codes()) if ALL in layer.select else set(layer.select)
@@ -112,8 +128,10 @@ def resolve(layers: Sequence[Layer]) -> Rules:
         per_graph.extend(layer.per_graph_ignores)
         fail_on = layer.fail_on or fail_on
         timeout = layer.timeout if layer.timeout is not None else timeout
+        fix = layer.fix if layer.fix is not None else fix
+        unsafe = layer.unsafe_fixes if layer.unsafe_fixes is not None else unsafe
     sources = tuple(layer.path for layer in layers if layer.path is not None)
-    return Rules(frozenset(enabled), tuple(per_graph), fail_on, timeout, sources)
+    return Rules(frozenset(enabled), tuple(per_graph), fail_on, timeout, sources, fix, unsafe)
 
 
 def shown(path: Path) -> str:
@@ -194,6 +212,9 @@ def read(path: Path) -> Layer:
         raise ConfigError(
             f"{where}: 'timeout' is {timeout!r}, not a finite number of seconds above 0"
         )
+    for flag in ("fix", "unsafe-fixes"):
+        if flag in table and not isinstance(table[flag], bool):
+            raise ConfigError(f"{where}: {flag!r} is {table[flag]!r}, not true or false")
     graphs = table.get("graphs")
     if graphs is not None and (
         not isinstance(graphs, list) or not graphs or not all(isinstance(g, str) for g in graphs)
@@ -210,7 +231,15 @@ def read(path: Path) -> Layer:
         fail_on=fail_on,
         timeout=float(timeout) if timeout is not None else None,
         path=path,
+        fix=_flag(table, "fix"),
+        unsafe_fixes=_flag(table, "unsafe-fixes"),
     )
+
+
+def _flag(table: dict[str, object], key: str) -> bool | None:
+    """A ``true``/``false`` key (``read`` has checked it is one), ``None`` when absent."""
+    value = table.get(key)
+    return value if isinstance(value, bool) else None
 
 
 def parse_codes(text: str, option: str) -> tuple[str, ...]:

@@ -158,6 +158,25 @@ def explained(codes: Sequence[str]) -> list[str]:
     return [f"see: {reference(code)}" for code in dict.fromkeys(codes)]
 
 
+FIX_FLAGS = {"safe": "--fix", "unsafe": "--unsafe-fixes"}
+"""The flag that writes a finding's fix (``agentstate doctor --fix``), by its kind."""
+
+
+def fixable(f: Finding) -> str:
+    """`` (fixable: --fix)`` when the doctor can write the finding's fix, else ``""``."""
+    return f" (fixable: {FIX_FLAGS[f.fix]})" if f.fix else ""
+
+
+def fix_counts(found: Sequence[Finding]) -> str:
+    """``; 2 fixable with --fix, 1 more with --unsafe-fixes`` (``""`` when none is)."""
+    safe = sum(f.fix == "safe" for f in found)
+    unsafe = sum(f.fix == "unsafe" for f in found)
+    if not safe and not unsafe:
+        return ""
+    more = f", {unsafe} more with --unsafe-fixes" if unsafe else ""
+    return f"; {safe} fixable with --fix{more}"
+
+
 def plural(count: int, word: str) -> str:
     """``1 error``, ``2 errors``, ``0 infos``."""
     return f"{count} {word}{'' if count == 1 else 's'}"
@@ -177,6 +196,7 @@ def summary(diagnosed: Sequence[Diagnosed], unused: Sequence[Finding] = ()) -> s
         f"{plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')}, "
         f"{plural(counts['info'], 'info')}, {sum(d.suppressed for d in diagnosed)} suppressed; "
         f"{plural(len(diagnosed) - failed, 'graph')} checked, {failed} failed to load"
+        f"{fix_counts(found)}"
     )
 
 
@@ -202,7 +222,7 @@ def full_lines(d: Diagnosed, here: Path) -> list[str]:
     for f in findings:
         path, line, col = location(f, d, here)
         where = f"{path}:{line}:{col}" if line else path
-        lines += wrapped(f"{where}: {f.code} {f.severity} `{f.subject}`", "")
+        lines += wrapped(f"{where}: {f.code} {f.severity} `{f.subject}`{fixable(f)}", "")
         lines += wrapped(f.message)
     lines += explained([f.code for f in findings])
     return lines
@@ -248,7 +268,7 @@ def concise(
     for d in diagnosed:
         for f in d.report.findings:
             path, line, col = location(f, d, here)
-            message = f"{d.report.graph}: {f.subject}: {f.message}"
+            message = f"{d.report.graph}: {f.subject}: {f.message}{fixable(f)}"
             rows.append((path, line, col, f"{f.code} {f.severity} {message}"))
     for f in unused:
         path, line = nearby(f.file, here) if f.file else "?", f.line or 1
@@ -346,7 +366,7 @@ def github_lines(
     for f in report.findings:
         file, line = place(f, diagnosed, base)
         message = (
-            f"{report.graph}: {f.subject}: {f.message} "
+            f"{report.graph}: {f.subject}: {f.message}{fixable(f)} "
             f"(docs: {docs_page(f.code, docs_url)}; {reference(f.code)})"
         )
         lines.append(annotation(LEVELS[f.severity], f"doctor {f.code}", message, file, line))

@@ -135,6 +135,8 @@ def result(f: Finding, diagnosed: Diagnosed, index: int, base: Path) -> dict[str
     }
     if f.evidence:
         properties["evidence"] = list(f.evidence)
+    if f.fix:
+        properties["fix"] = f.fix  # `agentstate doctor --fix` writes it (unsafe: --unsafe-fixes)
     return {
         "ruleId": f.code,
         "ruleIndex": index,
