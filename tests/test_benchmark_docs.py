@@ -78,7 +78,7 @@ LESSON_TIME = re.compile(r"\| about \d+ min \|")
 
 def blocks_in_docs() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for path in bench_docs.doc_files():
+    for path in bench_docs.block_files():
         for match in bench_docs.BLOCK.finditer(path.read_text()):
             found.setdefault(match["name"], []).append(str(path.relative_to(ROOT)))
     return found
