@@ -49,9 +49,8 @@ PYTEST_RECIPE = re.compile(r"^\t(?P<line>\$\(TESTENV\) \$\(BIN\)/pytest [^;\n]*)
 
 def makefile_pytest_line(makefile: Path = ROOT / "Makefile") -> str:
     """`make test`'s pytest command as written in the Makefile (variables unexpanded)."""
-    text = makefile.read_text()
-    recipe = text.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    match = PYTEST_RECIPE.search(recipe)
+    target = re.search(r"^test:.*?(?=^\S|\Z)", makefile.read_text(), re.MULTILINE | re.DOTALL)
+    match = PYTEST_RECIPE.search(target[0]) if target else None
     if match is None:
         raise SystemExit("error: no `$(TESTENV) $(BIN)/pytest ...` line in the Makefile's test:")
     return match["line"].strip()

@@ -98,7 +98,7 @@ def test_every_data_file_is_shown_and_every_block_has_a_data_file():
 
 @pytest.mark.parametrize("name", OWN)
 def test_each_data_file_says_what_produced_it(name):
-    p = load_results(name)["provenance"]
+    p = bench_docs.load_data(name)["provenance"]
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", p["date"])
     assert isinstance(p["cores"], int) and p["cores"] >= 1 and p["cpu"]
     for load in (p["load_average_before"], p["load_average_after"]):
