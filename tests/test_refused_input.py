@@ -17,7 +17,7 @@ import json
 import uuid
 
 import pytest
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.experts import ExpertsConfig, build_experts_graph
@@ -210,3 +210,42 @@ def test_rds_agents_after_a_refused_input_answer_as_if_it_never_came(build, bad,
         run(graph, good, config, mode)
     assert view(poisoned) == view(clean)
     assert view(poisoned)[0] == {"engine": "mysql"}
+
+
+# the capture graph itself (``build_capture_graph``): a turn it refuses leaves the thread
+BAD_TURNS = [
+    (ChatMessage(role="robot", content="x", id="bad1", additional_kwargs={"msg_idx": 1}),
+     "role must be one of"),
+    (ChatMessage(role="user", content="x", id="bad2", additional_kwargs={"msg_idx": -1}),
+     "msg_idx must be a non-negative int"),
+    (SystemMessage("REBOOT", id="REBOOT-1"), "control message must be one of"),
+    (HumanMessage("x", id="h1"), "got HumanMessage"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["ainvoke", "astream"])  # its tools are MCP tools: async only
+@pytest.mark.parametrize(("bad", "error"), BAD_TURNS, ids=range(len(BAD_TURNS)))
+def test_the_capture_graph_after_a_refused_turn_handles_the_next_as_if_it_never_came(
+    bad, error, mode
+):
+    from agentstate.lessons.served import served_model
+    from agentstate.memory.capture.graph import InvalidTurn, build_capture_graph
+    from agentstate.memory.capture.policy import CapturePolicy
+
+    graph = build_capture_graph(served_model(CapturePolicy(), "c", {}), [], InMemorySaver())
+    poisoned, clean = thread("poisoned"), thread("clean")
+    for config in (poisoned, clean):
+        config["configurable"] |= {"vault_id": "v", "memory_id": "m"}
+    with pytest.raises(InvalidTurn, match=error):
+        run(graph, {"messages": [bad], "turn": bad}, poisoned, mode)
+    good = ChatMessage(role="user", content="hello", id="m1", additional_kwargs={"msg_idx": 1})
+
+    def view(config) -> dict:
+        values = graph.get_state(config).values
+        messages = [(m.type, m.text) for m in values["messages"]]
+        return {**{k: v for k, v in values.items() if k != "messages"}, "messages": messages}
+
+    for config in (poisoned, clean):
+        run(graph, {"messages": [good], "turn": good}, config, mode)
+    assert view(poisoned) == view(clean)
+    assert ("chat", "hello") in view(poisoned)["messages"]
