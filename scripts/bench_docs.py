@@ -52,7 +52,10 @@ TARGETS = {"direct": 150, "capture": 100}
 # the share of the ideal saving the prefix-cached experts aim for (stage 05)
 EXPERTS_TARGET = 0.98
 # data files not named <name>_benchmark.json
-DATA_FILES = {"engine_restart": RESULTS / "engine_restart.json"}
+DATA_FILES = {
+    "engine_restart": RESULTS / "engine_restart.json",
+    "flake_hunt": RESULTS / "flake_hunt.json",
+}
 
 Data = dict[str, Any]
 
@@ -827,7 +830,48 @@ def render_make_test(data: Data) -> str:
     )
 
 
+def render_flake_hunt(data: Data) -> str:
+    """CONTRIBUTING.md's record of ``scripts/flake_hunt.py``: the verdict, then the last runs."""
+    runs = data["runs"]
+    whole = [r for r in runs if r["scope"] == "whole suite"]
+    last = whole[-5:]
+    red = [r for r in last if r["failed"] or r["exit_status"]]
+    if not whole:
+        verdict = (
+            "No whole-suite run is recorded yet (`.venv/bin/python scripts/flake_hunt.py`); "
+            "the runs below are subset runs, which prove the script, not the suite."
+        )
+    else:
+        verdict = f"The last {len(last)} whole-suite run(s): {len(red)} with a failure" + (
+            f" ({', '.join(sorted({t for r in red for t in r['failed']}))})." if red else "."
+        )
+
+    def load(x: list[float] | None) -> str:
+        return f"{x[0]:.1f}" if x else "?"
+
+    rows = [
+        (
+            r["run"], r["date"][:10], f"`{(r['git_commit'] or '?')[:8]}`",
+            r["scope"] if r["scope"] != "subset" else f"subset: {' '.join(r['selection'])}",
+            r["workers"], f"{r['busy_processes']} on {r['cores']} cores",
+            " / ".join(load(r["load_average"][k]) for k in ("start", "mid", "end")),
+            f"{r['duration_s'] / 60:.1f} min", r["tests"],
+            ", ".join(f"`{t}`" for t in r["failed"]) or ("none" if not r["exit_status"]
+                                                         else f"exit {r['exit_status']}"),
+        )
+        for r in runs[-8:]
+    ]  # fmt: skip
+    header = ["run", "date", "commit", "what ran", "workers", "busy processes",
+              "load (1 min) start / mid / end", "took", "tests", "failed"]  # fmt: skip
+    return (
+        f"{len(runs)} run(s) recorded in `data/results/flake_hunt.json` "
+        f"({len(whole)} whole-suite, {len(runs) - len(whole)} subset). {verdict}\n\n"
+        + table(header, rows, "rllllrlrrl")
+    )
+
+
 RENDERERS: dict[str, Callable[[Data], str]] = {
+    "flake_hunt": render_flake_hunt,
     "experts": render_experts,
     "experts/cases": render_experts_cases,
     "experts/sweep": render_experts_sweep,
@@ -873,10 +917,17 @@ def doc_files() -> list[Path]:
     return [page for page in pages if page.is_file()] + sorted(DOCS.rglob("*.md"))
 
 
+def block_files() -> list[Path]:
+    """Every page with a results block: the pages with figures, and CONTRIBUTING.md
+    (the flake hunt's record)."""
+    contributing = ROOT / "CONTRIBUTING.md"
+    return doc_files() + [contributing] * contributing.is_file()
+
+
 def stale_blocks() -> list[str]:
     """``file: block`` for every block whose text is not what its data file renders."""
     stale = []
-    for path in doc_files():
+    for path in block_files():
         for match in BLOCK.finditer(path.read_text()):
             if match["body"] != render(match["name"]) + "\n":
                 stale.append(f"{path.relative_to(ROOT)}: {match['name']}")
@@ -889,7 +940,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="list stale blocks (the default)")
     args = parser.parse_args(argv)
     if args.write:
-        for path in doc_files():
+        for path in block_files():
             text = path.read_text()
             if BLOCK.search(text) and refresh(text) != text:
                 path.write_text(refresh(text))

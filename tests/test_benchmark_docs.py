@@ -78,7 +78,7 @@ LESSON_TIME = re.compile(r"\| about \d+ min \|")
 
 def blocks_in_docs() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for path in bench_docs.doc_files():
+    for path in bench_docs.block_files():
         for match in bench_docs.BLOCK.finditer(path.read_text()):
             found.setdefault(match["name"], []).append(str(path.relative_to(ROOT)))
     return found
@@ -98,7 +98,7 @@ def test_every_data_file_is_shown_and_every_block_has_a_data_file():
 
 @pytest.mark.parametrize("name", OWN)
 def test_each_data_file_says_what_produced_it(name):
-    p = load_results(name)["provenance"]
+    p = bench_docs.load_data(name)["provenance"]
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", p["date"])
     assert isinstance(p["cores"], int) and p["cores"] >= 1 and p["cpu"]
     for load in (p["load_average_before"], p["load_average_after"]):

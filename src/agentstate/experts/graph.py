@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Send
+from langgraph.types import Command, Send
 
 from agentstate.experts.calls import _chunk_text, stub_answer, timed_stream
 from agentstate.experts.manual import Manual, load_manual
@@ -38,7 +38,13 @@ from agentstate.experts.prompts import (
     utc_clock,
 )
 from agentstate.experts.router import route_by_llm, route_by_rules
-from agentstate.experts.state import PER_RUN_KEYS, ExpertCall, ExpertsState, ExpertTask
+from agentstate.experts.state import (
+    PER_RUN_KEYS,
+    ExpertCall,
+    ExpertsState,
+    ExpertsThread,
+    ExpertTask,
+)
 
 Mode = Literal["stub", "llm"]
 RouterMode = Literal["rules", "llm"]
@@ -86,6 +92,16 @@ class ExpertsConfig:
         return self.synthesis == "llm" or (self.synthesis == "auto" and self.mode == "llm")
 
 
+def _accepted(state: ExpertsThread) -> int:
+    """How many of the thread's messages passed ``start`` (a thread saved before it counted:
+    every message up to its last answer)."""
+    if "accepted" in state:
+        return state["accepted"]
+    messages = state.get("messages", [])
+    answers = [i for i, m in enumerate(messages) if m.type == "ai"]
+    return answers[-1] + 1 if answers else 0
+
+
 def _query_and_history(messages: Sequence[BaseMessage], keep: int) -> tuple[str, list[BaseMessage]]:
     for message in messages:
         if message.type not in ("human", "ai"):
@@ -114,11 +130,21 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
     def prefix() -> Prefix:
         return system_prefix(cfg.manual, cfg.prefix_policy, cfg.clock)
 
-    def start(state: ExpertsState) -> dict[str, Any]:
-        _query_and_history(state.get("messages", []), cfg.history_messages)
+    def start(state: ExpertsThread) -> Command[Any]:
+        messages = state.get("messages", [])
+        try:
+            _query_and_history(messages, cfg.history_messages)
+        except ValueError as exc:  # refused: take this run's messages out again, then say why
+            given = messages[_accepted(state) :]
+            removed = [RemoveMessage(id=m.id) for m in given if m.id is not None]
+            return Command(update={"messages": removed}, goto=Send("refuse", str(exc)))
         fixed = None if cfg.prefix_policy == "timestamp_first" else prefix().sha256
-        return {"manual_sha256": cfg.manual.sha256, "prefix_sha256": fixed,
-                "response": "", **dict.fromkeys(PER_RUN_KEYS)}  # fmt: skip
+        return Command(update={"manual_sha256": cfg.manual.sha256, "prefix_sha256": fixed,
+                               "response": "", "accepted": len(messages),
+                               **dict.fromkeys(PER_RUN_KEYS)}, goto="router")  # fmt: skip
+
+    def refuse(state: Any) -> dict[str, Any]:  # ``Send`` gives it the refusal's words
+        raise ValueError(state)
 
     def router(state: ExpertsState) -> dict[str, Any]:
         query, _ = _query_and_history(state["messages"], 0)
@@ -166,7 +192,7 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
         return {**update, "ttft_ms": {"prime": reply.ttft_ms},
                 "latency_ms": {"prime": reply.latency_ms}}  # fmt: skip
 
-    def synthesize(state: ExpertsState) -> dict[str, Any]:
+    def synthesize(state: ExpertsThread) -> dict[str, Any]:
         query, _ = _query_and_history(state["messages"], 0)
         outputs = state.get("expert_outputs") or {}
         notes = {t["expert"]: outputs[t["expert"]] for t in state["pending_tasks"]}
@@ -181,15 +207,16 @@ def build_experts_graph(config: ExpertsConfig | None = None, *, checkpointer: An
                       "latency_ms": {"synthesis": reply.latency_ms}}  # fmt: skip
         else:
             text = "\n".join(f"[{EXPERTS[n].title}] {t}" for n, t in notes.items())
-        return {**update, "response": text, "messages": [AIMessage(content=text)]}
+        answer = {"response": text, "messages": [AIMessage(content=text)]}
+        return {**update, **answer, "accepted": len(state["messages"]) + 1}
 
-    graph = StateGraph(ExpertsState)
-    graph.add_node("start", start)
+    graph = StateGraph(ExpertsThread, input_schema=ExpertsState, output_schema=ExpertsState)
+    graph.add_node("start", start, destinations=("router", "refuse"))
+    graph.add_node("refuse", refuse)
     graph.add_node("router", router)
     graph.add_node("expert", expert)
     graph.add_node("synthesize", synthesize)
     graph.add_edge(START, "start")
-    graph.add_edge("start", "router")
     if cfg.execution == "sequential":
         graph.add_conditional_edges("router", next_one, ["expert", "synthesize"])
         graph.add_conditional_edges("expert", next_one, ["expert", "synthesize"])

@@ -45,4 +45,15 @@ class ExpertsState(TypedDict, total=False):
     response: str
 
 
+class ExpertsThread(ExpertsState, total=False):
+    """The thread's state: the input fields plus what only the graph writes.
+
+    ``accepted`` counts the thread's messages that passed ``start``'s check; the
+    ones after it came with this run's input, and a refused input's messages are
+    removed again, so the next query never inherits them.
+    """
+
+    accepted: int
+
+
 PER_RUN_KEYS = ("expert_outputs", "prefix_by_call", "ttft_ms", "latency_ms")

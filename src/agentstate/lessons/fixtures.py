@@ -576,14 +576,16 @@ def shared_prefix(prompts: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
     """The leading bytes several calls' prompts share, and where they part (notebook 05).
 
     ``"bytes shared"`` is what a prefix cache could reuse across the calls,
-    ``"of the prompt"`` that as a share of the first call's prompt, and
+    ``"of the prompt"`` that as a share of the first prompt, and
     ``"they part at"`` shows the shared start of the line where they part (up to 48
     characters, from a word), a bar, then each prompt's rest of that word, separated
     by `` / ``, so a reader sees which byte ends the reuse, never a value cut short.
+    The prompts are taken in sorted order (so by the expert's name where they part),
+    never in the order parallel calls reached the model, which varies run to run.
     """
     import re
 
-    data = [prompt_text(p) for p in prompts]
+    data = sorted(prompt_text(p) for p in prompts)
     n = shared_by_all(data)
     line = data[0].rfind(b"\n", 0, n) + 1
     start = max(line, n - 48)

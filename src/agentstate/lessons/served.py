@@ -235,8 +235,27 @@ class CaptureResult(TypedDict):
     corrections: NotRequired[list[str]]
 
 
+EVENT_FIELDS = ("role", "content", "msg_idx", "id", "control")
+
+
 class ServedCaptureState(CaptureEvent, CaptureResult):
     last_msg_idx: NotRequired[int]
+    # this run's event, moved out of the input fields by ``receive`` (never by a node that can
+    # fail): a refused event leaves nothing in the fields the next event's input writes
+    pending: NotRequired[dict[str, Any]]
+
+
+def receive(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Take this run's event out of the input fields, clearing every one of them.
+
+    The input writes only the fields an event gives; a field an earlier event
+    gave stays in the checkpoint until a node clears it. This node cannot fail,
+    so the fields are cleared on every path: an event refused by the next node
+    (``msg_idx`` out of range, an unknown control, a bad ``id``) leaves nothing
+    the next event inherits. Taught with notebook 06's served graph.
+    """
+    event = {k: state[k] for k in EVENT_FIELDS if state.get(k) is not None}
+    return {"pending": event, **dict.fromkeys(EVENT_FIELDS)}
 
 
 def event_message(event: Mapping[str, Any], last_msg_idx: int) -> BaseMessage:
@@ -357,7 +376,8 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
 
     async def capture(state: ServedCaptureState, config: RunnableConfig) -> dict[str, Any]:
         last = state.get("last_msg_idx") or 0
-        message = event_message(state, last)  # bad input fails here, before any call
+        event = state.get("pending") or {}
+        message = event_message(event, last)  # bad input fails here, before any call
         conf = config.get("configurable") or {}
         vault_id = conf.get("vault_id") or VAULT
         memory_id = conf.get("memory_id") or conf.get("thread_id")
@@ -365,16 +385,16 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
             raise ValueError("no memory: pass configurable.memory_id or run on a thread")
         client, graph = await runtime.get()
         await runtime.ensure_memory(client, vault_id, memory_id)
-        if isinstance(message, ChatMessage) and state.get("msg_idx") is None:
+        if isinstance(message, ChatMessage) and event.get("msg_idx") is None:
             # its position comes from the server, once per message: never a count two runs
             # read at once (both would take last + 1, and one key for two messages)
             scope = str(conf.get("thread_id") or memory_id)
-            key = write_key(scope, f"id:{state.get('id') or uuid.uuid4().hex}")
+            key = write_key(scope, f"id:{event.get('id') or uuid.uuid4().hex}")
             position = await client.call(
                 "assign_position", vault_id=vault_id, memory_id=memory_id, message_key=key,
                 after=last,
             )  # fmt: skip
-            message = event_message(state, int(position) - 1)
+            message = event_message(event, int(position) - 1)
         inner = {**config, "configurable": {**conf, "vault_id": vault_id, "memory_id": memory_id}}
         result = await graph.ainvoke({"messages": [message], "turn": message}, inner)
         replies = [m for m in _after(result["messages"], message.id) if isinstance(m, ToolMessage)]
@@ -384,7 +404,6 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
         label = f"msg {idx}" if idx is not None else str(message.content)
         mine = [c for c in result.get("corrections", []) if c.startswith(label + ":")]
         return {
-            **dict.fromkeys(("role", "content", "msg_idx", "id", "control")),  # consumed
             "event": label,
             "tool_calls": [m.name for m, dup in zip(done, already, strict=True) if not dup],
             "refused": [f"{m.name}: {m.text}" for m in replies if m.status == "error"],
@@ -409,8 +428,10 @@ def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpoint
             return pool.submit(asyncio.run, capture_once(state, config)).result()
 
     builder = StateGraph(ServedCaptureState, input_schema=CaptureEvent, output_schema=CaptureResult)
+    builder.add_node("receive", receive)
     builder.add_node("capture", RunnableLambda(capture_sync, afunc=capture, name="capture"))
-    builder.add_edge(START, "capture")
+    builder.add_edge(START, "receive")
+    builder.add_edge("receive", "capture")
     builder.add_edge("capture", END)
     graph = builder.compile(checkpointer=checkpointer)
     graph.name = "memory_capture"

@@ -54,6 +54,7 @@ from langchain_core.messages import (
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.types import Send
 
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.conversations import CONTROLS
@@ -286,7 +287,12 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         turn = state.get("turn")
         if turn is None:
             return {"plan": []}
-        check_turn(turn)
+        try:
+            check_turn(turn)
+        except InvalidTurn:  # refused: the turn leaves the messages again; `planned` says why
+            ids = {m.id for m in state["messages"]}
+            gone = [RemoveMessage(id=turn.id)] if turn.id is not None and turn.id in ids else []
+            return {"plan": [], "messages": gone}
         conf = config["configurable"]
         vault_id, memory_id = conf["vault_id"], conf["memory_id"]
         prompt = SystemMessage(f"{system_prompt(vault_id, memory_id)}\n{turn_line(turn)}")
@@ -332,7 +338,15 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
         first, *rest = state["plan"]
         return {"messages": [_one_call(first)], "plan": rest}
 
-    async def planned(state: CaptureState) -> str:
+    async def refuse(state: Any) -> dict[str, Any]:  # ``Send`` gives it the refusal's words
+        raise InvalidTurn(state)
+
+    async def planned(state: CaptureState) -> str | Send:
+        turn = state.get("turn")
+        try:
+            check_turn(turn) if turn is not None else None
+        except InvalidTurn as exc:  # a refused turn: its run ends in this error, nothing ran
+            return Send("refuse", str(exc))
         last = state["messages"][-1] if state.get("messages") else None
         return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
 
@@ -343,8 +357,9 @@ def build_capture_graph(model, tools: list, checkpointer=None, window: int = MOD
     builder.add_node("llm_call", llm_call)
     builder.add_node("dispatch", dispatch)
     builder.add_node("tools", run_tool)
+    builder.add_node("refuse", refuse)
     builder.add_edge(START, "llm_call")
-    builder.add_conditional_edges("llm_call", planned, ["tools", END])
+    builder.add_conditional_edges("llm_call", planned, ["tools", "refuse", END])
     builder.add_edge("dispatch", "tools")
     builder.add_conditional_edges("tools", more, ["dispatch", END])
     return builder.compile(checkpointer=checkpointer)

@@ -1,0 +1,121 @@
+"""scripts/flake_hunt.py (issue 39 item 2): its command, its record and the rendered block.
+
+The hunt itself runs the whole suite for an hour or more; these check the
+parts that decide what it records: the pytest line comes from the Makefile
+(with the asked worker count, the notebooks included, a subset in place of
+the paths), failures are read by test id from pytest's JUnit report, runs
+are appended (never replacing earlier ones), the busy processes end with the
+run, and the CONTRIBUTING.md block tells a subset run from a whole-suite one.
+"""
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_docs  # noqa: E402
+import flake_hunt  # noqa: E402
+
+
+@pytest.mark.parametrize("workers", [1, 4, 8])
+def test_the_command_is_make_tests_pytest_line_with_the_workers_asked(workers):
+    env, argv = flake_hunt.pytest_command(workers)
+    assert env == {"AGENTSTATE_ENGINE_THREADS": "1"}
+    assert argv[0].endswith("pytest") and argv[argv.index("-n") + 1] == str(workers)
+    assert "tests" in argv and "--nbval" in argv and "--dist" in argv
+    notebooks = {p for p in argv if p.endswith(".ipynb")}
+    on_disk = {str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").rglob("*.ipynb")}
+    assert notebooks == {p for p in on_disk if ".ipynb_checkpoints" not in p}
+
+
+def test_a_selection_replaces_the_suites_paths_and_keeps_its_options():
+    _, whole = flake_hunt.pytest_command(4)
+    _, subset = flake_hunt.pytest_command(4, ["tests/test_lesson_05.py"])
+    assert subset[-1] == "tests/test_lesson_05.py" and "tests" not in subset
+    assert not [p for p in subset if p.endswith(".ipynb")]
+    options = [w for w in whole if w != "tests" and not w.endswith(".ipynb")]
+    assert subset[:-1] == options
+
+
+def test_a_makefile_without_the_pytest_line_is_a_clear_error(tmp_path):
+    (tmp_path / "Makefile").write_text("test:\n\techo nothing\n\nother:\n\ttrue\n")
+    with pytest.raises(SystemExit, match="no `\\$\\(TESTENV\\) \\$\\(BIN\\)/pytest"):
+        flake_hunt.makefile_pytest_line(tmp_path / "Makefile")
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="4">
+<testcase classname="tests.test_lesson_05" name="test_ok" time="0.1"/>
+<testcase classname="tests.test_lesson_05" name="test_order[a]" time="0.1">
+  <failure message="assert">x</failure></testcase>
+<testcase classname="tests.test_served" name="test_port" time="0.1">
+  <error message="setup">y</error></testcase>
+<testcase classname="tests.test_x" name="test_skip" time="0"><skipped message="s"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_failures_are_read_by_test_id_from_the_junit_report(tmp_path):
+    report = tmp_path / "junit.xml"
+    report.write_text(JUNIT)
+    assert flake_hunt.failures(report) == [
+        "tests/test_lesson_05.py::test_order[a]",
+        "tests/test_served.py::test_port",
+    ]
+    assert flake_hunt.counts(report) == {"tests": 4, "failures": 1, "errors": 1, "skipped": 1}
+    assert flake_hunt.failures(tmp_path / "missing.xml") == []
+
+
+def run_record(n, scope="whole suite", failed=(), workers=4, duration=600.0):
+    return {
+        "run": n, "date": "2026-11-28T11:00:00+00:00", "git_commit": "a" * 40,
+        "scope": scope, "selection": ["tests", "notebooks"] if scope == "whole suite"
+        else ["tests/test_lesson_05.py"], "workers": workers, "busy_processes": 4, "cores": 2,
+        "load_average": {"start": [4.5, 3.0, 2.0], "mid": [6.25, 4.0, 3.0], "end": None},
+        "duration_s": duration, "exit_status": 1 if failed else 0, "tests": 1969,
+        "skipped": 3, "failed": list(failed), "tail": "",
+    }  # fmt: skip
+
+
+def test_runs_are_appended_never_replaced(tmp_path):
+    record = tmp_path / "flake_hunt.json"
+    flake_hunt.append(record, {"command": "one"}, [run_record(1)])
+    data = flake_hunt.append(record, {"command": "two"}, [run_record(2), run_record(3)])
+    assert [r["run"] for r in data["runs"]] == [1, 2, 3]
+    assert json.loads(record.read_text()) == data and data["provenance"] == {"command": "two"}
+
+
+def test_the_block_tells_subset_runs_from_whole_suite_runs_and_names_failures():
+    subset = bench_docs.render_flake_hunt({"runs": [run_record(1, "subset")]})
+    assert "No whole-suite run is recorded yet" in subset
+    assert "subset: tests/test_lesson_05.py" in subset and "4.5 / 6.2 / ?" in subset
+    runs = [run_record(n) for n in range(1, 6)] + [run_record(6, failed=["tests/t.py::a"])]
+    red = bench_docs.render_flake_hunt({"runs": runs})
+    assert "The last 5 whole-suite run(s): 1 with a failure (tests/t.py::a)." in red
+    green = bench_docs.render_flake_hunt({"runs": runs[:5]})
+    assert "The last 5 whole-suite run(s): 0 with a failure." in green
+    slower = copy.deepcopy(runs[:5])
+    slower[-1]["duration_s"] = 1200.0
+    assert "20.0 min" in bench_docs.render_flake_hunt({"runs": slower}) and "20.0 min" not in green
+
+
+def test_the_summary_counts_the_runs_with_a_failure():
+    text = flake_hunt.summary([run_record(1), run_record(2, failed=["tests/t.py::a"])])
+    assert text.splitlines()[-1] == "2 run(s), 1 with a failure"
+    assert "run 2: whole suite, 4 worker(s), load 4.5/6.2/?, 600 s" in text
+
+
+def test_the_busy_processes_spin_while_the_run_lasts_and_end_with_it():
+    with flake_hunt.Busy(2) as busy:
+        pids = [p.pid for p in busy.procs]
+        assert all(p.poll() is None for p in busy.procs)
+        assert all(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert all(p.returncode is not None for p in busy.procs)
+    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+    assert os.cpu_count()

@@ -1,0 +1,289 @@
+"""Issue 39 item 1: nothing a notebook prints depends on which parallel call ends first.
+
+:func:`parallel_cells` lists every code cell of ``notebooks/_src`` that runs calls
+in parallel (a ``Send`` fan-out, one reply's parallel tool calls, ``max_concurrency``,
+``asyncio.gather``, threads). Each one must be named in :data:`COVERED` with the
+proof that its output is fixed, so a new parallel cell without one fails
+``test_every_parallel_cell_is_covered``. The proofs run the cell's code (the
+lesson's own definitions, or the package function it prints) with the
+scheduling turned around (experts that answer in reversed order, tools slowed
+in reversed order, one thread against many) and compare what it prints; the
+rest check what makes the cell's output fixed (it sorts, or nbval ignores a
+timing it prints). Lesson 05's "they part at" listed the experts in the order
+their threads reached the model (CI: ``compliance / support / technical``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage
+
+from agentstate.experts.personas import EXPERTS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, shared_prefix
+from agentstate.lessons.served import (
+    build_served_reducer,
+    build_served_subagents,
+    build_served_turn_cache,
+)
+from agentstate.models import ScriptedChatModel
+from tests.lesson_source import definitions
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "notebooks" / "_src"
+PARALLEL = re.compile(
+    r"Send\(|max_concurrency|asyncio\.gather|\bgather\(|threading\.Thread|ThreadPoolExecutor"
+    r"|\.batch\(|\*stores\(|store_calls\(|delegate\(|parallel_calls"
+)
+
+
+def parallel_cells() -> dict[str, str]:
+    """``file: first parallel line`` -> the cell's source, for every parallel code cell."""
+    found = {}
+    for path in sorted(SOURCES.rglob("*.py")):
+        if path.name.startswith("_"):
+            continue  # the template for a new lesson: no reader runs it
+        for cell in jupytext.read(path, fmt="py:percent").cells:
+            if cell.cell_type != "code":
+                continue
+            lines = [line.strip() for line in cell.source.splitlines()]
+            hits = [line for line in lines if PARALLEL.search(line) and not line.startswith("#")]
+            if hits:
+                found[f"{path.relative_to(SOURCES)}: {hits[0]}"] = cell.source
+    return found
+
+
+# every parallel cell and the proof that its output does not depend on scheduling
+DESK = "05_prefix_cached_experts.py"
+COVERED = {
+    f"{DESK}: " + 'return [Send("expert", {**task, "expert": e}) for e in EXPERTS]': "desk",
+    f"{DESK}: " + 'desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at '
+    "a time": "ignored_timing",
+    "01_file_based_storage.py: one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], "
+    "middleware=[timeline]": "spaced_reads",
+    "01_file_based_storage.py: store_then_read = [reply(*stores(POSTGRES_FIELDS)), "
+    'reply(tool_call("get_collected_requirements"))]': "files",
+    '01_file_based_storage.py: def fields_kept(layout: str = "one file", parallel_calls: int '
+    "= 5) -> int:": "files",
+    "01_file_based_storage.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
+    "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
+    "fields kept, or the error": "rds",
+    "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
+    "03_same_turn_visibility.py: my_agent(trace, TurnCacheMiddleware(**CACHE), slow_stores)."
+    'invoke(TURN, {"max_concurrency": 7})': "ignored_timing",
+    'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
+    "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
+    "results))": "sorted",
+    "going_further/01_inside_a_super_step.py: serial_state = serial.invoke(user_turn(), "
+    '{"max_concurrency": 1})': "rds",
+    "going_further/02_file_sync_and_secrets.py: calls = [*store_calls(POSTGRES_FIELDS), "
+    "*([overwrite] if model_writes_file else [])]": "rds",
+    "going_further/02_file_sync_and_secrets.py: reply(*store_calls({**VALID_REQUIREMENTS, "
+    '"password": plain})),': "rds",
+    'going_further/02_file_sync_and_secrets.py: script=[reply(*store_calls({"engine": '
+    '"postgres", "engine_version": "15.5"})), reply(text="ok")]': "rds",
+    'going_further/03_caches_that_fail.py: ).invoke(user_turn(), {"max_concurrency": 7})': ("rds"),
+    'going_further/03_caches_that_fail.py: user_turn(), {"max_concurrency": 1}': "rds",
+    'going_further/03_caches_that_fail.py: calls = [tool_call("get_collected_requirements"), '
+    "*store_calls(POSTGRES_FIELDS)]": "rds",
+    "going_further/06_memory_fleet.py: positions = sorted(int(p) for p in await "
+    "asyncio.gather(*asked))": "sorted",
+}
+
+
+def test_every_parallel_cell_is_covered():
+    """A new parallel cell (or a changed one) must be added here with its proof."""
+    found = set(parallel_cells())
+    assert sorted(found - set(COVERED)) == [], "parallel cells without a proof of fixed output"
+    assert sorted(set(COVERED) - found) == [], "proofs for cells that no longer exist"
+
+
+# --- the proofs ---
+
+
+class SleepyModel(ScriptedChatModel):
+    """A scripted expert that waits ``delays[expert]`` seconds before it is called, so the
+    experts reach the model in the order the delays give."""
+
+    delays: dict[str, float]
+
+    def reply_to(self, messages: list[BaseMessage]) -> AIMessage:  # type: ignore[override]
+        persona = str(messages[1].content)
+        name = next(n for n, e in EXPERTS.items() if e.system_text() == persona)
+        time.sleep(self.delays[name])
+        return super().reply_to(messages)
+
+
+def arrival(model: ScriptedChatModel) -> list[str]:
+    texts = {e.system_text(): n for n, e in EXPERTS.items()}
+    return [texts[str(call[1].content)] for call in model.seen]
+
+
+@cache
+def desk_prints() -> list[tuple[list[str], str, dict]]:
+    """Lesson 05's desk with its experts reaching the model in order, then reversed."""
+    lesson = definitions("05_prefix", ["manual", "QUESTION", "DeskState", "build_desk"])
+    prompt = definitions("05_prefix", ["expert_prompt"])["expert_prompt"]
+    names = list(EXPERTS)
+    runs = []
+    for order in (names, names[::-1]):
+        delays = {name: 0.15 * order.index(name) for name in names}
+        model = SleepyModel(script=[AIMessage("a note")] * 3, delays=delays)
+        state = lesson["build_desk"](model, prompt).invoke({"question": lesson["QUESTION"]})
+        runs.append((arrival(model), json.dumps(shared_prefix(model.seen)), state["notes"]))
+    return runs
+
+
+def prove_desk(source: str) -> None:
+    (first_order, first, notes), (second_order, second, notes2) = desk_prints()
+    assert first_order != second_order, "the scheduling did not change: no proof"
+    assert first == second and list(notes) == list(notes2)
+    assert "compliance / support / technical" in first  # by name
+
+
+@cache
+def tool_batch_files() -> list[dict]:
+    """Lesson 01's one reply of 20 stores, run on 1, 3 and 20 threads, with each tool."""
+    from deepagents import create_deep_agent
+
+    names = ["TURN", "stores", "one_reply", "LAYOUTS", "store_requirement", "store_in_own_file"]
+    more = ["PATH", "FOLDER", "fields_in", "work_seconds", "show_reads"]
+    lesson = definitions("01_file", [*names, *more])
+    lesson["show_reads"] = False
+    fields = {f"labels.k{i:02d}": str(i) for i in range(20)}
+    results = []
+    for threads in (1, 3, 20):
+        kept = {}
+        for layout, tool in lesson["LAYOUTS"].items():
+            agent = create_deep_agent(lesson["one_reply"](*lesson["stores"](fields)), tools=[tool])
+            files = agent.invoke(lesson["TURN"], {"max_concurrency": threads})["files"]
+            kept[layout] = [(path, data["content"]) for path, data in files.items()]
+        results.append(kept)
+    return results
+
+
+def prove_files(source: str) -> None:
+    one, three, twenty = tool_batch_files()
+    assert one == three == twenty
+    assert len(one["one file"]) == 1 and len(one["one file per field"]) == 20
+
+
+@cache
+def rds_prints() -> dict[str, list[Any]]:
+    """The package's agents of lessons 02-04 on one parallel batch, at 1, 2 and 16 threads."""
+    out: dict[str, list[Any]] = {}
+    for build in (build_served_reducer, build_served_turn_cache, build_served_subagents):
+        runs = []
+        for threads in (1, 2, 16):
+            state = build(environ={}).invoke(
+                {"messages": [("user", json.dumps(POSTGRES_FIELDS))]}, {"max_concurrency": threads}
+            )
+            runs.append(
+                (
+                    list(state["requirements"].items()),
+                    [(m.type, getattr(m, "name", None), m.text) for m in state["messages"][1:]],
+                )
+            )
+        out[build.__name__] = runs
+    return out
+
+
+def prove_rds(source: str) -> None:
+    for name, runs in rds_prints().items():
+        assert runs[0] == runs[1] == runs[2], name
+        assert dict(runs[0][0]) == POSTGRES_FIELDS
+
+
+def prove_sorted(source: str) -> None:
+    """What the threads or the gather produce is printed sorted."""
+    assert re.search(r"sorted\(", source), source
+
+
+def prove_ignored_timing(source: str) -> None:
+    """The cell prints timings (they vary by nature): nbval ignores its output, and its
+    fixed facts are asserted in the cell, not printed."""
+    tagged = [c for c in all_cells() if c.source == source]
+    assert tagged and all("nbval-ignore-output" in c.metadata.get("tags", []) for c in tagged)
+
+
+prove_ignored_widget = prove_ignored_timing
+
+
+@cache
+def all_cells() -> list[Any]:
+    return [
+        cell
+        for path in sorted(SOURCES.rglob("*.py"))
+        for cell in jupytext.read(path, fmt="py:percent").cells
+    ]
+
+
+def prove_spaced_reads(source: str) -> None:
+    """Lesson 01's broken agent prints each store's read from its thread; the stores are
+    slowed 0.1 s apart (the lesson's ``work_seconds``), so the lines come in that order,
+    the same on 5 threads or 2 (a thread that starts later still ends in its slot)."""
+    import contextlib
+    import io
+
+    from deepagents import create_deep_agent
+
+    from agentstate.tracing import ToolTimeline
+
+    names = ["TURN", "stores", "one_reply", "store_requirement", "work_seconds", "PATH"]
+    lesson = definitions("01_file", [*names, "fields_in", "show_reads"])
+    lesson["show_reads"] = True  # the lesson turns it off later on the page
+    assert "0.1 * (len(order) - i)" in source  # the spacing the order rests on
+    order = list(POSTGRES_FIELDS)
+    lesson["work_seconds"].update({f: 0.1 * (len(order) - i) for i, f in enumerate(order)})
+    printed, threads = [], []
+    for concurrency in (5, 16):
+        timeline, out = ToolTimeline(), io.StringIO()
+        agent = create_deep_agent(
+            lesson["one_reply"](*lesson["stores"](POSTGRES_FIELDS)),
+            tools=[lesson["store_requirement"]],
+            middleware=[timeline],
+        )
+        with contextlib.redirect_stdout(out):
+            agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
+        printed.append(out.getvalue())
+        threads.append(timeline.thread_count())
+    assert printed[0] == printed[1] and threads == [5, 5]
+    assert printed[0].splitlines()[0] == f"store_requirement({order[-1]}) read {{}}"
+
+
+PROOFS = {
+    "spaced_reads": prove_spaced_reads,
+    "desk": prove_desk,
+    "files": prove_files,
+    "rds": prove_rds,
+    "sorted": prove_sorted,
+    "ignored_timing": prove_ignored_timing,
+    "ignored_widget": prove_ignored_widget,
+}
+
+
+@pytest.mark.parametrize("cell", sorted(COVERED))
+def test_each_parallel_cell_prints_in_a_fixed_order(cell):
+    source = parallel_cells().get(cell)
+    assert source is not None, f"no such parallel cell: {cell}"
+    PROOFS[COVERED[cell]](source)
+
+
+def test_shared_prefix_is_the_same_for_every_order_of_the_prompts():
+    """The package function the desk prints: every permutation of three prompts."""
+    from itertools import permutations
+
+    from agentstate.experts import load_manual
+    from agentstate.experts.prompts import build_messages, system_prefix
+
+    prefix = system_prefix(load_manual())
+    prompts = [build_messages(prefix, name, "Who approves?", []) for name in EXPERTS]
+    shown = {json.dumps(shared_prefix(list(p))) for p in permutations(prompts)}
+    assert len(shown) == 1
