@@ -16,6 +16,8 @@ import pytest
 
 LONGEST_FIRST = (
     "tests/test_notebook_browser.py",
+    # every Python block of the README and docs/, each in a fresh process
+    "tests/test_docs_blocks.py",
     "tests/test_lesson_06.py",
     "notebooks/05_prefix_cached_experts.ipynb",
     "tests/test_postgres.py",
@@ -29,6 +31,9 @@ LONGEST_FIRST = (
     "tests/test_memory_fleet.py",
     "tests/test_turn_cache_middleware.py",
     "tests/test_secrets_providers.py",
+    "tests/test_refused_input.py",
+    "tests/test_doctor_fix.py",
+    "tests/test_memory_remote.py",
     # a fresh venv resolving the route without make; the wheel and the sdist built
     "tests/test_packaging.py",
     "tests/test_wheel.py",
