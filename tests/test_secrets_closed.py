@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import traceback
 from collections.abc import Callable
-from types import GetSetDescriptorType, MemberDescriptorType
 from typing import Annotated, Any
 
 import httpx
@@ -31,70 +29,10 @@ from agentstate.core import SecretRedactionMiddleware, SecretStore
 from agentstate.models import reply, tool_call
 from agentstate.persistence import file_contains
 from tests.secret_providers import MODES, provider, run
+from tests.secret_shapes import leaks
 
 PLAIN = "Vex-5512-Hollow-Quartz"
 OTHER = "Mint-7731-Harbor-Lynx"
-
-
-def c_fields(exc: BaseException) -> dict[str, Any]:
-    """C-level fields (``OSError.filename``...) of every class of ``exc`` but BaseException."""
-    out = {}
-    for cls in type(exc).__mro__[:-2]:  # not BaseException, object
-        for name, slot in vars(cls).items():
-            if isinstance(slot, GetSetDescriptorType | MemberDescriptorType):
-                out[name] = getattr(exc, name, None)
-    return out
-
-
-def shown(exc: BaseException | None, depth: int = 4) -> str:
-    """All a caller can read of ``exc``: traceback text, reprs of every exception, arg, field.
-
-    Follows the chain, group members, ``vars()``, C-level fields and the
-    attributes of objects below them (``depth`` levels).
-    """
-    if exc is None:
-        return ""
-    seen = ["".join(traceback.format_exception(exc))]
-    todo: list[tuple[Any, int]] = [(exc, 0)]
-    done: set[int] = set()
-    while todo:
-        item, level = todo.pop()
-        if id(item) in done or level > depth:
-            continue
-        done.add(id(item))
-        try:
-            seen.append(repr(item))
-        except Exception:  # noqa: BLE001
-            pass
-        children: list[Any] = []
-        if isinstance(item, BaseException):
-            children += [item.__cause__, item.__context__, *item.args]
-            children += list(getattr(item, "exceptions", ()))
-            children += list(c_fields(item).values())
-        if isinstance(item, dict):
-            children += list(item.values())
-        elif isinstance(item, list | tuple | set):
-            children += list(item)
-        elif not isinstance(item, str | bytes | int | float | type(None)):
-            try:
-                children += list(vars(item).values())
-            except TypeError:
-                pass
-        seen += [repr(c) for c in children if isinstance(c, str | bytes)]
-        todo += [(c, level + 1) for c in children if c is not None]
-    return "\n".join(seen)
-
-
-def leaks(plain: str, *, state: dict, chunks: list, error: BaseException | None, db) -> list[str]:
-    """Where ``plain`` (as text or UTF-8 bytes) is found: exception, state, stream, checkpoint."""
-    found = []
-    kept = repr(state.get("messages", [])[1:])  # the user's own message aside
-    for where, text in {"exception": shown(error), "state": kept, "stream": repr(chunks)}.items():
-        if plain in text or repr(plain.encode())[2:-1] in text:
-            found.append(where)
-    if file_contains(db, plain.encode()):
-        found.append("checkpoint")
-    return found
 
 
 def run_failing(tool_obj, mode: str, db, replies=None) -> tuple[dict, list, BaseException | None]:

@@ -68,15 +68,44 @@ def redact_exception(
 
 
 def printed(exc: BaseException) -> str:
-    """What a caller can print of ``exc``: its traceback text (with the chain) and its repr."""
+    """What a caller can read of ``exc``: its traceback text (with the chain) and the ``repr``
+    of it and of every argument, attribute and C-level field of each exception in its chain
+    and groups (at most :data:`MAX_NODES` exceptions)."""
     try:
-        shown = "".join(traceback.format_exception(exc))
-    except Exception:  # noqa: BLE001 - a type whose text fails: only its repr is shown
-        shown = ""
-    try:
-        return f"{shown}\n{exc!r}"
-    except Exception:  # noqa: BLE001
-        return shown
+        parts = ["".join(traceback.format_exception(exc))]
+    except Exception:  # noqa: BLE001 - a type whose text fails: the reprs below are shown
+        parts = []
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo and len(seen) < MAX_NODES:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        fields = [*item.args, *vars(item).values(), *c_attributes(item).values()]
+        for value in (item, *fields):
+            try:
+                parts.append(repr(value))
+            except Exception:  # noqa: BLE001 - a value whose repr fails shows nothing
+                continue
+        inner = [item.__cause__, item.__context__, *getattr(item, "exceptions", ()), *fields]
+        todo += _exceptions_in(inner)
+    return "\n".join(parts)
+
+
+def _exceptions_in(values: list[Any]) -> list[BaseException]:
+    """The exceptions among ``values`` and inside their dicts, lists and tuples (bounded)."""
+    found: list[BaseException] = []
+    todo = [(v, 0) for v in values]
+    while todo and len(todo) < MAX_NODES:
+        value, depth = todo.pop()
+        if isinstance(value, BaseException):
+            found.append(value)
+        elif depth < MAX_DEPTH and isinstance(value, dict):
+            todo += [(v, depth + 1) for v in value.values()]
+        elif depth < MAX_DEPTH and isinstance(value, list | tuple | set | frozenset):
+            todo += [(v, depth + 1) for v in value]
+    return found
 
 
 def backstop(exc: BaseException, text: Callable[[str], str], depth: int = 0) -> BaseException:
