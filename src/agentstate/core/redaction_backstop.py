@@ -43,6 +43,7 @@ from agentstate.core.secrets import SecretStore
 __all__ = ["ScanningSerializer", "guard_checkpointer", "mask"]
 
 log = logging.getLogger("agentstate.secrets")
+log.addHandler(logging.NullHandler())  # a library: shown only where the app configures logging
 _MADE_REF = re.compile(MADE_REF)
 _UNKNOWN = object()
 # The thread of the checkpoint write in progress (set by the wrapped put/put_writes).
