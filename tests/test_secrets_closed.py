@@ -399,3 +399,77 @@ def test_the_checkpoint_backstop_masks_a_value_in_a_tool_result(mode, tmp_path):
     (result,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert result.content == "connected with " + "*" * len(PLAIN)  # read back from the checkpoint
     assert not file_contains(db, PLAIN.encode())
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_the_backstop_scans_an_encrypted_checkpointer_before_encryption(api, tmp_path, monkeypatch):
+    """With ``encrypt=True`` the bytes on disk are ciphertext: the plaintext is searched first."""
+    import secrets as random  # noqa: PLC0415
+
+    from agentstate.persistence import async_sqlite_checkpointer, sqlite_checkpointer  # noqa: PLC0415
+
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", random.token_hex(16))
+    store, db = SecretStore(), tmp_path / "encrypted.sqlite"
+    config = {"configurable": {"thread_id": "e"}}
+
+    @tool
+    def connect(host: str, password: str) -> str:
+        """Connect to a database."""
+        return f"connected with {store.resolve(password)}"
+
+    replies = [reply(tool_call("connect", host="db1", password=PLAIN)), reply(text="ok")]
+    payload = {"messages": [("user", "connect")]}
+    with provider("scripted", replies) as (model, _):
+
+        def make(saver):
+            return create_agent(
+                model,
+                tools=[connect],
+                middleware=[
+                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
+                ],
+                checkpointer=saver,
+            )
+
+        if api == "sync":
+            with sqlite_checkpointer(db, encrypt=True) as saver:
+                make(saver).invoke(payload, config)
+        else:
+
+            async def arun() -> None:
+                async with async_sqlite_checkpointer(db, encrypt=True) as saver:
+                    await make(saver).ainvoke(payload, config)
+
+            asyncio.run(arun())
+    with sqlite_checkpointer(db, encrypt=True) as saver:  # a fresh checkpointer reads it back
+        state = saver.get_tuple(config).checkpoint["channel_values"]
+    (result,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert result.content == "connected with " + "*" * len(PLAIN)
+
+
+def test_mask_keeps_references_field_names_and_a_loadable_checkpoint():
+    """Byte for byte: msgpack still loads; the store's references and a field name stay."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # noqa: PLC0415
+
+    from agentstate.core.redaction_backstop import _THREAD, ScanningSerializer  # noqa: PLC0415
+
+    store = SecretStore()
+    ref = store.put("password", "password", thread="t")  # a secret equal to a field name
+    other = store.put("api-key", PLAIN, thread="t")
+    store.put("x", OTHER, thread="u")  # another thread's value: not searched in t's writes
+    serde = ScanningSerializer(JsonPlusSerializer(), store, exempt=lambda s: s == "password")
+    value = {
+        "args": {"field_name": "password", "value": ref},
+        "text": f"key {PLAIN} and {OTHER}, bytes follow",
+        "raw": b"\xff" + PLAIN.encode(),  # not UTF-8: masked all the same
+        "ref": other,
+    }
+    token = _THREAD.set("t")
+    try:
+        kind, data = serde.dumps_typed(value)
+    finally:
+        _THREAD.reset(token)
+    back = serde.loads_typed((kind, data))
+    assert back["args"] == {"field_name": "password", "value": ref} and back["ref"] == other
+    assert back["text"] == f"key {'*' * len(PLAIN)} and {OTHER}, bytes follow"
+    assert back["raw"] == b"\xff" + b"*" * len(PLAIN)
