@@ -11,7 +11,14 @@ parts: pydantic errors from their structured form (the whole input, cleaned,
 so the cut is made from the reference, never from a secret), the chain
 (``__cause__``, ``__context__``) first, then every argument and attribute,
 each string with its chained exceptions' old text swapped for the new.
-Control flow (``GraphBubbleUp``: interrupts, ``Command`` hops) is never
+The walk reaches every form an error takes (issue 40): exception groups
+(nested), ``__notes__``, C-level fields (``OSError.filename``, ``__slots__``:
+:func:`c_attributes`), ``bytes``, named tuples, and the attributes of objects
+below an exception, cleaned on copies, at most :data:`MAX_DEPTH` levels and
+:data:`MAX_NODES` values. :func:`backstop` then reads the result as a caller
+would (:func:`printed`: the traceback text and every ``repr`` below it); a
+value still there, in a shape nobody listed, gets the exception replaced by
+a stand-in of the same type. Control flow (``GraphBubbleUp``: interrupts, ``Command`` hops) is never
 touched. Used by :class:`agentstate.core.SecretRedactionMiddleware`
 (``core.redaction``); taught in notebook 02.
 """
