@@ -57,8 +57,9 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from agentstate.core.redaction_backstop import guard_checkpointer
 from agentstate.core.redaction_errors import redact_exception
-from agentstate.core.redaction_json import read_partial
+from agentstate.core.redaction_json import loads, read_partial
 from agentstate.core.redaction_text import SECRET_NAME, text_secrets
 from agentstate.core.redaction_values import KnownValues
 from agentstate.core.secrets import Bucket, RunBucket, SecretStore, is_secret_ref
@@ -71,6 +72,21 @@ _MESSAGE_STRUCTURE = frozenset(
     {"type", "name", "id", "tool_call_id", "usage_metadata", "status", "chunk_position"}
 )
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
+
+
+_CHECKPOINTER = "__pregel_checkpointer"  # langgraph._internal._constants.CONFIG_KEY_CHECKPOINTER
+
+
+def _guard_run(middleware: SecretRedactionMiddleware) -> None:
+    """The backstop on the running graph's checkpointer (``core.redaction_backstop``).
+
+    A whole string that names a secret field (a field/value pair's field name)
+    is kept, as the value pass keeps it.
+    """
+    configurable = (var_child_runnable_config.get() or {}).get("configurable") or {}
+    saver = configurable.get(_CHECKPOINTER)
+    if saver is not None:
+        guard_checkpointer(saver, middleware.store, middleware.is_secret)
 
 
 @contextmanager
@@ -109,8 +125,8 @@ def _json_container(text: str, *, partial: bool = False) -> Any:
         parsed = read_partial(stripped)
     else:
         try:
-            parsed = json.loads(stripped, strict=False)
-        except ValueError:
+            parsed = loads(stripped)
+        except ValueError:  # not JSON, a key twice, or nested too deep: free text
             return None
     return parsed if isinstance(parsed, dict | list) else None
 
@@ -533,6 +549,7 @@ class SecretRedactionMiddleware(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
+        _guard_run(self)
         call = _ModelCall(self, request)
         try:
             with _unstreamed():
@@ -548,6 +565,7 @@ class SecretRedactionMiddleware(AgentMiddleware):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
+        _guard_run(self)
         call = _ModelCall(self, request)
         try:
             with _unstreamed():
@@ -566,6 +584,7 @@ class SecretRedactionMiddleware(AgentMiddleware):
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
         """A tool's error (raised, or a ToolMessage with ``status="error"``) gets the value pass."""
+        _guard_run(self)
         known = self._tool_known(request)
         try:
             result = handler(request)
@@ -582,6 +601,7 @@ class SecretRedactionMiddleware(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
+        _guard_run(self)
         known = self._tool_known(request)
         try:
             result = await handler(request)
@@ -606,17 +626,48 @@ class SecretRedactionMiddleware(AgentMiddleware):
             assert isinstance(out, AIMessage)
             return out
 
-        return redact_exception(exc, lambda v: values.walk(v, payload=True), message)
+        return redact_exception(
+            exc, lambda v: values.walk(v, payload=True), message, text=values.replace
+        )
 
     def _tool_result(
         self, result: ToolMessage | Command[Any], rewrite: _Rewrite
     ) -> ToolMessage | Command[Any]:
-        if not isinstance(result, ToolMessage) or result.status != "error":
-            return result
         values = rewrite.known()
-        out = rewrite.values(result, values) if values else result
+        if not values:
+            return result
+        if isinstance(result, Command):  # an error ToolMessage can come inside a Command
+            update = _errors_in(result.update, lambda m: rewrite.values(m, values))
+            return result if update is result.update else dataclasses.replace(result, update=update)
+        if result.status != "error":
+            return result
+        out = rewrite.values(result, values)
         assert isinstance(out, ToolMessage)
         return out
+
+
+def _errors_in(update: Any, clean: Callable[[BaseMessage], BaseMessage]) -> Any:
+    """A ``Command``'s ``update`` with each error ``ToolMessage`` in it cleaned (else itself).
+
+    ``update`` is a dict of channel values, a list of ``(channel, value)``
+    pairs, or a message list; the messages sit in a channel's value or a list.
+    """
+
+    def item(value: Any) -> Any:
+        if isinstance(value, ToolMessage) and value.status == "error":
+            return clean(value)
+        if isinstance(value, list):
+            items = [item(v) for v in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+            inner = item(value[1])
+            return value if inner is value[1] else (value[0], inner)
+        return value
+
+    if isinstance(update, dict):
+        out = {k: item(v) for k, v in update.items()}
+        return update if all(out[k] is v for k, v in update.items()) else out
+    return item(update)
 
 
 class _ModelCall:
@@ -664,7 +715,10 @@ class _ModelCall:
         if not known:
             return exc
         return redact_exception(
-            exc, lambda v: known.walk(v, payload=True), lambda m: self.clean_message(m)
+            exc,
+            lambda v: known.walk(v, payload=True),
+            lambda m: self.clean_message(m),
+            text=known.replace,
         )
 
     def clean_message(self, message: AIMessage) -> AIMessage:

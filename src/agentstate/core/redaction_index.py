@@ -54,6 +54,9 @@ class ValueIndex:
         self.refs: dict[str, str] = {}  # plain value -> its latest reference
         self._owner: dict[str, str] = {}  # an encoded form -> the plain value it encodes
         self.matcher = Matcher()
+        # The same forms as UTF-8 bytes, one char per byte (``bytes.decode("latin-1")``):
+        # what the checkpoint backstop (``core.redaction_backstop``) searches a write for.
+        self.byte_matcher = Matcher()
         self._lock = threading.Lock()
 
     def add(self, plain: str, ref: str) -> None:
@@ -71,6 +74,7 @@ class ValueIndex:
             for form in forms:
                 self._owner[form] = plain
         self.matcher.add(forms)
+        self.byte_matcher.add(form.encode().decode("latin-1") for form in forms)
 
     def ref_of(self, form: str) -> str | None:
         """The reference for an encoded ``form`` of a known value (None if unknown)."""

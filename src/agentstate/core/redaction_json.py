@@ -23,8 +23,8 @@ _TOKEN = re.compile(
     r"""[ \t\r\n]*(?:
       (?P<string>"(?:[^"\\]|\\.)*")
     | (?P<cut_string>"(?:[^"\\]|\\.)*\\?\Z)
-    | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![0-9.eE+-]))
-    | (?P<cut_number>-?[0-9]*\.?[0-9]*(?:[eE][+-]?[0-9]*)?\Z)
+    | (?P<number>-?(?:0|[1-9][0-9]*+)(?:\.[0-9]++)?+(?:[eE][+-]?[0-9]++)?+(?![0-9.eE+-]))
+    | (?P<cut_number>-?[0-9]*+\.?+[0-9]*+(?:[eE][+-]?[0-9]*+)?+\Z)
     | (?P<literal>true|false|null)
     | (?P<cut_literal>(?:t(?:r(?:u)?)?|f(?:a(?:l(?:s)?)?)?|n(?:u(?:l)?)?)\Z)
     | (?P<punct>[{}\[\],:])
@@ -32,10 +32,53 @@ _TOKEN = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 _SPACE = re.compile(r"[ \t\r\n]*")
+# A string (whole or cut off at the end) or a bracket: what the depth scan counts.
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+MAX_DEPTH = 100  # JSON nested deeper than this is read as free text, never parsed
 _WHOLE_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 _CLOSE = {"{": "}", "[": "]"}
 # The end of a string cut inside an escape: a lone backslash or part of ``\\uXXXX``.
 _CUT_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object with a key twice: a dict would keep only the last value."""
+
+
+def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refused when a key comes twice (the first would be lost)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise DuplicateKeyError
+    return out
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """True when ``text``'s brackets (outside strings) nest deeper than ``limit``.
+
+    One linear scan, no recursion: ``json.loads`` and every walker after it
+    recurse once per level, so a deeper text (``[[[[...``, 100,000 levels) is
+    handed to the free-text rules instead of ending the run in ``RecursionError``.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _NESTING.finditer(text):
+        char = match[0]
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` of a text at most :data:`MAX_DEPTH` deep, no key twice; else ValueError."""
+    if too_deep(text):
+        raise ValueError("JSON nested too deep to read")
+    return json.loads(text, strict=False, object_pairs_hook=no_duplicates)
 
 
 def read_partial(text: str) -> Any:
@@ -45,18 +88,23 @@ def read_partial(text: str) -> Any:
     string value cut off is closed (its head kept), an unfinished key, literal,
     number, ``,`` or ``:`` is dropped, and every open object and array is
     closed. Text after a complete top-level value, or any token JSON does not
-    allow where it stands, makes the whole text free text (``None``). Linear in
-    ``len(text)``.
+    allow where it stands, makes the whole text free text (``None``), and so
+    does a key written twice (the dict would hide the first value) or nesting
+    deeper than :data:`MAX_DEPTH`. Linear in ``len(text)``.
     """
+    if too_deep(text):
+        return None
     try:
-        return json.loads(text, strict=False)
+        return json.loads(text, strict=False, object_pairs_hook=no_duplicates)
+    except DuplicateKeyError:
+        return None
     except ValueError:
         pass
     completed = _complete(text)
     if completed is None:
         return None
     try:
-        return json.loads(completed, strict=False)
+        return json.loads(completed, strict=False, object_pairs_hook=no_duplicates)
     except ValueError:
         return None
 

@@ -8,9 +8,12 @@ at 1,000 values, 11 s to load 10,000) and recursed once per nested prefix
 
 :class:`Matcher` is an Aho-Corasick automaton: one pass over the text gives,
 for every position, the longest word that ends there (the deepest word on
-the state's failure chain); a sweep from the right then keeps the longest
-matches that do not overlap, so every occurrence is inside a kept match or
-overlaps one. No recursion anywhere: tries, failure links and searches are
+the state's failure chain); a sweep from the right then keeps every match
+not inside another, and overlapping matches are merged into one region: the
+union of their characters, so two values written overlapping (``AAAABBBB``,
+the second starting inside the first) are both hidden whole (issue 40; the
+rightmost match alone left 14 of 20 characters of the first plain).
+No recursion anywhere: tries, failure links and searches are
 loops. An automaton is built once, so new words go into a fresh block, and a
 block is merged with the one before it while that one is at most twice its
 size (the logarithmic method of Bentley and Saxe): a word is rebuilt
@@ -133,7 +136,7 @@ class _Block:
 
 
 class Matcher:
-    """Words added one by one; :meth:`spans` finds them, leftmost-longest, without overlaps.
+    """Words added one by one; :meth:`regions` finds every occurrence, overlaps merged.
 
     Thread-safe: words are added and blocks merged under a lock, and a search
     reads blocks that never change once built.
@@ -177,10 +180,12 @@ class Matcher:
                         gc.enable()
             return self._blocks
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """``(start, end)`` of non-overlapping matches in ``text``, longest first from the right.
+    def regions(self, text: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
+        """``(start, end, matches)``: the union of every occurrence of every word, in order.
 
-        Every occurrence of a word is inside a returned span or overlaps one.
+        Each region is a maximal run of overlapping matches; ``matches`` are its
+        ``(start, end)`` matches that are not inside another, left to right.
+        Every character of every occurrence is inside a region.
         """
         blocks = self._current()
         if not blocks or not text:
@@ -188,16 +193,28 @@ class Matcher:
         longest: dict[int, int] = {}
         for block in blocks:
             block.longest(text, longest)
-        return rightmost_longest(longest)
+        return union_of(longest)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of the regions of :meth:`regions`: every match, overlaps merged."""
+        return [(start, end) for start, end, _ in self.regions(text)]
 
 
-def rightmost_longest(longest: dict[int, int]) -> list[tuple[int, int]]:
-    """From the longest match at each end, the rightmost ones that do not overlap, in order."""
-    spans = []
+def union_of(longest: dict[int, int]) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """From the longest match at each end, the regions their union makes, with their matches."""
+    kept: list[tuple[int, int]] = []
     start = None
     for end in sorted(longest, reverse=True):
-        if start is None or end <= start:
-            start = end - longest[end]
-            spans.append((start, end))
-    spans.reverse()
-    return spans
+        first = end - longest[end]
+        if start is None or first < start:  # not inside the match that set ``start``
+            start = first
+            kept.append((first, end))
+    kept.reverse()
+    regions: list[tuple[int, int, list[tuple[int, int]]]] = []
+    for first, end in kept:
+        if regions and first < regions[-1][1]:
+            regions[-1][2].append((first, end))
+            regions[-1] = (regions[-1][0], max(regions[-1][1], end), regions[-1][2])
+        else:
+            regions.append((first, end, [(first, end)]))
+    return regions

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agentstate.core.redaction_index import MIN_ECHO, ValueIndex, encodings
+from agentstate.core.redaction_json import loads
 from agentstate.core.secrets import ID_CHARS, MAX_NAME
 
 __all__ = ["MIN_ECHO", "KnownValues", "encodings", "is_made_ref"]
@@ -53,25 +54,13 @@ def is_made_ref(value: object) -> bool:
     return isinstance(value, str) and _MADE_REF.fullmatch(value) is not None
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict, refused when a key comes twice (the first would be lost)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _DuplicateKey
-    return out
-
-
 def _json_container(text: str) -> Any:
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        parsed = json.loads(stripped, object_pairs_hook=_no_duplicates)
-    except ValueError:  # not JSON, or a key twice: searched as text
+        parsed = loads(stripped)
+    except ValueError:  # not JSON, a key twice, or nested too deep: searched as text
         return None
     return parsed if isinstance(parsed, dict | list) else None
 
@@ -118,15 +107,36 @@ class KnownValues:
         for start, end in [*kept, (len(text), len(text))]:
             segment = text[done:start]
             last = 0
-            for a, b in index.matcher.spans(segment):
-                ref = index.ref_of(segment[a:b])
-                if ref is not None:
-                    out += [segment[last:a], ref]
+            for a, b, matches in index.matcher.regions(segment):
+                # overlapping values: the whole union goes, each value's reference in its place
+                refs = [index.ref_of(segment[x:y]) for x, y in matches]
+                shown = [r for i, r in enumerate(refs) if r is not None and r not in refs[:i]]
+                if shown:
+                    out += [segment[last:a], *shown]
                     last = b
             out += [segment[last:], text[start:end]]
             done = end
         clean = "".join(out)
         return text if clean == text else clean
+
+    def replace(self, text: str) -> str:
+        """``text`` with every known form replaced, read as plain text (never as JSON)."""
+        return text if self.index is None or not text else self._replace(text)
+
+    def data(self, value: bytes | bytearray) -> bytes | bytearray:
+        """Bytes (a driver's raw output, ``CalledProcessError.stderr``) with known values replaced.
+
+        Read as UTF-8 (undecodable bytes kept as they are, ``surrogateescape``)
+        and then as Latin-1, so a value is found in either encoding; every
+        other byte is kept.
+        """
+        text = bytes(value).decode("utf-8", "surrogateescape")
+        clean = self.text(text).encode("utf-8", "surrogateescape")
+        if not clean.isascii():
+            clean = self.replace(clean.decode("latin-1")).encode("latin-1")
+        if clean == value:
+            return value
+        return bytearray(clean) if isinstance(value, bytearray) else clean
 
     def number(self, value: float) -> Any:
         """A number whose JSON text is a known value: its reference; else the number."""
@@ -148,6 +158,8 @@ class KnownValues:
             return value if self.keep(key, value) else self.text(value)
         if isinstance(value, bool):
             return value
+        if isinstance(value, bytes | bytearray):
+            return self.data(value)
         if isinstance(value, int | float):
             return self.number(value) if payload else value
         if isinstance(value, Mapping):

@@ -134,6 +134,11 @@ class SecretStore:
         with self._lock:
             return self._threads.get(thread)
 
+    def indexes(self) -> list[ValueIndex]:
+        """Every thread's index (for a write whose thread is not known: search them all)."""
+        with self._lock:
+            return list(self._threads.values())
+
     def resolve(self, ref: str) -> str:
         """The plain value behind ``ref`` (for the step that deploys, never for the model)."""
         with self._lock:
