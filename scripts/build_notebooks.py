@@ -32,15 +32,19 @@ out lives in ``notebooks/_src/going_further/NN_name.py`` ->
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import jupytext
 import nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from tqdm import tqdm
 
@@ -185,6 +189,20 @@ def renumber_widgets(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookN
     return nb
 
 
+def _ipc_kernels() -> type[KernelManager]:
+    """Kernels on Unix sockets in a private folder, as conftest.py gives nbval's: two builds
+    side by side (or a build beside the tests) cannot take each other's TCP ports, which once
+    left a build waiting forever on a reply that went to another kernel."""
+    folder = tempfile.mkdtemp(prefix="nbb-")  # short: a Unix socket path holds 107 bytes
+    atexit.register(shutil.rmtree, folder, True)
+
+    class IPCKernelManager(KernelManager):
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(transport="ipc", ip=os.path.join(folder, "k"), **kwargs)
+
+    return IPCKernelManager
+
+
 def execute(
     nb: nbformat.NotebookNode, keep_model_env: bool, timeout: int, name: str, cwd: Path
 ) -> None:
@@ -199,6 +217,7 @@ def execute(
                 nb,
                 timeout=timeout,
                 kernel_name="python3",
+                kernel_manager_class=_ipc_kernels(),
                 extra_arguments=[RECORD_FIGURES],
                 resources={"metadata": {"path": cwd}},
                 on_cell_executed=lambda **_: bar.update(),
