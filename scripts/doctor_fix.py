@@ -6,8 +6,9 @@ and write its fixes (``--unsafe-fixes`` included) into the copy, then, in a new
 process that imports the fixed code, run the same scripted proof that showed
 the hazard and diagnose again. A fix counts as proven when the run no longer
 shows the hazard, shows every other hazard it showed before and no new one, and the
-doctor no longer reports the code (nor any code it did not report before). Per code and per corpus half (langchain-ai /
-third-party): hazards found, fixes offered, fixes applied, fixes proven.
+doctor no longer reports the code (nor any code it did not report before). Per
+code and per corpus half (langchain-ai / third-party): hazards found, fixes
+offered, fixes applied, fixes proven.
 
     python scripts/doctor_fix.py            # print the table
     python scripts/doctor_fix.py --write    # and record data/results/doctor_fix.json,
