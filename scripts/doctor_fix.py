@@ -204,21 +204,21 @@ def per_graph(records: Iterable[dict[str, Any]]) -> str:
 def render_page(data: dict[str, Any]) -> str:
     """The generated block of docs/doctor/fixes.md."""
     return (
-        "<!-- results:doctor_fix -->\n"
+        "<!-- generated:doctor_fix -->\n"
         f"{markdown(data['table'])}\n\n"
         f"{per_graph(data['records'])}\n\n"
         f"Recorded by `python scripts/doctor_fix.py --write` ({len(data['records'])} corpus "
         "graphs whose hazard has an automatic fix).\n"
-        "<!-- /results:doctor_fix -->"
+        "<!-- /generated:doctor_fix -->"
     )
 
 
 def replace_block(page: str, block: str) -> str:
     start, end = (
-        page.index("<!-- results:doctor_fix -->"),
-        page.index("<!-- /results:doctor_fix -->"),
+        page.index("<!-- generated:doctor_fix -->"),
+        page.index("<!-- /generated:doctor_fix -->"),
     )
-    return page[:start] + block + page[end + len("<!-- /results:doctor_fix -->") :]
+    return page[:start] + block + page[end + len("<!-- /generated:doctor_fix -->") :]
 
 
 def main(argv: list[str] | None = None) -> int:

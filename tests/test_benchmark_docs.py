@@ -35,12 +35,13 @@ from agentstate.experts.results import (  # noqa: E402
     sweep_rows,
 )
 
-# hazards_by_version.json is no benchmark: docs/hazards-by-version.md is rendered from it
-# whole, and tests/test_hazards.py checks that page
+# hazards_by_version.json and doctor_fix.json are no benchmarks: docs/hazards-by-version.md
+# and docs/doctor/fixes.md are rendered from them, and tests/test_hazards.py and
+# tests/test_doctor_fix.py check those pages
 NAMES = sorted(
     p.stem.removesuffix("_benchmark")
     for p in RESULTS.glob("*.json")
-    if p.name != "hazards_by_version.json"
+    if p.name not in ("hazards_by_version.json", "doctor_fix.json")
 )
 # the files scripts/bench_results.py writes (the engine's record their own provenance)
 OWN = [n for n in NAMES if n not in ("experts", "engine_restart")]
@@ -58,6 +59,9 @@ FIGURE = re.compile(
 NOT_TYPED_BY_HAND = {
     ("docs/benchmarks.md", "default 10 s reader timeout"): "a setting",
     ("docs/memory-server.md", "plus 10 s to open a session"): "a setting",
+    ("docs/memory-server.md", "`retry_for`, 30 s by default"): "a setting",
+    ("docs/memory-server.md", "sending a 48 MB header line"): "a test's input",
+    ("docs/memory-server.md", "bounds its growth at 8 MB"): "a test's bound",
     ("docs/doctor/README.md", "over 1 MiB"): "a limit",
     ("CONTRIBUTING.md", "a main lesson in about 25 minutes"): "a target",
     ("CONTRIBUTING.md", 'text form, "0%| 0/200"'): "a frozen progress bar's text",

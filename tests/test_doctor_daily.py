@@ -359,7 +359,8 @@ def test_concise_is_one_line_per_finding_sorted_with_a_summary(tmp_path):
     assert all(row.startswith("factories.py:18:1: ") for row in rows)
     assert rows[0].split(" ", 3)[1:3] == ["undeclared-key", "error"]
     assert summary == (
-        "4 errors, 0 warnings, 0 infos, 0 suppressed; 2 graphs checked, 0 failed to load"
+        "4 errors, 0 warnings, 0 infos, 0 suppressed; 2 graphs checked, 0 failed to load; "
+        "4 fixable with --fix"
     )
 
 
@@ -373,7 +374,7 @@ def test_the_full_text_fits_100_columns_and_never_cuts_a_word(tmp_path):
     message = "InvalidUpdateError. Declare it with a"  # a message wrapped over lines
     assert all(w in words for w in message.split())
     assert lines[-1].startswith("2 errors, 0 warnings, 0 infos, 0 suppressed; 1 graph checked")
-    assert "factories.py:18:1: unreduced-parallel-write error `tags`" in lines
+    assert "factories.py:18:1: unreduced-parallel-write error `tags` (fixable: --fix)" in lines
 
 
 def test_format_and_text_stay_aliases(tmp_path):

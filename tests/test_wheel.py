@@ -165,7 +165,15 @@ def test_the_metadata_names_our_distribution_and_no_python_ceiling(metadata):
 def test_the_core_requires_ranges_of_langgraph_and_langchain_only(metadata):
     core, _ = requires(metadata)
     names = {canonicalize_name(r.name) for r in core}
-    assert names == {"langgraph", "langchain", "langchain-core", "pydantic"}
+    # python-dotenv: the doctor reads langgraph.json's .env; libcst: `agentstate doctor --fix`
+    assert names == {
+        "langgraph",
+        "langchain",
+        "langchain-core",
+        "pydantic",
+        "python-dotenv",
+        "libcst",
+    }
     pinned = [str(r) for r in core if any(s.operator in ("==", "===") for s in r.specifier)]
     assert pinned == []
     assert all({s.operator for s in r.specifier} == {">=", "<"} for r in core), core

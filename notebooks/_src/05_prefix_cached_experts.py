@@ -8,9 +8,12 @@
 # token before it is identical.
 
 # %% [markdown]
+# ## Recap
 # cache-lm's rule: "I never put expert persona, timestamps, request IDs,
 # or chat history before the manual." Lesson 04 decided which keys cross a
 # boundary; this one, where changing state goes in the prompt.
+#
+# ## Goals
 # - Reproduce: a clock line first gives every call a new prefix.
 # - Fix the order, prove it on llama.cpp, read what a question saves.
 #

@@ -104,6 +104,7 @@ class ScanningSerializer(SerializerProtocol):
         self.exempt = exempt
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """The inner serializer's bytes, with every known value of the thread masked."""
         kind, data = self.inner.dumps_typed(obj)
         thread = _THREAD.get(_UNKNOWN)
         if thread is _UNKNOWN:
@@ -121,6 +122,7 @@ class ScanningSerializer(SerializerProtocol):
         return kind, clean
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """What the inner serializer reads (a masked value reads as its stars)."""
         return self.inner.loads_typed(data)
 
 

@@ -51,13 +51,13 @@ def resolved(text: str, page: Path) -> str:
         label, target = match.groups()
         if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
             return match.group(0)  # a URL (https:, mailto:)
-        path, sep, anchor = target.partition("#")
+        path, sep, fragment = target.partition("#")
         file = (page.parent / path) if path else page
         if file.exists():
             shown = str(file.resolve())
         else:
             shown = os.path.normpath(f"{REPOSITORY_FOLDER}/{path or page.name}")
-        return f"[{label}]({shown}{sep}{anchor})"
+        return f"[{label}]({shown}{sep}{fragment})"
 
     return LINK.sub(one, text)
 

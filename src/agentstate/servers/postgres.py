@@ -27,6 +27,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,20 @@ def still_alive(processes: set[tuple[int, str]]) -> list[int]:
     return sorted(pid for pid, start in processes if (fields := _stat(pid)) and fields[19] == start)
 
 
+def _base_for(runas: pwd.struct_passwd | None) -> str | None:
+    """Where the server's folder goes: the usual temporary folder, unless the server runs as
+    another user (root starts it as ``postgres``) who cannot pass through it (a private
+    ``TMPDIR`` such as pytest's, mode 0700): then ``/tmp``, which every user can enter."""
+    if runas is None:
+        return None
+    here = Path(tempfile.gettempdir()).resolve()
+    for folder in (here, *here.parents):
+        info = folder.stat()
+        if info.st_uid != runas.pw_uid and not info.st_mode & stat.S_IXOTH:
+            return "/tmp"
+    return None
+
+
 class PostgresServer:
     """A real PostgreSQL server for tests and demos; use as a context manager.
 
@@ -143,7 +158,7 @@ class PostgresServer:
         if "\n" in self.password or "\r" in self.password:
             raise ValueError("the password must be one line (it goes to initdb's --pwfile)")
         self._runas = _server_user()
-        self.root = Path(tempfile.mkdtemp(prefix="agentstate-pg-"))
+        self.root = Path(tempfile.mkdtemp(prefix="agentstate-pg-", dir=_base_for(self._runas)))
         if self._runas is not None:
             os.chown(self.root, self._runas.pw_uid, self._runas.pw_gid)
         self.data_dir = self.root / "data"
