@@ -473,3 +473,44 @@ def test_mask_keeps_references_field_names_and_a_loadable_checkpoint():
     assert back["args"] == {"field_name": "password", "value": ref} and back["ref"] == other
     assert back["text"] == f"key {'*' * len(PLAIN)} and {OTHER}, bytes follow"
     assert back["raw"] == b"\xff" + b"*" * len(PLAIN)
+
+
+def test_a_short_value_inside_langgraph_bookkeeping_is_left_loadable(tmp_path):
+    """A pin ``1234`` found by chance in a checkpoint id, a channel version or a timestamp.
+
+    CI once masked ``...-9123413d341e`` to ``...-9****13d341e`` in a checkpoint id
+    and the next step failed (``binascii.Error``). The value is still masked
+    where it is a value: in a message, and when it is a whole uuid.
+    """
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+    from langgraph.checkpoint.base import empty_checkpoint  # noqa: PLC0415
+
+    from agentstate.core.redaction_backstop import guard_checkpointer  # noqa: PLC0415
+    from agentstate.persistence import sqlite_checkpointer  # noqa: PLC0415
+
+    uuid_secret = "0b9c1234-5d6e-4f70-8a9b-0c1d2e3f4a5b"
+    store = SecretStore()
+    store.put("pin", "1234", thread="t")
+    store.put("token", uuid_secret, thread="t")
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = "1f1eb327-85a9-6d18-8002-9123413d341e"
+    checkpoint["ts"] = "2026-11-28T12:34:02.512346+00:00"
+    version = f"{3:032}.{0.8812345678901234:016}"
+    checkpoint["channel_versions"] = {"messages": version}
+    checkpoint["versions_seen"] = {"model": {"messages": version}}
+    checkpoint["channel_values"] = {
+        "messages": [HumanMessage("pin 1234, token " + uuid_secret, id=uuid_secret)]
+    }
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    db = tmp_path / "bookkeeping.sqlite"
+    with sqlite_checkpointer(db) as saver:
+        guard_checkpointer(saver, store)
+        saver.put(config, checkpoint, {"source": "loop", "step": 1}, {"messages": version})
+    with sqlite_checkpointer(db) as saver:  # a fresh, unguarded checkpointer reads it back
+        back = saver.get_tuple(config).checkpoint
+    assert back["id"] == checkpoint["id"] and back["ts"] == checkpoint["ts"]
+    assert back["channel_versions"] == {"messages": version}
+    assert back["versions_seen"] == {"model": {"messages": version}}
+    (message,) = back["channel_values"]["messages"]
+    assert message.content == "pin ****, token " + "*" * len(uuid_secret)
+    assert message.id == "*" * len(uuid_secret)  # the whole uuid was the secret

@@ -13,7 +13,10 @@ every length a format records still holds, so the checkpoint still loads); a
 warning on the ``agentstate.secrets`` logger says a shape was missed. The
 store's own references are never touched, nor a whole string the middleware
 keeps as a field name (``field_name="password"`` when a secret is
-``password``). The thread comes from the ``config`` of ``put``/``put_writes``
+``password``), nor a short value found only inside LangGraph's own
+bookkeeping (a checkpoint or message id, a channel version, a timestamp:
+random digits that contain ``1234`` by chance and must load as written).
+The thread comes from the ``config`` of ``put``/``put_writes``
 (and their async twins), which are wrapped on the instance to pass it on; a
 write without one is searched for every thread's values. An encrypted
 checkpointer (``EncryptedSerializer``) is scanned before encryption.
@@ -45,6 +48,14 @@ __all__ = ["ScanningSerializer", "guard_checkpointer", "mask"]
 log = logging.getLogger("agentstate.secrets")
 log.addHandler(logging.NullHandler())  # a library: shown only where the app configures logging
 _MADE_REF = re.compile(MADE_REF)
+# LangGraph's bookkeeping strings: uuid ids (checkpoints, messages, runs), channel
+# versions (``f"{n:032}.{random.random():016}"``) and ISO timestamps. A value found
+# strictly inside one is chance, not a leak; one that is the whole token is masked.
+_BOOKKEEPING = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    r"|\d{32}\.[0-9.e+-]+"
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:\d{2}|Z)?"
+)
 _UNKNOWN = object()
 # The thread of the checkpoint write in progress (set by the wrapped put/put_writes).
 _THREAD: contextvars.ContextVar[object] = contextvars.ContextVar("agentstate_thread")
@@ -64,6 +75,16 @@ def _whole_string(data: bytes, start: int, end: int) -> bool:
     return start >= 3 and data[start - 3] == 0xDA and int.from_bytes(data[start - 2 : start]) == n
 
 
+def _inside_bookkeeping(text: str, start: int, end: int) -> bool:
+    """True when ``text[start:end]`` is a proper part of a bookkeeping token around it."""
+    lo = max(0, start - 64)
+    for token in _BOOKKEEPING.finditer(text, lo, min(len(text), end + 64)):
+        a, b = token.span()
+        if a <= start and end <= b and (a, b) != (start, end):
+            return True
+    return False
+
+
 def mask(
     data: bytes,
     store: SecretStore,
@@ -73,8 +94,10 @@ def mask(
     """``data`` with every value of ``indexes`` overwritten by ``*``; how many were.
 
     Byte for byte, so every length a format records (msgpack, pickle, JSON)
-    still holds. Kept: a reference ``store`` made, and a whole string for
-    which ``exempt`` is true (a field name the middleware keeps).
+    still holds. Kept: a reference ``store`` made, a whole string for which
+    ``exempt`` is true (a field name the middleware keeps), and a match
+    strictly inside a bookkeeping token (:data:`_BOOKKEEPING`): masking a
+    checkpoint id's digits made the checkpoint unloadable.
     """
     text = data.decode("latin-1")
     matches = [m for index in indexes for _, _, ms in index.byte_matcher.regions(text) for m in ms]
@@ -85,6 +108,8 @@ def mask(
     found = 0
     for start, end in matches:
         if any(a <= start and end <= b for a, b in kept):
+            continue
+        if _inside_bookkeeping(text, start, end):
             continue
         if _whole_string(data, start, end) and exempt(data[start:end].decode("utf-8", "replace")):
             continue
