@@ -92,3 +92,17 @@ def test_a_checkpoint_db_that_is_not_sqlite_is_one_line_and_left_alone(capsys, t
     assert sorted(p.name for p in tmp_path.iterdir()) == before and target.stat().st_mode == mode
     if kind != "folder":
         assert target.read_bytes().startswith(b"not a" if kind == "text file" else b"SQLite")
+
+
+@pytest.mark.parametrize("checkout", [True, False])
+def test_an_unreachable_endpoint_says_how_to_install_the_engine_where_it_runs(
+    capsys, monkeypatch, checkout
+):
+    """A pip user is told the pip line, not `make engine` (there is no Makefile there)."""
+    from agentstate.engine import free_port, model  # noqa: PLC0415
+
+    monkeypatch.setattr(model, "in_checkout", lambda root=None: checkout)
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    code, out = run(capsys, "experts", "run", "--input", "q", "--mode", "llm", "--base-url", url)
+    assert code == 2 and "agentstate engine start" in out
+    assert ("make engine" in out) == checkout and ("pip install" in out) == (not checkout)

@@ -30,10 +30,11 @@ A cold 8k-token prefill takes about 30 s on an idle 2-core machine and a few min
 a heavily loaded one; a dead or hanging endpoint no longer holds the CLI for 15 minutes
 (``agentstate experts run --timeout`` changes it)."""
 
-START_ENGINE = (
-    "start the local engine with `agentstate engine start` (install it with `make engine` "
-    "or the pip commands in the README)"
-)
+def start_engine() -> str:
+    """How to start the local engine, and how to install it where this package runs."""
+    from agentstate.engine.model import install_hint  # noqa: PLC0415 (only on an error)
+
+    return f"start the local engine with `agentstate engine start` ({install_hint()})"
 
 
 NO_REPLY = (
@@ -81,7 +82,7 @@ def endpoint_error(err: BaseException, timeout: float | None = None) -> ModelEnd
         limit = f" within {timeout:.0f} s" if timeout else ""
         return ModelEndpointError(f"the model endpoint did not answer{limit}")
     if isinstance(err, openai.APIConnectionError | httpx.ConnectError):
-        return ModelEndpointError(f"cannot reach the model endpoint ({err}); {START_ENGINE}")
+        return ModelEndpointError(f"cannot reach the model endpoint ({err}); {start_engine()}")
     if isinstance(err, openai.APIStatusError):
         body = " ".join(err.response.text.split())[:160]
         return ModelEndpointError(f"the model endpoint answered HTTP {err.status_code}: {body}")
@@ -132,9 +133,8 @@ def chat_model(
     settings = settings or model_settings()
     if not settings.is_real:
         raise ValueError(
-            "llm mode needs an OpenAI-compatible endpoint: start the local one with "
-            "`agentstate engine start` (install it with `make engine` or the pip commands in "
-            "the README) and export AGENTSTATE_LLM_BASE_URL, or pass --base-url"
+            f"llm mode needs an OpenAI-compatible endpoint: {start_engine()} and export "
+            "AGENTSTATE_LLM_BASE_URL, or pass --base-url"
         )
     client = recorder.client(timeout) if recorder is not None else http_client(timeout)
     return ChatOpenAI(
