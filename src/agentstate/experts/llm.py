@@ -30,6 +30,7 @@ A cold 8k-token prefill takes about 30 s on an idle 2-core machine and a few min
 a heavily loaded one; a dead or hanging endpoint no longer holds the CLI for 15 minutes
 (``agentstate experts run --timeout`` changes it)."""
 
+
 def start_engine() -> str:
     """How to start the local engine, and how to install it where this package runs."""
     from agentstate.engine.model import install_hint  # noqa: PLC0415 (only on an error)
