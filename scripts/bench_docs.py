@@ -795,9 +795,18 @@ def render_make_test(data: Data) -> str:
     parts = ", ".join(f"{PHASE_WORDS[n]} {m:.1f}" for n, m in spans.items())
     p = data["provenance"]
     load = p["load_average_before"][0] if p["load_average_before"] else float("nan")
+    present = data.get("system_packages_present_before", {})
+    packages = (
+        "PostgreSQL and Chromium already installed, so no `apt-get`"
+        if present and all(present.values())
+        else "PostgreSQL and Chromium fetched by `apt-get` in the run"
+    )
+    after = p.get("load_average_after") or []
     where = (
         f"from a fresh clone with an empty pip cache on {p['cores']} cores, {p['date']}, "
-        f"load average {load:.1f} at the start (`{p['command']}`)"
+        f"load average {load:.1f} at the start"
+        + (f" and {after[0]:.1f} at the end" if after else "")
+        + f", {packages} (`{p['command']}`)"
     )
     disk = data["disk_bytes"]
     gb = (disk["venv"] + disk["pip_cache"]) / 1e9
