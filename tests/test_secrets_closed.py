@@ -35,6 +35,20 @@ PLAIN = "Vex-5512-Hollow-Quartz"
 OTHER = "Mint-7731-Harbor-Lynx"
 
 
+def connect_agent(model, store: SecretStore, connect) -> Callable[[Any], Any]:
+    """``saver -> agent``: ``connect`` behind the middleware that hides its ``password``."""
+
+    def make(saver):
+        return create_agent(
+            model,
+            tools=[connect],
+            middleware=[SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})],
+            checkpointer=saver,
+        )
+
+    return make
+
+
 def run_failing(tool_obj, mode: str, db, replies=None) -> tuple[dict, list, BaseException | None]:
     """One turn: the model gives ``PLAIN`` to ``connect``; state, chunks and the error raised."""
     store = SecretStore()
@@ -42,16 +56,7 @@ def run_failing(tool_obj, mode: str, db, replies=None) -> tuple[dict, list, Base
     replies = replies or [reply(tool_call("connect", host="db1", password=PLAIN)), reply(text="ok")]
     error: BaseException | None = None
     with provider("scripted", replies) as (model, _):
-
-        def make(saver):
-            return create_agent(
-                model,
-                tools=[tool_obj.tool],
-                middleware=[
-                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
-                ],
-                checkpointer=saver,
-            )
+        make = connect_agent(model, store, tool_obj.tool)
 
         try:
             state, chunks = run(make, mode, db, ["connect to db1"])
@@ -162,16 +167,7 @@ def test_an_async_tool_failing_in_a_task_group(mode, tmp_path):
     db = tmp_path / "group.sqlite"
     replies = [reply(tool_call("connect", host="db1", password=PLAIN)), reply(text="ok")]
     with provider("scripted", replies) as (model, _):
-
-        def make(saver):
-            return create_agent(
-                model,
-                tools=[connect],
-                middleware=[
-                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
-                ],
-                checkpointer=saver,
-            )
+        make = connect_agent(model, store, connect)
 
         with pytest.raises(ExceptionGroup) as caught:
             run(make, mode, db, ["connect"])
@@ -195,16 +191,7 @@ def test_an_error_tool_message_returned_inside_a_command(mode, tmp_path):
     db = tmp_path / "command.sqlite"
     replies = [reply(tool_call("connect", host="db1", password=PLAIN)), reply(text="ok")]
     with provider("scripted", replies) as (model, _):
-
-        def make(saver):
-            return create_agent(
-                model,
-                tools=[connect],
-                middleware=[
-                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
-                ],
-                checkpointer=saver,
-            )
+        make = connect_agent(model, store, connect)
 
         state, chunks = run(make, mode, db, ["connect"])
     (answer,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
@@ -275,16 +262,7 @@ def test_a_degenerate_reply_2000_brackets_deep_with_a_known_value(mode, tmp_path
         return "connected"
 
     with provider("scripted", replies) as (model, _):
-
-        def make(saver):
-            return create_agent(
-                model,
-                tools=[connect],
-                middleware=[
-                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
-                ],
-                checkpointer=saver,
-            )
+        make = connect_agent(model, store, connect)
 
         state, chunks = run(make, mode, db, ["connect", "again"])
     assert state["messages"][-1].content.startswith("[[[[")
@@ -384,16 +362,7 @@ def test_the_checkpoint_backstop_masks_a_value_in_a_tool_result(mode, tmp_path):
 
     replies = [reply(tool_call("connect", host="db1", password=PLAIN)), reply(text="ok")]
     with provider("scripted", replies) as (model, _):
-
-        def make(saver):
-            return create_agent(
-                model,
-                tools=[connect],
-                middleware=[
-                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
-                ],
-                checkpointer=saver,
-            )
+        make = connect_agent(model, store, connect)
 
         state, _ = run(make, mode, db, ["connect"])
     (result,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
@@ -420,16 +389,7 @@ def test_the_backstop_scans_an_encrypted_checkpointer_before_encryption(api, tmp
     replies = [reply(tool_call("connect", host="db1", password=PLAIN)), reply(text="ok")]
     payload = {"messages": [("user", "connect")]}
     with provider("scripted", replies) as (model, _):
-
-        def make(saver):
-            return create_agent(
-                model,
-                tools=[connect],
-                middleware=[
-                    SecretRedactionMiddleware(store, secret_args={"connect": ["password"]})
-                ],
-                checkpointer=saver,
-            )
+        make = connect_agent(model, store, connect)
 
         if api == "sync":
             with sqlite_checkpointer(db, encrypt=True) as saver:
