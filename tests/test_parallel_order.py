@@ -94,6 +94,8 @@ COVERED = {
     'going_further/03_caches_that_fail.py: user_turn(), {"max_concurrency": 1}': "rds",
     'going_further/03_caches_that_fail.py: calls = [tool_call("get_collected_requirements"), '
     "*store_calls(POSTGRES_FIELDS)]": "rds",
+    "going_further/04_lists_and_fork_mode.py: parent = ScriptedChatModel(script=["
+    'delegate(POSTGRES_FIELDS), reply(text="ok")])': "rds",
     "going_further/06_memory_fleet.py: positions = sorted(int(p) for p in await "
     "asyncio.gather(*asked))": "sorted",
 }
