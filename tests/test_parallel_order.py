@@ -76,9 +76,6 @@ COVERED = {
     "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
     "fields kept, or the error": "rds",
     "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
-    '03_same_turn_visibility.py: traced = agent.invoke(TURN, {"max_concurrency": 7})': (
-        "ignored_timing"
-    ),
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
