@@ -148,11 +148,11 @@ for schema, timeline in zip([AddNotesState, UniqueNotesState], notes_steps.value
 draw_superstep(notes_steps, key="notes", reducer={name: name for name in notes_steps})
 
 # %% [markdown]
-# `task` wrote `[pre, new]`, the parent's item with the subagent's. The
-# same holds for the field merge, applied once or twice:
+# `task` wrote `[pre, new]`, the parent's item with the subagent's:
+# `operator.add` keeps `pre` twice, `append_unique` once. The field merge
+# is idempotent too, applied once or twice:
 
 # %%
-
 parent_had, returned = {"engine": "postgres"}, {"engine": "postgres", "port": 5432}
 once = merge_fields(parent_had, returned)
 assert merge_fields(once, returned) == once == returned
