@@ -115,6 +115,11 @@ draw_capture(
 )
 
 # %% [markdown]
+# Each red mark is a row of the table above: `uu` a message stored twice,
+# `u` where the assistant spoke (the wrong role), `F?` a flush missing, `BB`
+# the bootstrap repeated, `+n` entries of the agent's own text.
+
+# %% [markdown]
 # ## Three conversations, three agents
 # `solo_travel`, `hard_cases` (unicode and emoji, a code block, an empty
 # message, a 25 KB message, a user who types "SESSION_END", an assistant who
@@ -227,6 +232,10 @@ assert after_crash == []
 thread = next(t for t in chat.threads if len(at_kill[t]["entries"]) < len(chat.messages(t)))
 restarted = read_memory(server.db, f"crash.{thread}")
 draw_capture(chat, thread, {"at the kill": at_kill[thread], "after the restart": restarted})
+
+# %% [markdown]
+# At the kill the later messages and their flushes are missing; after the
+# restart every message is stored once, with its flushes, and none twice.
 
 # %% [markdown]
 # ## Kill the server
