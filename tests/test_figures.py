@@ -166,3 +166,21 @@ def test_the_capture_picture_draws_the_store_as_the_auditor_reads_it():
     assert (rules["roles"][2], rules["bootstraps"], rules["flushes"]) == ("a", 1, [6, 8, 12, 14])
     figure = draw_capture(chat, "trip", {"ReAct": stored, "another": stored})
     assert problems(recorded_png(figure)) == []
+
+
+def test_the_capture_picture_refuses_what_it_cannot_draw_legibly():
+    from agentstate.memory import draw_capture, load, synthetic
+
+    chat = load("solo_travel")
+    with pytest.raises(
+        ValueError, match="no thread 'nope' in this conversation; its threads: 'trip'"
+    ):
+        draw_capture(chat, "nope", {})
+    with pytest.raises(ValueError, match="pass read_memory"):
+        draw_capture(chat, "trip", {"run": {"entries": []}})
+    long = synthetic(40)
+    (thread,) = long.threads
+    with pytest.raises(ValueError, match="has 40 in msg_idx 1-40: pass messages"):
+        draw_capture(long, thread, {})
+    part = draw_capture(long, thread, {}, messages=(1, 24))
+    assert problems(recorded_png(part)) == []

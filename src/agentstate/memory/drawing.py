@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 RIGHT, WRONG, RULE = "#2a9d8f", "#e76f51", "#6c757d"
 FONT_SIZE = 10  # points: 13.9 px at the figure's 100 dpi
+MAX_MESSAGES = 24  # columns that stay legible in about 950 px
 
 
 def capture_columns(
@@ -37,6 +38,11 @@ def capture_columns(
     initials of the entries stored for it (text equal to the message's, in
     store order) and ``extra`` counts the entries matching no message.
     """
+    if thread not in conversation.threads:
+        known = ", ".join(repr(t) for t in conversation.threads)
+        raise ValueError(f"no thread {thread!r} in this conversation; its threads: {known}")
+    if stored is not None and not {"entries", "ops"} <= set(stored):
+        raise ValueError("stored: pass read_memory(db, memory_id), a dict with entries and ops")
     messages = {m.msg_idx: m for m in conversation.messages(thread)}
     starts = sum(e.content == "SESSION_START" for e in conversation.thread_events(thread))
     if stored is None:
@@ -70,15 +76,26 @@ def draw_capture(
     thread: str,
     runs: Mapping[str, Mapping[str, Any]],
     *,
+    messages: tuple[int, int] | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Draw the rules' row and one row per run (``name -> read_memory(db, memory_id)``)."""
+    """Draw the rules' row and one row per run (``name -> read_memory(db, memory_id)``).
+
+    ``messages=(first, last)`` draws those msg_idx only (both included); a
+    thread of more than ``MAX_MESSAGES`` messages must be drawn in such parts.
+    """
     import matplotlib.pyplot as plt
 
     rows = {"the rules ask": capture_columns(conversation, thread, None)}
     rows |= {name: capture_columns(conversation, thread, s) for name, s in runs.items()}
     rule = rows["the rules ask"]
-    indices = sorted(rule["roles"])
+    first, last = messages or (min(rule["roles"], default=1), max(rule["roles"], default=0))
+    indices = [i for i in sorted(rule["roles"]) if first <= i <= last]
+    if not indices or len(indices) > MAX_MESSAGES:
+        raise ValueError(
+            f"draw_capture draws 1 to {MAX_MESSAGES} messages legibly; thread {thread!r} has "
+            f"{len(indices)} in msg_idx {first}-{last}: pass messages=(first, last)"
+        )
     label_width = 1.9
     cell = min(0.5, (9.3 - label_width) / (len(indices) + 2))
     width = label_width + cell * (len(indices) + 2)
@@ -116,7 +133,7 @@ def draw_capture(
             ax.text(x_of(idx), y, got or "-", **font, color=colour, bbox=box)
         have = Counter(row["flushes"])
         for p in sorted(set(have) | set(want_flushes)):
-            if p not in rule["roles"]:
+            if p not in indices:
                 continue
             extra, missing = have[p] - want_flushes[p], want_flushes[p] - have[p]
             colour = RULE if asked else WRONG if extra or missing else RIGHT
