@@ -144,3 +144,43 @@ def test_the_state_flow_and_run_pictures_fit_when_drawn_on_a_lesson_run():
     }
     found = {name: problems(recorded_png(fig)) for name, fig in pictures.items()}
     assert found == dict.fromkeys(pictures, [])
+
+
+def test_the_capture_picture_draws_the_store_as_the_auditor_reads_it():
+    from agentstate.memory import draw_capture, load
+    from agentstate.memory.drawing import capture_columns
+
+    chat = load("solo_travel")
+    messages = chat.messages("trip")
+    entry = {"raw_entry": messages[0].content, "tags": {"role": "user", "msg_idx": 1}}
+    swapped = {"raw_entry": messages[1].content, "tags": {"role": "user", "msg_idx": 2}}
+    stored = {
+        "entries": [entry, entry, swapped, {"raw_entry": "Sure!", "tags": {}}],
+        "ops": [{"tool": "get_context"}] * 2
+        + [{"tool": "add_entry", "tags": {"msg_idx": 2}}, {"tool": "put_context"}],
+    }
+    row = capture_columns(chat, "trip", stored)
+    assert row["roles"][1] == "uu" and row["roles"][2] == "u" and row["roles"][3] == ""
+    assert (row["extra"], row["bootstraps"], row["flushes"]) == (1, 2, [2])
+    rules = capture_columns(chat, "trip", None)
+    assert (rules["roles"][2], rules["bootstraps"], rules["flushes"]) == ("a", 1, [6, 8, 12, 14])
+    figure = draw_capture(chat, "trip", {"ReAct": stored, "another": stored})
+    assert problems(recorded_png(figure)) == []
+
+
+def test_the_capture_picture_refuses_what_it_cannot_draw_legibly():
+    from agentstate.memory import draw_capture, load, synthetic
+
+    chat = load("solo_travel")
+    with pytest.raises(
+        ValueError, match="no thread 'nope' in this conversation; its threads: 'trip'"
+    ):
+        draw_capture(chat, "nope", {})
+    with pytest.raises(ValueError, match="pass read_memory"):
+        draw_capture(chat, "trip", {"run": {"entries": []}})
+    long = synthetic(40)
+    (thread,) = long.threads
+    with pytest.raises(ValueError, match="has 40 in msg_idx 1-40: pass messages"):
+        draw_capture(long, thread, {})
+    part = draw_capture(long, thread, {}, messages=(1, 24))
+    assert problems(recorded_png(part)) == []

@@ -76,9 +76,6 @@ COVERED = {
     "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
     "fields kept, or the error": "rds",
     "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
-    '03_same_turn_visibility.py: traced = agent.invoke(TURN, {"max_concurrency": 7})': (
-        "ignored_timing"
-    ),
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
@@ -94,6 +91,8 @@ COVERED = {
     'going_further/03_caches_that_fail.py: user_turn(), {"max_concurrency": 1}': "rds",
     'going_further/03_caches_that_fail.py: calls = [tool_call("get_collected_requirements"), '
     "*store_calls(POSTGRES_FIELDS)]": "rds",
+    "going_further/04_lists_and_fork_mode.py: parent = ScriptedChatModel(script=["
+    'delegate(POSTGRES_FIELDS), reply(text="ok")])': "rds",
     "going_further/06_memory_fleet.py: positions = sorted(int(p) for p in await "
     "asyncio.gather(*asked))": "sorted",
 }

@@ -6,27 +6,25 @@
 # agent the readers find nothing. The agent's changelog
 # ([where this comes from](../README.md#where-this-comes-from)) said
 # "Commands are batched and applied only after ALL tools complete", and
-# tools are "Single-threaded within agent turn". We test both.
-
-# %% [markdown]
-# Then we write a turn cache whose readers see their batch. Releases
-# affected: [same-batch-read](../docs/hazards-by-version.md#same-batch-read).
+# tools are "Single-threaded within agent turn". We test both, then write a
+# turn cache whose readers see their batch.
 
 # %% [markdown]
 # ## Recap
 # Lesson 02's **reducer** keeps every parallel write. The writes land
 # together when the tools' [super-step](../docs/glossary.md#super-step)
-# ends. What does a reader in that same step see?
+# ends. What does a reader in that same step see? Releases affected:
+# [same-batch-read](../docs/hazards-by-version.md#same-batch-read).
 
 # %% [markdown]
 # ## Goals
 # - Reproduce: a reader in the writers' own reply sees none of their writes.
-# - Look inside: the step drawn, and the cheap fix weighed against a turn cache.
-# - Write the turn cache whole and prove it agrees with the package's.
+# - Look inside: the step drawn; the cheap fix weighed against a turn cache.
+# - Write the turn cache whole; prove it agrees with the package's.
 
 # %% [markdown]
 # ## 1. Reproduce: readers next to the writers
-# Lesson 02's state and writer, imported as 02 built them: `RequirementsState`
+# Lesson 02's state and writer, imported: `RequirementsState`
 # (`requirements` merged by `merge_fields`) and `store_requirement`. New
 # here: two readers of `runtime.state`; the first prints what it read.
 
@@ -59,10 +57,9 @@ def validate_manifest(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# The scripted model replays fixed replies, offline. `my_agent` builds the
-# plain agent: one reply with five stores and both readers (or the readers
-# in the next reply), `turns` times over. As in lesson 02 (`create_agent`),
-# the tools run in super-step 2.
+# `my_agent` builds the plain agent on a scripted model (fixed replies,
+# offline): one reply with five stores and both readers, or the readers in
+# the next reply. As in lesson 02, the tools run in super-step 2.
 
 # %%
 from langchain.agents import create_agent
@@ -104,7 +101,7 @@ print("fields in the state after the turn:", len(state["requirements"]))
 # %% [markdown]
 # ## 2. Look inside: one super-step, read from the state before it
 # The same run as state flow. Every call got the state from before the
-# step. The readers wrote nothing and replied from that old state.
+# step; the readers replied from it.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -113,8 +110,8 @@ draw_superstep(timeline, key="requirements", reducer=merge_fields, title="one re
 
 # %% [markdown]
 # Is the reader just too early? Make it sleep 0.2 s first (the package's
-# `SlowToolMiddleware`), so it reads after every store returned. Then move
-# the readers to the model's next reply.
+# `SlowToolMiddleware`), after every store returned. Then move the readers
+# to the model's next reply.
 
 # %%
 from agentstate.lessons.simulation import SlowToolMiddleware
@@ -136,24 +133,21 @@ print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).i
 # when the **super-step** ends, not the turn.
 
 # %% [markdown]
-# A dict shared by every tool does not help, as nothing makes a reader wait
+# A dict shared by every tool does not help: nothing makes a reader wait
 # for the other threads ([going further](going_further/03_caches_that_fail.ipynb)).
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
-# The cheap fix is above: the readers in the next reply.
+# The cheap fix is above: the readers in the next reply, often just a
+# prompt line. A turn cache pays only when you cannot choose the order.
 #
 # ```mermaid
 # flowchart LR
 #     a["reply 1: 5 stores"] -- "writes applied" --> b["reply 2: 2 readers<br/>see 5 fields"]
 #     c["one reply: 5 stores + 2 readers"] -- "turn cache: readers wait" --> d["see 5 fields"]
+#     b -.- e["cost: one more model call,<br/>a second or two"]
+#     d -.- f["cost: locking; each waiting<br/>reader holds a thread"]
 # ```
-
-# %% [markdown]
-# - **Next reply**: one more model call (a second or two with a real
-#   model), no code. Often a prompt line, readers after writers, is enough.
-# - **Turn cache**: thread synchronisation, and each waiting reader holds a
-#   thread. It pays only when you cannot choose the order.
 
 # %% [markdown]
 # ## 4. The fix: a turn cache whose readers wait for their batch
@@ -172,35 +166,10 @@ print("fields a reader in the next reply saw:", seen(my_agent(next_reply=True).i
 # ```
 
 # %% [markdown]
-# One batch through the package's `TurnCacheMiddleware`, each store slowed
-# to 50 ms. `max_concurrency=7` gives each of the 7 calls a thread (the
-# default pool has `cpu_count + 4`, 6 on 2 cores: a 7th call would queue).
-
-# %% tags=["nbval-ignore-output"]
-from agentstate.core import TurnCacheMiddleware
-from agentstate.tracing import draw_run
-
-CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements", reducer=merge_fields)
-trace = ToolTimeline()
-slow_stores = SlowToolMiddleware("store_requirement", 0.05)
-agent = my_agent(trace, TurnCacheMiddleware(**CACHE), slow_stores)
-traced = agent.invoke(TURN, {"max_concurrency": 7})
-draw_run(
-    trace,
-    traced,
-    key="requirements",
-    saw=lambda e: e.reply if "valid" in e.reply else f"saw {len(json.loads(e.reply))} fields",
-    title="one batch with the turn cache",
-)
-
-# %% [markdown]
-# The readers start with the writers, wait, and end just after the last
-# writer, having seen all five fields.
-
-# %% [markdown]
 # The teaching version, whole. `batches` maps a reply's id to its batch:
 # each call id that finished, and what it wrote. One condition (a lock that
-# threads can wait on) guards them all.
+# threads can wait on) guards them all. Each call runs on its own thread:
+# [going further](going_further/03_caches_that_fail.ipynb) draws them.
 
 # %%
 import threading
@@ -255,29 +224,27 @@ class TurnCache(AgentMiddleware):
 # - **Wait**: `wait_for` blocks the reader's thread until every writer id of
 #   its reply is in `done`, or the timeout passes.
 # - **Override**: the tool reads `runtime.state`, built before the
-#   middleware ran, so the call gets the merged view in both `state` and
-#   `runtime`.
+#   middleware ran, so the call gets the merged view in both.
 
 # %% [markdown]
-# - **None for a reader**: a reader wrote nothing, but its entry in `done`
-#   marks its call as finished.
-# - **Drop**: when every call of the batch, writers and readers, has an
-#   entry, the last to finish deletes the batch, so the dict never grows.
+# - **None for a reader**: its entry in `done` only marks it finished.
+# - **Drop**: once every call of the batch has an entry, the last to finish
+#   deletes the batch, so the dict never grows.
 
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
 # The package's `TurnCacheMiddleware` does the same four steps, plus an
 # async twin, a batch per conversation, and clear errors when a writer
-# fails or never gets a thread.
-
-# %% [markdown]
-# 100 turns each, every tool call delayed by a seeded random 0-5 ms (about
-# 15 s):
+# fails or never gets a thread. 100 turns each, every tool call delayed by
+# a seeded random 0-5 ms (about 15 s):
 
 # %%
 from collections import Counter
 
+from agentstate.core import TurnCacheMiddleware
 from agentstate.lessons.simulation import ToolLatencyMiddleware
+
+CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements", reducer=merge_fields)
 
 for name, cache in {
     "plain agent": None,
@@ -328,10 +295,9 @@ knob_widget = widgets.interact(
 # %% [markdown]
 # ## Summary
 # - A reader in the writers' own reply sees the state from before the
-#   super-step, even when it reads after they returned. The calls run on
-#   several threads at once.
-# - A reader in the next reply is the cheap fix. A turn cache (readers wait
-#   for their batch and read its writes merged) pays only when you cannot
+#   super-step, even when it reads after they returned, on another thread.
+# - The cheap fix: readers in the next reply. A turn cache (readers wait for
+#   their batch and read its writes merged) pays only when you cannot
 #   choose the order.
 # - Going further: [caches that fail, and the threads under a
 #   batch](going_further/03_caches_that_fail.ipynb).
@@ -340,8 +306,9 @@ knob_widget = widgets.interact(
 # ## Exercises
 # 1. With `TurnCache`, put the readers *first* in the reply. What does
 #    `get_collected_requirements` see, and why?
-# 2. Run section 4's traced turn with `{"max_concurrency": 4}`. Which calls
-#    start late, and why does no reader time out?
+# 2. Run one `TurnCache` turn with each store slowed to 50 ms
+#    (`SlowToolMiddleware`) and `{"max_concurrency": 4}`. Which calls start
+#    late, and why does no reader time out?
 # 3. Take step 2 away: a condition whose `wait_for` returns `True` at once.
 #    Over 100 turns, how many fields does the reader see?
 # 4. Invoke one `TurnCache` agent from two Python threads at once, each with

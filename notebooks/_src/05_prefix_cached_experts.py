@@ -2,10 +2,10 @@
 # # 05 · The invariant prefix: a question's three experts read the manual once, not three times
 #
 # A bank's operations desk sends each question to three experts. Each
-# reads the same 108 KB operations manual, then the thread's history, then
-# the question. An engine with a [prefix cache](../docs/glossary.md#prefix-cache)
-# skips the manual for the second and third expert, but only if every
-# token before it is identical.
+# reads the same 108 KB manual, then the thread's history, then the
+# question. An engine with a [prefix cache](../docs/glossary.md#prefix-cache)
+# skips the manual for the second and third expert, if every token before
+# it is identical.
 
 # %% [markdown]
 # ## Recap
@@ -74,9 +74,9 @@ def build_desk(model, prompt, manual_text=manual.text):
 
 # %% [markdown]
 # A common first prompt starts with the current time. The scripted model
-# answers "a note" and keeps every prompt it was sent. The experts run in
-# parallel, so `by_name` lists their prompts by expert name, a fixed
-# order. The clock changes every run, so this output does too:
+# answers "a note" and keeps every prompt. `shared_prefix` compares them
+# (sorted: the experts run in parallel). The clock changes every run, and
+# so does this output:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
@@ -95,14 +95,9 @@ def clock_first(manual_text, persona, question, history=()):
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
-def by_name(prompts):  # system message 2 is the persona: sort the calls by expert name
-    name = {EXPERTS[e].system_text(): e for e in EXPERTS}
-    return sorted(prompts, key=lambda prompt: name[prompt[1].content])
-
-
 recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, clock_first).invoke({"question": QUESTION})
-busted = shared_prefix(by_name(recorder.seen))
+busted = shared_prefix(recorder.seen)
 assert busted["bytes shared"] < 100 < manual.size
 Table([busted])
 
@@ -123,7 +118,7 @@ Table([busted])
 # ```
 
 # %% [markdown]
-# The two orders, part by part. Colours say what a prefix cache does with
+# The two orders, part by part, coloured by what a prefix cache does with
 # each part on the second and third expert's call:
 
 # %%
@@ -133,9 +128,9 @@ plot_prompt_layouts(len((GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END).encode(
 
 # %% [markdown]
 # ## 3. The fix: the prompt order, written whole
-# System message 1 holds the fixed instructions and the manual, and nothing
-# else: no clock, no id, no name. The persona, the history and the question
-# follow, so a thread's growing history never moves the manual.
+# System message 1 holds the fixed instructions and the manual, nothing
+# else: no clock, id or name. The persona, history and question follow, so
+# a thread's growing history never moves the manual.
 
 
 # %%
@@ -150,7 +145,7 @@ def expert_prompt(manual_text, persona, question, history=()):
 
 recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, expert_prompt).invoke({"question": QUESTION})
-fixed = shared_prefix(by_name(recorder.seen))
+fixed = shared_prefix(recorder.seen)
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
@@ -159,8 +154,7 @@ Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encod
 
 # %% [markdown]
 # The package's `build_messages(system_prefix(manual), expert, question)`
-# is the same order (its graph adds a router and a synthesis). It builds
-# the messages the desk just sent:
+# builds the same messages (its graph adds a router and a synthesis):
 
 # %%
 from agentstate.experts import build_messages, system_prefix
@@ -177,9 +171,9 @@ Table([{"expert calls": len(sent), "same messages as the package": same}])
 # prompt. The engine logs the prompt tokens each request reused.
 
 # %% [markdown]
-# With the manual's first chapter only, the cell took 32 s in CI, and 75 s
-# to 7 minutes on machines busy with other work (it starts the server and
-# loads the model first). It prints its own time, rounded to a second.
+# With the manual's first chapter only, the cell took 32 s in CI and up to
+# 7 minutes on a busy machine (it starts the server and loads the model
+# first). It prints its own time.
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -216,8 +210,8 @@ live
 # ## What it saves, per question
 # A [cold call](../docs/glossary.md#cold-and-warm-calls)
 # [prefills](../docs/glossary.md#prefill) (reads) the whole prefix, a warm
-# one only the persona and the question. A question costs three cold calls
-# with the clock first; one cold and two warm with the invariant prefix.
+# one only the persona and the question. With the clock first a question
+# costs three cold calls; with the invariant prefix, one cold, two warm.
 
 # %% [markdown]
 # In [time to first token](../docs/glossary.md#time-to-first-token), as
@@ -234,16 +228,15 @@ display(Table(question_seconds(results)))
 plot_ttft(results)
 
 # %% [markdown]
-# Per question (the table, the chart's left panel) the invariant prefix is
-# 2.3 to 2.9 times faster: the first expert still pays the cold call. Per
-# call (right) a warm call waits 6 to 41 times less than a cold one, near
-# the floor: the same call without the manual.
+# Per question (the table, the left panel) the invariant prefix is 2.3 to
+# 2.9 times faster: the first expert still pays the cold call. Per call
+# (right) a warm call waits 6 to 41 times less than a cold one, near the
+# floor: the same call without the manual.
 
 # %% [markdown]
 # ## 5. What the doctor says
-# `agentstate.doctor.Watch` is a callback handler: passed to a run, it
-# reports model calls whose prompts part before a large shared part. Both
-# desks, with the scripted model:
+# `agentstate.doctor.Watch`, a callback handler passed to a run, reports
+# model calls whose prompts part before a large shared part. Both desks:
 
 # %%
 from agentstate.doctor import Watch
@@ -263,8 +256,7 @@ compare_findings(reports)
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual
 # A per-call line (a request id) goes after the first `chapter` chapters
-# of the manual (0: before it): what the three prompts share, and where
-# they part.
+# of the manual (0: before it): what the three prompts share.
 
 # %%
 chapters = manual.chapter_titles()
@@ -290,8 +282,8 @@ knob_widget = widgets.interact(
 
 # %% [markdown]
 # Each chapter the line moves down adds that chapter to what every call
-# shares, and nothing after the line is ever reused: the cache stops at the
-# first byte that differs.
+# shares; nothing after the line is reused: the cache stops at the first
+# byte that differs.
 
 # %% [markdown]
 # ## Summary

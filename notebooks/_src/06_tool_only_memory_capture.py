@@ -1,18 +1,17 @@
 # %% [markdown]
 # # 06 · Tool-only memory capture: code decides what is stored
 #
-# An agent watches a chat between a user and an assistant and keeps its
-# memory: one entry per message on a memory server, with its role and
-# text. A memory-capture post-mortem built it as a prebuilt agent with the
-# rules in its prompt, and reported that "even with strong guidance, the
-# ReAct loop still produced assistant chat and duplicate `add_entry`". This
-# lesson replays that report against a real memory server, and writes a
-# guard in code that keeps the store right.
+# An agent watches a user's chat with an assistant and keeps its memory:
+# one entry per message on a memory server, with its role and text. A
+# post-mortem built it as a prebuilt agent with the rules in its prompt:
+# "even with strong guidance, the ReAct loop still produced assistant chat
+# and duplicate `add_entry`". We replay that report against a real memory
+# server, then write a guard in code that keeps the store right.
 
 # %% [markdown]
 # ## Recap
-# Lesson 05 decided what goes into a model's prompt. This lesson decides
-# which of the model's tool calls may run at all. Releases:
+# Lesson 05 decided what goes into a model's prompt; this lesson decides
+# which of its tool calls may run at all. Releases:
 # [memory-in-react-loop](../docs/hazards-by-version.md#memory-in-react-loop).
 #
 # ## Goals
@@ -41,9 +40,9 @@ VAULT = "agentstate"
 print(system_prompt(VAULT, "react.trip"))
 
 # %% [markdown]
-# `observe` sends the agent each event of the chat as one invoke: the new
-# message only (as `messages` for the ReAct loop, as `turn` for section
-# 3's guard), then returns what the store holds. `msg_idx` is a message's
+# `observe` sends the agent each event of the chat as one invoke, the new
+# message only (`messages` for the ReAct loop, `turn` for section 3's
+# guard), then returns what the store holds. `msg_idx` is a message's
 # position in the chat.
 
 # %%
@@ -70,9 +69,8 @@ async def observe(agent, client, events, memory_id):
 
 # %% [markdown]
 # **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
-# the report at fixed positions, whatever the prompt says: what the loop
-# does with such calls, not that a model makes them. Its fault schedule on
-# the 14-message chat, then the run:
+# the report at fixed positions, whatever the prompt says: it shows what the
+# loop does with such calls. Its fault schedule, then the run:
 
 # %%
 from IPython.display import display
@@ -99,10 +97,9 @@ damage = store_rows(server.db, "react.trip", travel, "trip")
 Table(r for r in damage if r["verdict"] != "ok")
 
 # %% [markdown]
-# Each row sits where the schedule put a fault: the loop runs every tool
-# call as proposed. A replay of a model that follows the rules
-# (`replay_model("none")`) leaves the store clean. The loop is exactly as
-# correct as its model.
+# Each row sits where the schedule put a fault: the loop runs every call as
+# proposed. A model that follows the rules (`replay_model("none")`) leaves
+# the store clean: the loop is exactly as correct as its model.
 
 # %%
 good_store = await observe(
@@ -125,8 +122,8 @@ Table(
 
 # %% [markdown]
 # - `decide` shows the model the rules and the new message, and keeps at
-#   most a usable summary from its reply. The call comes from the message
-#   itself: role, `msg_idx` and text.
+#   most a usable summary from its reply. The call is built from the
+#   message: role, `msg_idx`, text.
 # - A control message or a resend gets no call.
 # - `write` marks a message stored only if the server took it.
 
@@ -236,12 +233,12 @@ Table(
 )
 
 # %% [markdown]
-# That alone proves little: the replay's faults sit at fixed positions.
+# The replay's faults sit at fixed positions, so that proves little.
 #
 # ## 4. Prove it: whatever the model proposes
 # A model proposes random misbehaviours at every message (chat, duplicates,
-# wrong roles, unknown tools, bad arguments...), on random chats with
-# resent messages. Twelve seeded runs:
+# wrong roles, unknown tools, bad arguments...) on random chats with
+# resends. Twelve seeded runs:
 
 # %%
 from agentstate.memory import RandomProposals, random_events
@@ -258,13 +255,13 @@ kinds = f"{len(proposer.kinds)} of {len(proposer.KINDS)}"
 Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}])
 
 # %% [markdown]
-# Every store holds exactly one entry per message, a resend included:
-# `decide` checks `stored`.
+# Every store holds one entry per message, resends included: `decide`
+# checks `stored`.
 #
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled graph without
-# running it. A memory-writing tool inside a ReAct loop is this lesson's
-# hazard: `add_entry`, and `put_context`, the flush's write:
+# running it. This lesson's hazard: a memory-writing tool (`add_entry`,
+# the flush's `put_context`) inside a ReAct loop:
 
 # %%
 from agentstate.doctor import diagnose
@@ -276,8 +273,8 @@ compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: the two stores, message by message
-# Pick a message (its `msg_idx`): what the ReAct loop and the guard
-# stored for it, with section 2's verdicts.
+# Pick a `msg_idx`: what the ReAct loop and the guard stored for it, with
+# section 2's verdicts.
 
 
 # %%
@@ -301,14 +298,13 @@ knob_widget = widgets.interact(
 
 # %% [markdown]
 # ## Summary
-# - Replayed through `create_agent`, the write-up's report lands in the
-#   store as reported: the loop runs every proposed call.
-# - The fix is a guard in code: one `add_entry` per message, built from the
+# - Replayed through `create_agent`, the report lands in the store: the
+#   loop runs every proposed call.
+# - The fix, a guard in code: one `add_entry` per message, built from the
 #   message, and a `stored` list against resends. It holds over random
 #   proposals and chats.
-# - The teaching guard stores entries only; the package's
-#   `build_capture_graph` adds the bootstrap, flushes and idempotent
-#   retries the rules ask for.
+# - The teaching guard stores entries only; `build_capture_graph` adds the
+#   bootstrap, flushes and idempotent retries.
 # - Going further: [the auditor's rules, three conversations and the kill
 #   tests](going_further/06_audit_and_kill_tests.ipynb); [the memory service
 #   for a fleet](going_further/06_memory_fleet.ipynb), several replicas over

@@ -64,7 +64,7 @@ class MirrorFile(AgentMiddleware):
             return {"files": {"/requirements.json": create_file_data(json.dumps(fields))}}
 
 
-def cache_fix(model, collector_model, checkpointer=None):
+def cache_fix(model, collector_model, checkpointer=None, middleware=()):
     """The split schema (the collector on AgentState) plus the shared turn cache."""
     collector = create_agent(collector_model, [store_requirement])
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
@@ -73,7 +73,7 @@ def cache_fix(model, collector_model, checkpointer=None):
         [get_collected_requirements],
         subagents=[{**subagent, "runnable": collector}],
         state_schema=RequirementsState,
-        middleware=[MirrorFile()],
+        middleware=[MirrorFile(), *middleware],
         checkpointer=checkpointer,
     )
 
@@ -105,7 +105,30 @@ Table({"cache fix": name, **row} for name, row in seen.items())
 # %% [markdown]
 # The parent reads the fields in the same turn from the cache, but they
 # never enter state, so the next turn and a restart lose them while the
-# file keeps them. That is why notebook 04 fixes the schema instead.
+# file keeps them. The parent's `task` step, drawn as state flow (lesson
+# 01's picture), beside notebook 04's fix, shows why:
+
+# %%
+from agentstate.lessons.fixtures import collector_model, delegate, user_turn
+from agentstate.models import ScriptedChatModel, reply
+from agentstate.rds import build_shared_schema_agent
+from agentstate.tracing import ToolTimeline, draw_superstep
+
+task_steps = {}
+for name, builder in [("cache fix", cache_fix), ("one schema", build_shared_schema_agent)]:
+    task_steps[name] = ToolTimeline()
+    parent = ScriptedChatModel(script=[delegate(POSTGRES_FIELDS), reply(text="ok")])
+    agent = builder(parent, collector_model(), middleware=[task_steps[name]])
+    agent.invoke(user_turn("collect"), {"configurable": {"thread_id": name}})
+draw_superstep(
+    task_steps,
+    key="requirements",
+    reducer={"cache fix": "operator.or_", "one schema": "merge_fields"},
+)
+
+# %% [markdown]
+# With the split schema `task` writes nothing to `requirements`: the fields
+# stay in the cache, outside state. One schema brings all five up.
 
 # %% [markdown]
 # ## Reducers a returning subagent cannot double
@@ -117,7 +140,19 @@ Table({"cache fix": name, **row} for name, row in seen.items())
 
 # %%
 from agentstate.core import append_unique, merge_fields
+from agentstate.lessons.fixtures import AddNotesState, UniqueNotesState, build_notes_agent
 
+notes_steps = {"operator.add": ToolTimeline(), "append_unique": ToolTimeline()}
+for schema, timeline in zip([AddNotesState, UniqueNotesState], notes_steps.values(), strict=True):
+    build_notes_agent(schema, [timeline]).invoke({**user_turn("note"), "notes": ["pre"]})
+draw_superstep(notes_steps, key="notes", reducer={name: name for name in notes_steps})
+
+# %% [markdown]
+# `task` wrote `[pre, new]`, the parent's item with the subagent's:
+# `operator.add` keeps `pre` twice, `append_unique` once. The field merge
+# is idempotent too, applied once or twice:
+
+# %%
 parent_had, returned = {"engine": "postgres"}, {"engine": "postgres", "port": 5432}
 once = merge_fields(parent_had, returned)
 assert merge_fields(once, returned) == once == returned
@@ -135,15 +170,22 @@ Table(
 # In deepagents' default mode (`isolated`) a subagent receives one human
 # message, the task description. deepagents 0.7.32 also has `mode="fork"`
 # (marked beta: it warns when used) in which the subagent continues the
-# parent's conversation. A collector that only answers shows what it
-# received in each mode:
+# parent's conversation:
+#
+# ```mermaid
+# flowchart LR
+#     P["parent: user's message, ..., task call"] -->|isolated| I["subagent: task description only"]
+#     P -->|fork| F["subagent: user's message, ..., then the task"]
+# ```
+#
+# A collector that only answers shows what it received in each mode:
 
 # %%
 import warnings
 
 from langchain_core.messages import HumanMessage
 
-from agentstate.lessons.fixtures import POSTGRES_FIELDS, parent_model, user_turn
+from agentstate.lessons.fixtures import parent_model, user_turn
 from agentstate.models import ScriptedChatModel, reply
 from agentstate.rds import (
     COLLECTOR,
@@ -192,9 +234,6 @@ Table(
 # `tools` the subagent running inside the parent's `tools` node):
 
 # %%
-from agentstate.lessons.fixtures import collector_model
-from agentstate.rds import build_shared_schema_agent
-
 agent = build_shared_schema_agent(parent_model(POSTGRES_FIELDS), collector_model())
 streamed = {}
 for namespace, values in agent.stream(

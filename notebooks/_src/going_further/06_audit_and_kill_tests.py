@@ -98,6 +98,28 @@ assert set(counts(violations)) == {
 Table(v.row() for v in violations)
 
 # %% [markdown]
+# The same store drawn message by message, beside the rules and the
+# package's capture graph on the same chat:
+
+# %%
+from agentstate.memory import CaptureRun, draw_capture
+
+graph_run = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run="graph")
+await graph_run.replay(travel)
+await client.call("await_consistency", memory_id=graph_run.memory_id("trip"))
+stores = {"ReAct, replayed": react, "capture graph": graph_run}
+draw_capture(
+    travel,
+    "trip",
+    {name: read_memory(server.db, r.memory_id("trip")) for name, r in stores.items()},
+)
+
+# %% [markdown]
+# Each red mark is a row of the table above: `uu` a message stored twice,
+# `u` where the assistant spoke (the wrong role), `F?` a flush missing, `BB`
+# the bootstrap repeated, `+n` entries of the agent's own text.
+
+# %% [markdown]
 # ## Three conversations, three agents
 # `solo_travel`, `hard_cases` (unicode and emoji, a code block, an empty
 # message, a 25 KB message, a user who types "SESSION_END", an assistant who
@@ -141,8 +163,6 @@ by_kind
 # (a control message is a typed `SystemMessage`, never a guess from the text).
 
 # %%
-from agentstate.memory import CaptureRun
-
 hard = load("hard_cases")
 edge = CaptureRun(client, policy_model(CapturePolicy(), "p"), tools, run="edge")
 await edge.replay(hard)
@@ -191,7 +211,8 @@ cmd = [
 with subprocess.Popen([*cmd, "--pace", "0.03"], stdout=subprocess.PIPE, text=True) as proc:
     before_kill = [proc.stdout.readline() for _ in range(9)]
     proc.kill()
-crashed = sum(len(read_memory(server.db, f"crash.{t}")["entries"]) for t in chat.threads)
+at_kill = {t: read_memory(server.db, f"crash.{t}") for t in chat.threads}
+crashed = sum(len(stored["entries"]) for stored in at_kill.values())
 assert 0 < crashed < sum(len(chat.messages(t)) for t in chat.threads)
 {
     "events sent before the kill": sum(line.startswith("sent") for line in before_kill),
@@ -206,6 +227,15 @@ for t in chat.threads:
 after_crash = audit(server.db, chat, {t: f"crash.{t}" for t in chat.threads})
 assert after_crash == []
 {"violations after the restart": len(after_crash)}
+
+# %%
+thread = next(t for t in chat.threads if len(at_kill[t]["entries"]) < len(chat.messages(t)))
+restarted = read_memory(server.db, f"crash.{thread}")
+draw_capture(chat, thread, {"at the kill": at_kill[thread], "after the restart": restarted})
+
+# %% [markdown]
+# At the kill the later messages and their flushes are missing; after the
+# restart every message is stored once, with its flushes, and none twice.
 
 # %% [markdown]
 # ## Kill the server

@@ -216,8 +216,11 @@ def add_note(text: str, runtime: ToolRuntime) -> Command:
     )
 
 
-def build_notes_agent(state_schema: type) -> Any:
-    """A parent that delegates one ``add_note`` to a subagent sharing ``state_schema``."""
+def build_notes_agent(state_schema: type, middleware: Sequence[Any] = ()) -> Any:
+    """A parent that delegates one ``add_note`` to a subagent sharing ``state_schema``.
+
+    ``middleware`` goes to the parent only (a ``ToolTimeline`` to draw its ``task`` step).
+    """
     note_taker = ScriptedChatModel(
         script=[reply(tool_call("add_note", text="new")), reply(text="Noted.")], model_name="notes"
     )
@@ -232,6 +235,7 @@ def build_notes_agent(state_schema: type) -> Any:
         parent,
         tools=[add_note],
         state_schema=state_schema,
+        middleware=list(middleware),
         subagents=[
             {
                 "name": "note-taker",

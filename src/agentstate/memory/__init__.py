@@ -18,8 +18,9 @@ Two halves that meet only over MCP:
 Between them, ``client`` (the agent side of the wire: tools through
 langchain-mcp-adapters over one kept session, retries made safe by each write's
 ``idempotency_key``; with several URLs it fails over between replicas); on top,
-``lesson`` (the notebook's helpers) and ``fleet`` (replicas started together,
-the recorded fleet benchmark).
+``lesson`` (the notebook's helpers), ``drawing`` (a memory drawn message by
+message beside the rules) and ``fleet`` (replicas started together, the
+recorded fleet benchmark).
 
 The names below are the public API: ``from agentstate.memory import
 build_capture_graph``. They are imported on first use, so ``import
@@ -84,6 +85,7 @@ _HOMES = {
     "Violation": "capture.baselines.auditor",  # one broken capture rule
     "audit": "capture.baselines.auditor",  # every violation in the store for a conversation
     "compare": "lesson",  # three agents on one conversation, audited
+    "draw_capture": "drawing",  # a memory drawn message by message beside the rules
     "add_entry": "capture.calls",  # builds the one add_entry call of a message (guard and auditor)
     "curated": "capture.graph",  # what the capture model is shown: prompt and conversation only
     "rules_table": "lesson",  # the capture rules applied to one conversation
