@@ -236,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     cycle = itertools.cycle(args.workers)
     for n in tqdm(range(start + 1, start + args.runs + 1), desc="flake hunt", unit="run"):
-        runs.append(one_run(n, next(cycle), args.load, args.select))
-    append(args.out, {**provenance, "load_average_after": _load_average()}, runs)
+        run = one_run(n, next(cycle), args.load, args.select)
+        runs.append(run)  # recorded as it ends: a hunt stopped later keeps its finished runs
+        append(args.out, {**provenance, "load_average_after": _load_average()}, [run])
     print(summary(runs))
     print(f"recorded in {args.out}")
     return 1 if any(r["failed"] or r["exit_status"] for r in runs) else 0

@@ -119,3 +119,20 @@ def test_the_busy_processes_spin_while_the_run_lasts_and_end_with_it():
     assert all(p.returncode is not None for p in busy.procs)
     assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
     assert os.cpu_count()
+
+
+def test_a_hunt_stopped_during_a_run_keeps_the_runs_that_ended(tmp_path, monkeypatch):
+    """A hunt lasts hours: each run is written as it ends, not all at the end."""
+    record = tmp_path / "flake_hunt.json"
+    done = []
+
+    def one_run(n, workers, busy, select):
+        if done:
+            raise KeyboardInterrupt  # stopped during the second run
+        done.append(n)
+        return run_record(n)
+
+    monkeypatch.setattr(flake_hunt, "one_run", one_run)
+    with pytest.raises(KeyboardInterrupt):
+        flake_hunt.main(["--runs", "3", "--out", str(record)])
+    assert [r["run"] for r in json.loads(record.read_text())["runs"]] == [1]
