@@ -67,7 +67,7 @@ COVERED = {
     f"{DESK}: " + 'desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at '
     "a time": "ignored_timing",
     "01_file_based_storage.py: one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], "
-    "middleware=[timeline]": "spaced_reads",
+    "middleware=[timeline]": "held_reads",
     "01_file_based_storage.py: store_then_read = [reply(*stores(POSTGRES_FIELDS)), "
     'reply(tool_call("get_collected_requirements"))]': "files",
     '01_file_based_storage.py: def fields_kept(layout: str = "one file", parallel_calls: int '
@@ -155,7 +155,7 @@ def tool_batch_files() -> list[dict]:
     from deepagents import create_deep_agent
 
     names = ["TURN", "stores", "one_reply", "LAYOUTS", "store_requirement", "store_in_own_file"]
-    more = ["PATH", "FOLDER", "fields_in", "work_seconds", "show_reads"]
+    more = ["PATH", "FOLDER", "fields_in", "holds", "show_reads"]
     lesson = definitions("01_file", [*names, *more])
     lesson["show_reads"] = False
     fields = {f"labels.k{i:02d}": str(i) for i in range(20)}
@@ -226,41 +226,48 @@ def all_cells() -> list[Any]:
     ]
 
 
-def prove_spaced_reads(source: str) -> None:
-    """Lesson 01's broken agent prints each store's read from its thread; the stores are
-    slowed 0.1 s apart (the lesson's ``work_seconds``), so the lines come in that order,
-    the same on 5 threads or 2 (a thread that starts later still ends in its slot)."""
+def prove_held_reads(source: str) -> None:
+    """Lesson 01's broken agent prints each store's read from its thread. ``FinishOrder``
+    holds every call until all five run, then lets them end last call first (a wait on
+    the timeline, no sleep), so the lines come in that order and five threads ran, with
+    the worker pool at 5 or 16; on 2 workers the hold says so instead of hanging."""
     import contextlib
     import io
 
     from deepagents import create_deep_agent
 
+    from agentstate.lessons.simulation import FinishOrder
     from agentstate.tracing import ToolTimeline
 
-    names = ["TURN", "stores", "one_reply", "store_requirement", "work_seconds", "PATH"]
+    names = ["TURN", "stores", "one_reply", "store_requirement", "holds", "PATH"]
     lesson = definitions("01_file", [*names, "fields_in", "show_reads"])
     lesson["show_reads"] = True  # the lesson turns it off later on the page
-    assert "0.1 * (len(order) - i)" in source  # the spacing the order rests on
+    assert "holds.append(FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1]))" in source
     order = list(POSTGRES_FIELDS)
-    lesson["work_seconds"].update({f: 0.1 * (len(order) - i) for i, f in enumerate(order)})
     printed, threads = [], []
-    for concurrency in (5, 16):
+    for concurrency in (5, 16, 2):
         timeline, out = ToolTimeline(), io.StringIO()
+        hold = FinishOrder(timeline, order[::-1], timeout=1 if concurrency == 2 else 60)
+        lesson["holds"][:] = [hold]
         agent = create_deep_agent(
             lesson["one_reply"](*lesson["stores"](POSTGRES_FIELDS)),
             tools=[lesson["store_requirement"]],
             middleware=[timeline],
         )
         with contextlib.redirect_stdout(out):
+            if concurrency == 2:  # a timeout on a path that can never pass: no race
+                with pytest.raises(TimeoutError, match=r"[234] of 5 calls ran at once"):
+                    agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
+                continue
             agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
         printed.append(out.getvalue())
         threads.append(timeline.thread_count())
     assert printed[0] == printed[1] and threads == [5, 5]
-    assert printed[0].splitlines()[0] == f"store_requirement({order[-1]}) read {{}}"
+    assert printed[0].splitlines() == [f"store_requirement({f}) read {{}}" for f in order[::-1]]
 
 
 PROOFS = {
-    "spaced_reads": prove_spaced_reads,
+    "held_reads": prove_held_reads,
     "desk": prove_desk,
     "files": prove_files,
     "rds": prove_rds,

@@ -3,6 +3,12 @@
 Real tools spend milliseconds on I/O; scripted lessons do not. Adding the same
 seeded random delay before every tool call lets a lesson compare a broken and
 a fixed design under identical timing. Used by notebook 03.
+
+:class:`FinishOrder` stands for the work a tool does between its read and
+its write without a sleep: it holds one reply's parallel calls until all of
+them are running, then lets them finish in a chosen order, so what a lesson
+prints about threads and finishing order is the same under any load. Used by
+notebook 01 and its going-further page.
 """
 
 from __future__ import annotations
@@ -11,10 +17,13 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
+
+if TYPE_CHECKING:
+    from agentstate.tracing import ToolEvent, ToolTimeline
 
 
 class ToolLatencyMiddleware(AgentMiddleware):
@@ -55,4 +64,70 @@ class SlowToolMiddleware(AgentMiddleware):
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         if request.tool_call["name"] == self.tool_name:
             await asyncio.sleep(self.seconds)
+        return await handler(request)
+
+
+class FinishOrder(AgentMiddleware):
+    """Parallel tool calls that run at the same time and finish in ``order``, by waiting
+    on conditions, never on a sleep being long enough.
+
+    Call it in a tool between its read and its write with the call's key (its
+    ``field_name``), or list it in the agent's middleware after ``timeline``
+    (a call's ``arg`` is its key; calls without one pass). Each call waits
+    until every key of ``order`` has arrived (so all of them run at once,
+    each on its own worker thread), then until ``timeline`` recorded the keys
+    before its own in ``order`` as finished, so ``timeline.finish_order()``
+    and anything the calls print after the wait follow ``order``. A key not
+    in ``order`` passes at once. One run per object (and per timeline): the
+    arrivals are not reset.
+    """
+
+    def __init__(
+        self,
+        timeline: ToolTimeline,
+        order: Sequence[str],
+        *,
+        arg: str = "field_name",
+        timeout: float = 60.0,
+    ) -> None:
+        if len(set(order)) != len(order):
+            raise ValueError(f"FinishOrder: order names a key twice: {list(order)}")
+        super().__init__()
+        self.timeline = timeline
+        self.order = list(order)
+        self.arg = arg
+        self.timeout = timeout
+        self._arrived: set[str] = set()
+        self._all_in = threading.Condition()
+
+    def __call__(self, key: str | None) -> None:
+        """Hold the call ``key`` until all calls run, then until its turn to finish."""
+        if key not in self.order:
+            return
+        with self._all_in:
+            self._arrived.add(key)
+            self._all_in.notify_all()
+            if not self._all_in.wait_for(
+                lambda: len(self._arrived) == len(self.order), self.timeout
+            ):
+                raise TimeoutError(
+                    f"FinishOrder: {len(self._arrived)} of {len(self.order)} calls ran at "
+                    "once; run them with at least as many worker threads (max_concurrency)"
+                )
+        before = set(self.order[: self.order.index(key)])
+
+        def finished(events: list[ToolEvent]) -> bool:
+            return before <= {e.args.get(self.arg) for e in events}
+
+        if not self.timeline.wait_for(finished, self.timeout):
+            raise TimeoutError(f"FinishOrder: {sorted(before)} never finished before {key!r}")
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Hold the call for its turn, then run it."""
+        self(request.tool_call.get("args", {}).get(self.arg))
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The async twin: the wait runs in a worker thread, off the event loop."""
+        await asyncio.to_thread(self, request.tool_call.get("args", {}).get(self.arg))
         return await handler(request)
