@@ -9,6 +9,7 @@ import asyncio
 import threading
 
 import pytest
+from langchain.agents.middleware import AgentMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.core import TurnCacheMiddleware
@@ -26,7 +27,7 @@ from agentstate.lessons.fixtures import (
     reader_summary,
     user_turn,
 )
-from agentstate.lessons.simulation import SlowToolMiddleware, ToolLatencyMiddleware
+from agentstate.lessons.simulation import ReadLast, SlowToolMiddleware, ToolLatencyMiddleware
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
 from agentstate.tracing import ToolTimeline, state_by_step
 from tests.lesson_source import code_cells, definitions
@@ -98,14 +99,23 @@ def test_the_readers_run_in_the_tools_step_before_any_write_lands():
     assert after["RequirementsSyncMiddleware.after_agent"]["changed"] == ["files"]
 
 
-def test_a_reader_that_sleeps_past_every_store_still_sees_nothing():
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_reader_that_starts_after_every_store_still_sees_nothing(mode):
     late = ToolTimeline()
-    state = build_reducer_agent(
-        all_in_one_reply_model(),
-        middleware=[late, SlowToolMiddleware("get_collected_requirements", 0.2)],
-    ).invoke(user_turn())
+    n = len(VALID_REQUIREMENTS)
+    hold = ReadLast(late, "get_collected_requirements", "store_requirement", writers=n)
+    agent = build_reducer_agent(all_in_one_reply_model(), middleware=[hold, late])
+    config = {"max_concurrency": n + 3}  # a thread per call
+    state = (
+        agent.invoke(user_turn(), config)
+        if mode == "sync"
+        else asyncio.run(agent.ainvoke(user_turn(), config))
+    )
     reader = next(e for e in late.events if e.name == "get_collected_requirements")
-    assert reader.start + 0.2 > max(e.end for e in late.events if e.name == "store_requirement")
+    stores = [e for e in late.events if e.name == "store_requirement"]
+    assert len(stores) == n and reader.start > max(e.end for e in stores)
+    if mode == "sync":  # the stores ran while the reader's thread waited
+        assert reader.thread not in {e.thread for e in stores}
     assert fields_seen_by_reader(state) == 0 and state["requirements"] == VALID_REQUIREMENTS
 
 
@@ -289,7 +299,26 @@ def test_the_default_tool_pool_is_min_32_cpu_count_plus_4_threads():
         assert executor._max_workers == 7
 
 
-def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: float = 10.0):
+class StartTogether(AgentMiddleware):
+    """Hold every tool call until ``calls`` of them have started: a barrier, so "they all
+    started before any ended" holds however late the pool's last thread starts."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.barrier = threading.Barrier(calls, timeout=30)  # a guard against a hang only
+
+    def wrap_tool_call(self, request, handler):
+        self.barrier.wait()
+        return handler(request)
+
+
+def _cached_run(
+    lesson,
+    threads: int,
+    readers_first: bool = False,
+    timeout: float = 10.0,
+    together: int = 0,
+):
     timeline = ToolTimeline()
     fields = POSTGRES_FIELDS
     stores = [
@@ -308,6 +337,7 @@ def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: floa
         state_schema=lesson["RequirementsState"],
         middleware=[
             timeline,
+            *([StartTogether(together)] if together else []),  # before the cache's wait
             teaching_cache(lesson, timeout=timeout),
             SlowToolMiddleware("store_requirement", 0.05),
         ],
@@ -317,7 +347,10 @@ def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: floa
 
 
 def test_with_a_thread_per_call_the_readers_start_with_the_writers(lesson):
-    timeline, state = _cached_run(lesson, threads=7)
+    # The 50 ms stores alone bet that the pool starts its 7th thread within 50 ms of
+    # the first: lost once under load. StartTogether(7) passes only when all 7 calls
+    # are running at once, which takes a thread per call (with 6 it never passes).
+    timeline, state = _cached_run(lesson, threads=7, together=7)
     first_end = min(e.end for e in timeline.events)
     assert all(e.start < first_end for e in timeline.events)  # the figure's caption
     assert lesson["seen"](state) == 5
@@ -342,8 +375,10 @@ def test_readers_first_on_two_threads_hold_them_until_their_timeout(lesson):
 
 
 def test_what_lesson_03_prints_instead_of_asserting(lesson):
-    late = lesson["my_agent"](SlowToolMiddleware("get_collected_requirements", 0.2))
-    assert lesson["seen"](late.invoke(lesson["TURN"])) == 0
+    timeline = ToolTimeline()
+    hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
+    late = lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 7})
+    assert lesson["seen"](late) == 0 and timeline.thread_count() > 1
     nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
     assert lesson["seen"](nxt) == 5
 

@@ -76,6 +76,8 @@ COVERED = {
     "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
     "fields kept, or the error": "rds",
     "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
+    "03_same_turn_visibility.py: late = my_agent(read_last, late_timeline).invoke(TURN, "
+    '{"max_concurrency": 7})  # 7 threads': "read_last",
     '03_same_turn_visibility.py: traced = agent.invoke(TURN, {"max_concurrency": 7})': (
         "ignored_timing"
     ),
@@ -266,7 +268,40 @@ def prove_held_reads(source: str) -> None:
     assert printed[0].splitlines() == [f"store_requirement({f}) read {{}}" for f in order[::-1]]
 
 
+def prove_read_last(source: str) -> None:
+    """Lesson 03's late reader: ``ReadLast`` holds it until the timeline recorded all five
+    stores (and the stores until it waits), so what the cell prints is the same with 7
+    workers or 16, with no sleep to outlast."""
+    from agentstate.lessons.simulation import ReadLast
+    from agentstate.tracing import ToolTimeline
+
+    assert 'ReadLast(late_timeline, "get_collected_requirements", "store_requirement"' in source
+    from tests.test_lesson_03 import TEACHING
+
+    lesson = definitions("03_same", TEACHING)
+    lesson["show_reads"] = False
+    printed = []
+    for workers in (7, 16):
+        timeline = ToolTimeline()
+        hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
+        state = lesson["my_agent"](hold, timeline).invoke(
+            lesson["TURN"], {"max_concurrency": workers}
+        )
+        reader = next(e for e in timeline.events if e.name == "get_collected_requirements")
+        stores_done = max(e.end for e in timeline.events if e.name == "store_requirement")
+        printed.append(
+            (
+                reader.start > stores_done,
+                sorted({e.step for e in timeline.events}),
+                timeline.thread_count() > 1,
+                lesson["seen"](state),
+            )
+        )
+    assert printed == [(True, [2], True, 0)] * 2
+
+
 PROOFS = {
+    "read_last": prove_read_last,
     "held_reads": prove_held_reads,
     "desk": prove_desk,
     "files": prove_files,

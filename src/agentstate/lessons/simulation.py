@@ -131,3 +131,64 @@ class FinishOrder(AgentMiddleware):
         """The async twin: the wait runs in a worker thread, off the event loop."""
         await asyncio.to_thread(self, request.tool_call.get("args", {}).get(self.arg))
         return await handler(request)
+
+
+class ReadLast(AgentMiddleware):
+    """A reader that surely reads after every writer of its reply returned (lesson 03).
+
+    List it before ``timeline`` in the middleware. The ``writers`` calls named
+    ``writer`` wait until a ``reader`` call is waiting, then run; the reader
+    waits until ``timeline`` recorded all of them as finished. So the reader
+    starts after the last writer ended, and the writers ran on other threads
+    than the reader's, under any load, where a sleep before the reader only
+    bets that the writers are done by then.
+    """
+
+    def __init__(
+        self,
+        timeline: ToolTimeline,
+        reader: str,
+        writer: str,
+        writers: int,
+        *,
+        timeout: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.timeline, self.reader, self.writer = timeline, reader, writer
+        self.writers, self.timeout = writers, timeout
+        self._reader_waits = threading.Event()
+        self._areader_waits: asyncio.Event | None = None  # the same, under ainvoke
+
+    def _hold(self, name: str) -> None:
+        if name == self.writer and not self._reader_waits.wait(self.timeout):
+            raise TimeoutError(f"ReadLast: no {self.reader} call came to wait for the writers")
+        if name == self.reader:
+            self._reader_waits.set()
+
+            def done(events: list[ToolEvent]) -> bool:
+                return sum(e.name == self.writer for e in events) >= self.writers
+
+            if not self.timeline.wait_for(done, self.timeout):
+                raise TimeoutError(f"ReadLast: fewer than {self.writers} {self.writer} calls ended")
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Hold a writer or the reader for its turn, then run it."""
+        self._hold(request.tool_call["name"])
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The async twin: writers wait on the loop (no thread each), the reader in a thread."""
+        name = request.tool_call["name"]
+        if self._areader_waits is None:
+            self._areader_waits = asyncio.Event()
+        if name == self.writer:
+            try:
+                await asyncio.wait_for(self._areader_waits.wait(), self.timeout)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"ReadLast: no {self.reader} call came to wait for the writers"
+                ) from None
+        elif name == self.reader:
+            self._areader_waits.set()
+            await asyncio.to_thread(self._hold, name)
+        return await handler(request)
