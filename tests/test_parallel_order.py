@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import jupytext
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import PrivateAttr
 
 from agentstate.experts.personas import EXPERTS
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, shared_prefix
@@ -111,17 +112,23 @@ def test_every_parallel_cell_is_covered():
 # --- the proofs ---
 
 
-class SleepyModel(ScriptedChatModel):
-    """A scripted expert that waits ``delays[expert]`` seconds before it is called, so the
-    experts reach the model in the order the delays give."""
+class InTurnModel(ScriptedChatModel):
+    """A scripted expert that lets the experts reach it in ``order``: each waits (on a
+    condition, no sleep) until the experts before it in ``order`` were called, so the
+    arrival order is the one given whatever the load."""
 
-    delays: dict[str, float]
+    order: list[str]
+    _turn: threading.Condition = PrivateAttr(default_factory=threading.Condition)
 
     def reply_to(self, messages: list[BaseMessage]) -> AIMessage:  # type: ignore[override]
         persona = str(messages[1].content)
         name = next(n for n, e in EXPERTS.items() if e.system_text() == persona)
-        time.sleep(self.delays[name])
-        return super().reply_to(messages)
+        with self._turn:
+            if not self._turn.wait_for(lambda: len(self.seen) == self.order.index(name), 60):
+                raise TimeoutError(f"{name} never got its turn: the experts did not run at once")
+            reply = super().reply_to(messages)  # recorded in ``seen`` before the next turn
+            self._turn.notify_all()
+        return reply
 
 
 def arrival(model: ScriptedChatModel) -> list[str]:
@@ -137,8 +144,7 @@ def desk_prints() -> list[tuple[list[str], str, dict]]:
     names = list(EXPERTS)
     runs = []
     for order in (names, names[::-1]):
-        delays = {name: 0.15 * order.index(name) for name in names}
-        model = SleepyModel(script=[AIMessage("a note")] * 3, delays=delays)
+        model = InTurnModel(script=[AIMessage("a note")] * 3, order=order)
         state = lesson["build_desk"](model, prompt).invoke({"question": lesson["QUESTION"]})
         runs.append((arrival(model), json.dumps(shared_prefix(model.seen)), state["notes"]))
     return runs
