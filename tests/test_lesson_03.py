@@ -9,7 +9,6 @@ import asyncio
 import threading
 
 import pytest
-from langchain.agents.middleware import AgentMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.core import TurnCacheMiddleware
@@ -27,7 +26,12 @@ from agentstate.lessons.fixtures import (
     reader_summary,
     user_turn,
 )
-from agentstate.lessons.simulation import ReadLast, SlowToolMiddleware, ToolLatencyMiddleware
+from agentstate.lessons.simulation import (
+    ReadLast,
+    SlowToolMiddleware,
+    Together,
+    ToolLatencyMiddleware,
+)
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
 from agentstate.tracing import ToolTimeline, state_by_step
 from tests.lesson_source import code_cells, definitions
@@ -119,14 +123,30 @@ def test_a_reader_that_starts_after_every_store_still_sees_nothing(mode):
     assert fields_seen_by_reader(state) == 0 and state["requirements"] == VALID_REQUIREMENTS
 
 
-def test_the_calls_of_one_reply_overlap_on_several_threads():
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_calls_of_one_reply_overlap_on_several_threads(mode):
+    # Together(2) lets a store run only beside another (a barrier of two), where 0.1 s
+    # stores bet that the pool starts the next store before one ends
     timeline = ToolTimeline()
-    build_reducer_agent(
-        all_in_one_reply_model(),
-        middleware=[timeline, SlowToolMiddleware("store_requirement", 0.1)],
-    ).invoke(user_turn())
+    agent = build_reducer_agent(
+        all_in_one_reply_model(), middleware=[timeline, Together(2, "store_requirement")]
+    )
+    if mode == "sync":
+        agent.invoke(user_turn())
+    else:
+        asyncio.run(agent.ainvoke(user_turn()))
     assert overlapping_calls(timeline.events, "store_requirement") == 8
-    assert timeline.thread_count() > 1
+    if mode == "sync":  # under ainvoke the timeline records the event loop's thread
+        assert timeline.thread_count() > 1
+
+
+def test_together_refuses_to_pass_a_call_that_runs_alone():
+    """One worker (the calls one by one): the first store waits alone, and says so."""
+    agent = build_reducer_agent(
+        all_in_one_reply_model(), middleware=[Together(2, "store_requirement", timeout=0.5)]
+    )
+    with pytest.raises(TimeoutError, match="found fewer than 1 to run beside"):
+        agent.invoke(user_turn(), {"max_concurrency": 1})
 
 
 def test_the_get_config_repair_never_reaches_a_tool():
@@ -299,19 +319,6 @@ def test_the_default_tool_pool_is_min_32_cpu_count_plus_4_threads():
         assert executor._max_workers == 7
 
 
-class StartTogether(AgentMiddleware):
-    """Hold every tool call until ``calls`` of them have started: a barrier, so "they all
-    started before any ended" holds however late the pool's last thread starts."""
-
-    def __init__(self, calls: int) -> None:
-        super().__init__()
-        self.barrier = threading.Barrier(calls, timeout=30)  # a guard against a hang only
-
-    def wrap_tool_call(self, request, handler):
-        self.barrier.wait()
-        return handler(request)
-
-
 def _cached_run(
     lesson,
     threads: int,
@@ -337,7 +344,7 @@ def _cached_run(
         state_schema=lesson["RequirementsState"],
         middleware=[
             timeline,
-            *([StartTogether(together)] if together else []),  # before the cache's wait
+            *([Together(together)] if together else []),  # before the cache's wait
             teaching_cache(lesson, timeout=timeout),
             SlowToolMiddleware("store_requirement", 0.05),
         ],
@@ -348,7 +355,7 @@ def _cached_run(
 
 def test_with_a_thread_per_call_the_readers_start_with_the_writers(lesson):
     # The 50 ms stores alone bet that the pool starts its 7th thread within 50 ms of
-    # the first: lost once under load. StartTogether(7) passes only when all 7 calls
+    # the first: lost once under load. Together(7) passes only when all 7 calls
     # are running at once, which takes a thread per call (with 6 it never passes).
     timeline, state = _cached_run(lesson, threads=7, together=7)
     first_end = min(e.end for e in timeline.events)

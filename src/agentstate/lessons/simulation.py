@@ -192,3 +192,49 @@ class ReadLast(AgentMiddleware):
             self._areader_waits.set()
             await asyncio.to_thread(self._hold, name)
         return await handler(request)
+
+
+class Together(AgentMiddleware):
+    """Tool calls pass ``calls`` at a time: each waits until ``calls`` of them are waiting.
+
+    ``tool`` names the calls it holds (all calls when None). List it after a
+    ``ToolTimeline``: the recorded spans of the calls that pass together
+    overlap, on as many threads, under any load, where a sleep in every call
+    only bets that the pool starts the others before one ends (lesson 03,
+    going further 03). The held calls of a step must come in multiples of
+    ``calls``, with as many workers free; otherwise a call waits alone and
+    times out with a message.
+    """
+
+    def __init__(self, calls: int, tool: str | None = None, *, timeout: float = 60.0) -> None:
+        super().__init__()
+        self.calls, self.tool, self.timeout = calls, tool, timeout
+        self._group = threading.Barrier(calls)
+        self._agroup: asyncio.Barrier | None = None  # the same, under ainvoke
+
+    def _held(self, request: Any) -> bool:
+        return self.tool is None or request.tool_call["name"] == self.tool
+
+    def _alone(self) -> TimeoutError:
+        what = f"{self.tool} call" if self.tool else "tool call"
+        return TimeoutError(f"Together: a {what} found fewer than {self.calls - 1} to run beside")
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Wait for the others of its group, then run the call."""
+        if self._held(request):
+            try:
+                self._group.wait(self.timeout)
+            except threading.BrokenBarrierError:
+                raise self._alone() from None
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The async twin, on the event loop (an asyncio.Barrier)."""
+        if self._held(request):
+            if self._agroup is None:
+                self._agroup = asyncio.Barrier(self.calls)
+            try:
+                await asyncio.wait_for(self._agroup.wait(), self.timeout)
+            except TimeoutError:
+                raise self._alone() from None
+        return await handler(request)
