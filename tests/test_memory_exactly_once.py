@@ -50,6 +50,20 @@ async def settled_audit(server, conversation, memories):
     return audit(server.db, conversation, memories)
 
 
+def unread_bytes(port: int) -> int:
+    """Bytes the kernel holds for the server on ``port`` that it has not read (Linux's
+    /proc/net/tcp rx_queue): a request sent to a paused (SIGSTOP) server shows here."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                local, state, queues = fields[1], fields[3], fields[4]
+                if int(local.rsplit(":", 1)[1], 16) == port and state == "01":  # ESTABLISHED
+                    total += int(queues.split(":")[1], 16)
+    return total
+
+
 def capture_run(client, tools, run="once"):
     model = policy_model(CapturePolicy(), "p")
     return CaptureRun(client, model, tools, run=run, checkpointer=InMemorySaver())
@@ -96,7 +110,10 @@ async def test_a_run_cancelled_mid_call_stores_the_resent_message_once(server):
                     break
                 await asyncio.sleep(0.02)
             assert snapshot.next == ("tools",)
-            await asyncio.sleep(0.3)
+            deadline = time.monotonic() + 60
+            while not unread_bytes(server.port):  # the add_entry sits in the paused server's socket
+                assert time.monotonic() < deadline, "the add_entry never reached the server"
+                await asyncio.sleep(0.02)
             sending.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await sending
