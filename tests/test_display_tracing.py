@@ -104,7 +104,7 @@ def _notes(fig) -> list[str]:
 
 
 def test_draw_run_marks_the_one_kept_write_of_a_shared_file_and_names_threads_1_to_n():
-    from agentstate.lessons.fixtures import finish_last_first
+    from agentstate.lessons.simulation import FinishOrder
     from agentstate.rds import build_file_storage_agent
     from agentstate.tracing import KEPT, LOST, MODEL, draw_run
 
@@ -112,7 +112,7 @@ def test_draw_run_marks_the_one_kept_write_of_a_shared_file_and_names_threads_1_
     order = list(POSTGRES_FIELDS)
     agent = build_file_storage_agent(
         one_batch_model(POSTGRES_FIELDS),
-        delay=finish_last_first(order),
+        between=FinishOrder(timeline, order[::-1]),  # five threads at once, whatever the load
         middleware=[timeline],
     )
     state = agent.invoke(user_turn())

@@ -118,10 +118,10 @@ def test_the_state_flow_and_run_pictures_fit_when_drawn_on_a_lesson_run():
 
     from agentstate.lessons.fixtures import (
         POSTGRES_FIELDS,
-        finish_last_first,
         one_batch_model,
         user_turn,
     )
+    from agentstate.lessons.simulation import FinishOrder
     from agentstate.rds import build_file_storage_agent
     from agentstate.tracing import ToolTimeline, draw_run, draw_superstep
 
@@ -131,7 +131,7 @@ def test_the_state_flow_and_run_pictures_fit_when_drawn_on_a_lesson_run():
     timeline = ToolTimeline()
     agent = build_file_storage_agent(
         one_batch_model(POSTGRES_FIELDS),
-        delay=finish_last_first(list(POSTGRES_FIELDS)),
+        between=FinishOrder(timeline, list(POSTGRES_FIELDS)[::-1]),  # as lesson 01 runs it
         middleware=[timeline],
     )
     state = agent.invoke(user_turn())

@@ -30,6 +30,7 @@ from agentstate.lessons.fixtures import (
     store_then_read_model,
     user_turn,
 )
+from agentstate.lessons.simulation import FinishOrder
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
 from agentstate.tracing import ToolTimeline, superstep, tool_replies
@@ -41,7 +42,7 @@ TEACHING = (
     "store_requirement",
     "store_in_own_file",
     "get_collected_requirements",
-    "work_seconds",
+    "holds",
     "PATH",
     "FOLDER",
     "TURN",
@@ -100,9 +101,9 @@ def test_the_files_channel_is_deepagents_delta_reducer_and_a_later_write_replace
 def test_five_calls_run_in_one_step_on_five_threads_and_the_last_in_the_message_survives(
     lesson, mode
 ):
-    lesson["work_seconds"].update({f: 0.1 * (len(ORDER) - i) for i, f in enumerate(ORDER)})
+    timeline = ToolTimeline()
+    lesson["holds"].append(FinishOrder(timeline, ORDER[::-1]))
     try:
-        timeline = ToolTimeline()
         agent = create_deep_agent(
             one_batch_model(POSTGRES_FIELDS),
             tools=[lesson["store_requirement"]],
@@ -110,7 +111,7 @@ def test_five_calls_run_in_one_step_on_five_threads_and_the_last_in_the_message_
         )
         state = run(agent, user_turn(), mode)
     finally:
-        lesson["work_seconds"].clear()
+        lesson["holds"].clear()
     assert in_file(state) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
     assert [m.content for m in tool_replies(state)] == [f"Stored {f}." for f in ORDER]
     assert {e.step for e in timeline.events} == {3}
@@ -120,7 +121,7 @@ def test_five_calls_run_in_one_step_on_five_threads_and_the_last_in_the_message_
     if mode == "sync":  # under ainvoke the timeline records the event loop's thread
         assert timeline.thread_count() == 5
     assert max(e.start for e in timeline.events) < min(e.end for e in timeline.events)  # overlap
-    assert timeline.finish_order()[0].args["field_name"] == ORDER[-1]  # finished first
+    assert [e.args["field_name"] for e in timeline.finish_order()] == ORDER[::-1]
 
 
 @pytest.mark.parametrize("seed", [7, 8, 11])
@@ -299,15 +300,18 @@ def test_the_toy_keeps_one_field_in_files_and_both_writes_in_the_log(lesson):
 
 
 def test_the_tool_prints_what_it_read_in_the_order_the_calls_finish(lesson, capsys):
-    lesson["work_seconds"].update({f: 0.1 * (len(ORDER) - i) for i, f in enumerate(ORDER)})
+    timeline = ToolTimeline()
+    lesson["holds"].append(FinishOrder(timeline, ORDER[::-1]))
     lesson["show_reads"] = True  # the lesson turns it off after the reproduction
     try:
         agent = create_deep_agent(
-            one_batch_model(POSTGRES_FIELDS), tools=[lesson["store_requirement"]]
+            one_batch_model(POSTGRES_FIELDS),
+            tools=[lesson["store_requirement"]],
+            middleware=[timeline],
         )
         agent.invoke(user_turn())
     finally:
-        lesson["work_seconds"].clear()
+        lesson["holds"].clear()
         lesson["show_reads"] = False
     printed = capsys.readouterr().out.splitlines()
     assert printed == [f"store_requirement({f}) read {{}}" for f in reversed(ORDER)]

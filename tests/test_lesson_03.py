@@ -26,7 +26,12 @@ from agentstate.lessons.fixtures import (
     reader_summary,
     user_turn,
 )
-from agentstate.lessons.simulation import SlowToolMiddleware, ToolLatencyMiddleware
+from agentstate.lessons.simulation import (
+    ReadLast,
+    SlowToolMiddleware,
+    Together,
+    ToolLatencyMiddleware,
+)
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
 from agentstate.tracing import ToolTimeline, state_by_step
 from tests.lesson_source import code_cells, definitions
@@ -98,25 +103,50 @@ def test_the_readers_run_in_the_tools_step_before_any_write_lands():
     assert after["RequirementsSyncMiddleware.after_agent"]["changed"] == ["files"]
 
 
-def test_a_reader_that_sleeps_past_every_store_still_sees_nothing():
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_reader_that_starts_after_every_store_still_sees_nothing(mode):
     late = ToolTimeline()
-    state = build_reducer_agent(
-        all_in_one_reply_model(),
-        middleware=[late, SlowToolMiddleware("get_collected_requirements", 0.2)],
-    ).invoke(user_turn())
+    n = len(VALID_REQUIREMENTS)
+    hold = ReadLast(late, "get_collected_requirements", "store_requirement", writers=n)
+    agent = build_reducer_agent(all_in_one_reply_model(), middleware=[hold, late])
+    config = {"max_concurrency": n + 3}  # a thread per call
+    state = (
+        agent.invoke(user_turn(), config)
+        if mode == "sync"
+        else asyncio.run(agent.ainvoke(user_turn(), config))
+    )
     reader = next(e for e in late.events if e.name == "get_collected_requirements")
-    assert reader.start + 0.2 > max(e.end for e in late.events if e.name == "store_requirement")
+    stores = [e for e in late.events if e.name == "store_requirement"]
+    assert len(stores) == n and reader.start > max(e.end for e in stores)
+    if mode == "sync":  # the stores ran while the reader's thread waited
+        assert reader.thread not in {e.thread for e in stores}
     assert fields_seen_by_reader(state) == 0 and state["requirements"] == VALID_REQUIREMENTS
 
 
-def test_the_calls_of_one_reply_overlap_on_several_threads():
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_calls_of_one_reply_overlap_on_several_threads(mode):
+    # Together(2) lets a store run only beside another (a barrier of two), where 0.1 s
+    # stores bet that the pool starts the next store before one ends
     timeline = ToolTimeline()
-    build_reducer_agent(
-        all_in_one_reply_model(),
-        middleware=[timeline, SlowToolMiddleware("store_requirement", 0.1)],
-    ).invoke(user_turn())
+    agent = build_reducer_agent(
+        all_in_one_reply_model(), middleware=[timeline, Together(2, "store_requirement")]
+    )
+    if mode == "sync":
+        agent.invoke(user_turn())
+    else:
+        asyncio.run(agent.ainvoke(user_turn()))
     assert overlapping_calls(timeline.events, "store_requirement") == 8
-    assert timeline.thread_count() > 1
+    if mode == "sync":  # under ainvoke the timeline records the event loop's thread
+        assert timeline.thread_count() > 1
+
+
+def test_together_refuses_to_pass_a_call_that_runs_alone():
+    """One worker (the calls one by one): the first store waits alone, and says so."""
+    agent = build_reducer_agent(
+        all_in_one_reply_model(), middleware=[Together(2, "store_requirement", timeout=0.5)]
+    )
+    with pytest.raises(TimeoutError, match="found fewer than 1 to run beside"):
+        agent.invoke(user_turn(), {"max_concurrency": 1})
 
 
 def test_the_get_config_repair_never_reaches_a_tool():
@@ -289,7 +319,13 @@ def test_the_default_tool_pool_is_min_32_cpu_count_plus_4_threads():
         assert executor._max_workers == 7
 
 
-def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: float = 10.0):
+def _cached_run(
+    lesson,
+    threads: int,
+    readers_first: bool = False,
+    timeout: float = 10.0,
+    together: int = 0,
+):
     timeline = ToolTimeline()
     fields = POSTGRES_FIELDS
     stores = [
@@ -308,6 +344,7 @@ def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: floa
         state_schema=lesson["RequirementsState"],
         middleware=[
             timeline,
+            *([Together(together)] if together else []),  # before the cache's wait
             teaching_cache(lesson, timeout=timeout),
             SlowToolMiddleware("store_requirement", 0.05),
         ],
@@ -317,7 +354,10 @@ def _cached_run(lesson, threads: int, readers_first: bool = False, timeout: floa
 
 
 def test_with_a_thread_per_call_the_readers_start_with_the_writers(lesson):
-    timeline, state = _cached_run(lesson, threads=7)
+    # The 50 ms stores alone bet that the pool starts its 7th thread within 50 ms of
+    # the first: lost once under load. Together(7) passes only when all 7 calls
+    # are running at once, which takes a thread per call (with 6 it never passes).
+    timeline, state = _cached_run(lesson, threads=7, together=7)
     first_end = min(e.end for e in timeline.events)
     assert all(e.start < first_end for e in timeline.events)  # the figure's caption
     assert lesson["seen"](state) == 5
@@ -342,8 +382,10 @@ def test_readers_first_on_two_threads_hold_them_until_their_timeout(lesson):
 
 
 def test_what_lesson_03_prints_instead_of_asserting(lesson):
-    late = lesson["my_agent"](SlowToolMiddleware("get_collected_requirements", 0.2))
-    assert lesson["seen"](late.invoke(lesson["TURN"])) == 0
+    timeline = ToolTimeline()
+    hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
+    late = lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 7})
+    assert lesson["seen"](late) == 0 and timeline.thread_count() > 1
     nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
     assert lesson["seen"](nxt) == 5
 

@@ -6,7 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -24,8 +23,16 @@ SERVE = """
 import subprocess, sys
 from agentstate.servers.loopback import serve_until_interrupted
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-print("ready", flush=True)
-interrupted = serve_until_interrupted(lambda: child.poll() is None, poll=0.01)
+asked = []
+
+
+def running():  # first asked inside the wait, once its signal handlers are in place
+    if not asked:
+        asked.append(print("ready", flush=True))
+    return child.poll() is None
+
+
+interrupted = serve_until_interrupted(running, poll=0.01)
 child.terminate()
 child.wait(timeout=5)  # a Popen lock left held by the signal would make this time out
 print("stopped", interrupted, flush=True)
@@ -37,8 +44,7 @@ def test_a_signal_ends_the_wait_and_leaves_the_process_usable(sig):
     proc = subprocess.Popen(
         [sys.executable, "-c", SERVE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert proc.stdout.readline() == "ready\n"
-    time.sleep(0.2)  # inside the loop, polling the child a hundred times a second
+    assert proc.stdout.readline() == "ready\n"  # printed inside the wait: no sleep to outlast
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert (proc.returncode, out, err) == (0, "stopped True\n", "")

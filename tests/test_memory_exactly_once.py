@@ -50,6 +50,20 @@ async def settled_audit(server, conversation, memories):
     return audit(server.db, conversation, memories)
 
 
+def unread_bytes(port: int) -> int:
+    """Bytes the kernel holds for the server on ``port`` that it has not read (Linux's
+    /proc/net/tcp rx_queue): a request sent to a paused (SIGSTOP) server shows here."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                local, state, queues = fields[1], fields[3], fields[4]
+                if int(local.rsplit(":", 1)[1], 16) == port and state == "01":  # ESTABLISHED
+                    total += int(queues.split(":")[1], 16)
+    return total
+
+
 def capture_run(client, tools, run="once"):
     model = policy_model(CapturePolicy(), "p")
     return CaptureRun(client, model, tools, run=run, checkpointer=InMemorySaver())
@@ -96,7 +110,10 @@ async def test_a_run_cancelled_mid_call_stores_the_resent_message_once(server):
                     break
                 await asyncio.sleep(0.02)
             assert snapshot.next == ("tools",)
-            await asyncio.sleep(0.3)
+            deadline = time.monotonic() + 60
+            while not unread_bytes(server.port):  # the add_entry sits in the paused server's socket
+                assert time.monotonic() < deadline, "the add_entry never reached the server"
+                await asyncio.sleep(0.02)
             sending.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await sending
@@ -271,36 +288,37 @@ async def test_an_idle_client_survives_a_server_restart_within_its_timeout(serve
 
 async def test_writes_in_flight_when_the_server_is_killed_are_retried_exactly_once(server):
     """SIGKILL under 100 concurrent writes (some repeated word for word): every call returns,
-    nothing escapes as a bare transport error, every write is stored once."""
+    nothing escapes as a bare transport error, every write is stored once.
+
+    20 writes are answered first; then the server is paused (SIGSTOP) before the other
+    80 start, so none of them can be answered before the kill: each is in flight or not
+    yet sent when the server dies, whatever the load. (A watcher that killed the server
+    once 20 writes had returned lost the race under load: all 100 had returned before
+    it ran, nothing was retried, and ``retries >= 1`` failed.)
+    """
     texts = [f"message {n}" if n % 3 else "ok" for n in range(100)]
     async with MemoryClient(server.url, retry_for=30, timeout=5) as client:
         await client.call("create_memory", vault_id="v", memory_id="m")
-        done = 0
 
         async def write(text):
-            nonlocal done
-            try:
-                return await client.call(
-                    "add_entry", vault_id="v", memory_id="m", raw_entry=text, summary="s",
-                    tags={"role": "user"},
-                )  # fmt: skip
-            finally:
-                done += 1
+            return await client.call(
+                "add_entry", vault_id="v", memory_id="m", raw_entry=text, summary="s",
+                tags={"role": "user"},
+            )  # fmt: skip
 
-        async def kill_mid_flight():
-            while done < 20:
-                await asyncio.sleep(0.001)
-            server.kill()
-            await asyncio.sleep(0.5)
-            server.start()
-
-        killer = asyncio.create_task(kill_mid_flight())
-        results = await asyncio.gather(*(write(t) for t in texts), return_exceptions=True)
-        await killer
+        answered = await asyncio.gather(*(write(t) for t in texts[:20]))
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            pending = [asyncio.create_task(write(t)) for t in texts[20:]]
+            await asyncio.sleep(0)  # the 80 calls start: they write to a paused server
+        finally:
+            server.kill()  # the paused server dies with the requests unread
+        server.start()
+        results = [*answered, *await asyncio.gather(*pending, return_exceptions=True)]
         errors = [r for r in results if isinstance(r, BaseException)]
         assert errors == []
         assert set(results) <= {"enqueued", "already enqueued"}
-        assert client.stats["retries"] >= 1
+        assert client.stats["retries"] >= 1  # no call of the 80 was answered before the kill
         await client.call("await_consistency", memory_id="m")
     stored = sorted(e["raw_entry"] for e in read_memory(server.db, "m")["entries"])
     assert stored == sorted(texts)

@@ -326,34 +326,56 @@ async def test_postgres_restarted_under_load_errors_in_one_line_or_retries_never
             await setup.call("create_memory", vault_id=V, memory_id="m")
         acked: list[str] = []
         refused: dict[str, str] = {}
-        sent = 0
+        # Postgres goes down while every writer has calls to make, and comes back only
+        # once the brief replica refused a call and the patient one logged its wait: no
+        # bet that 30 calls' worth of time outlasts a restart (a sleep-paced version could
+        # see every call answered before Postgres stopped, under load).
+        at_gate, down, refused_one = [], asyncio.Event(), asyncio.Event()
+        all_at_gate = asyncio.Event()
 
         async def writer(n):
-            nonlocal sent
             async with MemoryClient(urls[n % 2], retry_for=30, timeout=30) as client:
                 for k in range(40):
+                    if k == 10:  # 40 writes answered before the restart
+                        at_gate.append(n)
+                        if len(at_gate) == 4:
+                            all_at_gate.set()
+                        await down.wait()
                     args = entry_args("m", n * 1000 + k, f"w{n}-{k}")
                     try:
                         answer = await client.call("add_entry", **args)
                     except MemoryToolError as exc:
                         refused[args["idempotency_key"]] = str(exc)
+                        if n % 2:  # through the brief replica
+                            refused_one.set()
                         continue
-                    finally:
-                        sent += 1
                     assert answer == "enqueued", answer
                     acked.append(args["idempotency_key"])
-                    await asyncio.sleep(0.01)
+
+        def patient_waited() -> bool:
+            return "memory database unavailable, retrying" in patient_log_text()
+
+        def patient_log_text() -> str:
+            return patient.replicas[0].log_path.read_text()
 
         async def restart_under_load():
-            while sent < 30:
-                await asyncio.sleep(0.01)
-            await asyncio.to_thread(postgres.restart)
+            await all_at_gate.wait()
+            await asyncio.to_thread(postgres.stop)
+            down.set()
+            try:  # a guard against a hang, not a pace: the refusal comes in 0.3 s
+                await asyncio.wait_for(refused_one.wait(), 60)
+            except TimeoutError:
+                raise AssertionError("the brief replica never refused a call") from None
+            deadline = time.monotonic() + 60
+            while not patient_waited():  # the log is a file: read it until the line is there
+                assert time.monotonic() < deadline, "the patient replica never waited"
+                await asyncio.sleep(0.05)
+            await asyncio.to_thread(postgres.start)
 
         await asyncio.gather(restart_under_load(), *(writer(n) for n in range(4)))
         assert len(acked) + len(refused) == 160
         assert refused, "the brief replica should have refused calls while Postgres was down"
-        patient_log = patient.replicas[0].log_path.read_text()
-        assert "memory database unavailable, retrying" in patient_log  # it waited, then went on
+        assert patient_waited()  # it waited, then went on
         for message in refused.values():
             assert "\n" not in message and "memory database" in message, message
             assert postgres.password not in message

@@ -70,6 +70,8 @@ async def test_capture_process_killed_mid_conversation_then_resumed(memory_db, t
             proc.kill()  # SIGKILL: no cleanup, maybe mid-turn
             proc.wait()
         assert sum(line.startswith("sent") for line in sent) == 7
+        async with MemoryClient(server.url) as client:  # the writer applies what was sent
+            await client.call("await_consistency", memory_id=memories["alice"])
         partial = read_memory(server.db, memories["alice"])["entries"]
         assert 0 < len(partial) < len(conversation.messages("alice"))
         done = subprocess.run(cmd[:-2], capture_output=True, text=True, timeout=120)
@@ -124,7 +126,7 @@ async def test_server_killed_mid_run_queued_writes_land_and_retries_do_not_dupli
 ):
     conversation = load("solo_travel")
     events = list(conversation.events)
-    server = memory_server(memory_db, tmp_path, write_delay=0.2).start()
+    server = memory_server(memory_db, tmp_path, write_delay=600).start()  # held till the kill
     try:
         async with MemoryClient(server.url, retry_for=30) as client:
             run = CaptureRun(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import jupytext
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import PrivateAttr
 
 from agentstate.experts.personas import EXPERTS
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, shared_prefix
@@ -67,7 +68,7 @@ COVERED = {
     f"{DESK}: " + 'desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at '
     "a time": "ignored_timing",
     "01_file_based_storage.py: one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], "
-    "middleware=[timeline]": "spaced_reads",
+    "middleware=[timeline]": "held_reads",
     "01_file_based_storage.py: store_then_read = [reply(*stores(POSTGRES_FIELDS)), "
     'reply(tool_call("get_collected_requirements"))]': "files",
     '01_file_based_storage.py: def fields_kept(layout: str = "one file", parallel_calls: int '
@@ -76,6 +77,8 @@ COVERED = {
     "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
     "fields kept, or the error": "rds",
     "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
+    "03_same_turn_visibility.py: late = my_agent(read_last, late_timeline).invoke(TURN, "
+    '{"max_concurrency": 7})  # 7 threads': "read_last",
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
@@ -108,17 +111,23 @@ def test_every_parallel_cell_is_covered():
 # --- the proofs ---
 
 
-class SleepyModel(ScriptedChatModel):
-    """A scripted expert that waits ``delays[expert]`` seconds before it is called, so the
-    experts reach the model in the order the delays give."""
+class InTurnModel(ScriptedChatModel):
+    """A scripted expert that lets the experts reach it in ``order``: each waits (on a
+    condition, no sleep) until the experts before it in ``order`` were called, so the
+    arrival order is the one given whatever the load."""
 
-    delays: dict[str, float]
+    order: list[str]
+    _turn: threading.Condition = PrivateAttr(default_factory=threading.Condition)
 
     def reply_to(self, messages: list[BaseMessage]) -> AIMessage:  # type: ignore[override]
         persona = str(messages[1].content)
         name = next(n for n, e in EXPERTS.items() if e.system_text() == persona)
-        time.sleep(self.delays[name])
-        return super().reply_to(messages)
+        with self._turn:
+            if not self._turn.wait_for(lambda: len(self.seen) == self.order.index(name), 60):
+                raise TimeoutError(f"{name} never got its turn: the experts did not run at once")
+            reply = super().reply_to(messages)  # recorded in ``seen`` before the next turn
+            self._turn.notify_all()
+        return reply
 
 
 def arrival(model: ScriptedChatModel) -> list[str]:
@@ -134,8 +143,7 @@ def desk_prints() -> list[tuple[list[str], str, dict]]:
     names = list(EXPERTS)
     runs = []
     for order in (names, names[::-1]):
-        delays = {name: 0.15 * order.index(name) for name in names}
-        model = SleepyModel(script=[AIMessage("a note")] * 3, delays=delays)
+        model = InTurnModel(script=[AIMessage("a note")] * 3, order=order)
         state = lesson["build_desk"](model, prompt).invoke({"question": lesson["QUESTION"]})
         runs.append((arrival(model), json.dumps(shared_prefix(model.seen)), state["notes"]))
     return runs
@@ -154,7 +162,7 @@ def tool_batch_files() -> list[dict]:
     from deepagents import create_deep_agent
 
     names = ["TURN", "stores", "one_reply", "LAYOUTS", "store_requirement", "store_in_own_file"]
-    more = ["PATH", "FOLDER", "fields_in", "work_seconds", "show_reads"]
+    more = ["PATH", "FOLDER", "fields_in", "holds", "show_reads"]
     lesson = definitions("01_file", [*names, *more])
     lesson["show_reads"] = False
     fields = {f"labels.k{i:02d}": str(i) for i in range(20)}
@@ -225,41 +233,81 @@ def all_cells() -> list[Any]:
     ]
 
 
-def prove_spaced_reads(source: str) -> None:
-    """Lesson 01's broken agent prints each store's read from its thread; the stores are
-    slowed 0.1 s apart (the lesson's ``work_seconds``), so the lines come in that order,
-    the same on 5 threads or 2 (a thread that starts later still ends in its slot)."""
+def prove_held_reads(source: str) -> None:
+    """Lesson 01's broken agent prints each store's read from its thread. ``FinishOrder``
+    holds every call until all five run, then lets them end last call first (a wait on
+    the timeline, no sleep), so the lines come in that order and five threads ran, with
+    the worker pool at 5 or 16; on 2 workers the hold says so instead of hanging."""
     import contextlib
     import io
 
     from deepagents import create_deep_agent
 
+    from agentstate.lessons.simulation import FinishOrder
     from agentstate.tracing import ToolTimeline
 
-    names = ["TURN", "stores", "one_reply", "store_requirement", "work_seconds", "PATH"]
+    names = ["TURN", "stores", "one_reply", "store_requirement", "holds", "PATH"]
     lesson = definitions("01_file", [*names, "fields_in", "show_reads"])
     lesson["show_reads"] = True  # the lesson turns it off later on the page
-    assert "0.1 * (len(order) - i)" in source  # the spacing the order rests on
+    assert "holds.append(FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1]))" in source
     order = list(POSTGRES_FIELDS)
-    lesson["work_seconds"].update({f: 0.1 * (len(order) - i) for i, f in enumerate(order)})
     printed, threads = [], []
-    for concurrency in (5, 16):
+    for concurrency in (5, 16, 2):
         timeline, out = ToolTimeline(), io.StringIO()
+        hold = FinishOrder(timeline, order[::-1], timeout=1 if concurrency == 2 else 60)
+        lesson["holds"][:] = [hold]
         agent = create_deep_agent(
             lesson["one_reply"](*lesson["stores"](POSTGRES_FIELDS)),
             tools=[lesson["store_requirement"]],
             middleware=[timeline],
         )
         with contextlib.redirect_stdout(out):
+            if concurrency == 2:  # a timeout on a path that can never pass: no race
+                with pytest.raises(TimeoutError, match=r"[234] of 5 calls ran at once"):
+                    agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
+                continue
             agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
         printed.append(out.getvalue())
         threads.append(timeline.thread_count())
     assert printed[0] == printed[1] and threads == [5, 5]
-    assert printed[0].splitlines()[0] == f"store_requirement({order[-1]}) read {{}}"
+    assert printed[0].splitlines() == [f"store_requirement({f}) read {{}}" for f in order[::-1]]
+
+
+def prove_read_last(source: str) -> None:
+    """Lesson 03's late reader: ``ReadLast`` holds it until the timeline recorded all five
+    stores (and the stores until it waits), so what the cell prints is the same with 7
+    workers or 16, with no sleep to outlast."""
+    from agentstate.lessons.simulation import ReadLast
+    from agentstate.tracing import ToolTimeline
+
+    assert 'ReadLast(late_timeline, "get_collected_requirements", "store_requirement"' in source
+    from tests.test_lesson_03 import TEACHING
+
+    lesson = definitions("03_same", TEACHING)
+    lesson["show_reads"] = False
+    printed = []
+    for workers in (7, 16):
+        timeline = ToolTimeline()
+        hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
+        state = lesson["my_agent"](hold, timeline).invoke(
+            lesson["TURN"], {"max_concurrency": workers}
+        )
+        reader = next(e for e in timeline.events if e.name == "get_collected_requirements")
+        stores_done = max(e.end for e in timeline.events if e.name == "store_requirement")
+        printed.append(
+            (
+                reader.start > stores_done,
+                sorted({e.step for e in timeline.events}),
+                timeline.thread_count() > 1,
+                lesson["seen"](state),
+            )
+        )
+    assert printed == [(True, [2], True, 0)] * 2
 
 
 PROOFS = {
-    "spaced_reads": prove_spaced_reads,
+    "read_last": prove_read_last,
+    "held_reads": prove_held_reads,
     "desk": prove_desk,
     "files": prove_files,
     "rds": prove_rds,

@@ -12,9 +12,10 @@ from langgraph.errors import InvalidUpdateError
 
 from agentstate.core import merge_fields
 from agentstate.lessons.fixtures import POSTGRES_FIELDS as FIVE
-from agentstate.lessons.fixtures import finish_last_first, store_calls
 from agentstate.lessons.fixtures import one_reply_model as one_batch_model
+from agentstate.lessons.fixtures import store_calls
 from agentstate.lessons.fixtures import user_turn as user
+from agentstate.lessons.simulation import FinishOrder
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import (
     REQUIREMENTS_PATH,
@@ -31,14 +32,14 @@ def test_file_storage_keeps_only_the_last_call_of_the_message():
     timeline = ToolTimeline()
     agent = build_file_storage_agent(
         one_batch_model(*store_calls(FIVE)),
-        delay=finish_last_first(order, unit=0.1),
+        between=FinishOrder(timeline, order[::-1]),  # all run at once, the last ends first
         middleware=[timeline],
     )
     state = agent.invoke(user())
     survivors = read_json_file(state["files"], REQUIREMENTS_PATH)
     assert survivors == {order[-1]: FIVE[order[-1]]}
-    finished_last = timeline.finish_order()[-1].args["field_name"]
-    assert finished_last != order[-1], "the survivor is not the last call to finish"
+    finished = [e.args["field_name"] for e in timeline.finish_order()]
+    assert finished == order[::-1], "the survivor is the last call of the message, not to finish"
     assert timeline.thread_count() == 5
 
 

@@ -8,12 +8,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     collector_model,
-    finish_last_first,
     one_batch_model,
     parent_model,
     reader_batch_model,
     user_turn,
 )
+from agentstate.lessons.simulation import FinishOrder
 from agentstate.rds import (
     build_cache_fix_agent,
     build_file_storage_agent,
@@ -22,13 +22,23 @@ from agentstate.rds import (
     build_split_schema_agent,
     build_turn_cache_agent,
 )
-from agentstate.tracing import tool_replies
+from agentstate.tracing import ToolTimeline, tool_replies
 
 ORDER = list(POSTGRES_FIELDS)
+
+
+def file_storage_last_first():
+    """Stage 01 with its five stores running at once and ending last call first."""
+    timeline = ToolTimeline()
+    return build_file_storage_agent(
+        one_batch_model(POSTGRES_FIELDS),
+        between=FinishOrder(timeline, ORDER[::-1]),
+        middleware=[timeline],
+    )
+
+
 AGENTS = {
-    "01 file storage": lambda: build_file_storage_agent(
-        one_batch_model(POSTGRES_FIELDS), delay=finish_last_first(ORDER, 0.005)
-    ),
+    "01 file storage": file_storage_last_first,
     "02 reducer": lambda: build_reducer_agent(one_batch_model(POSTGRES_FIELDS)),
     "03 turn cache": lambda: build_turn_cache_agent(reader_batch_model(POSTGRES_FIELDS, 1)),
     "04 split schema": lambda: build_split_schema_agent(

@@ -100,11 +100,11 @@ print("the file after the step:", result["files"][PATH])
 # %% [markdown]
 # This tool reads the file from the state (`runtime.state`), adds one field,
 # and returns the whole file in a `Command`, the object that updates the
-# state. `work_seconds` stands for work between read and write.
+# state. `holds` stands for the work between read and write: a call waits
+# there for its turn while the lesson puts a `FinishOrder` in it.
 
 # %%
 import json
-import time
 from typing import Any
 
 from deepagents.backends.utils import create_file_data, file_data_to_string
@@ -113,7 +113,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-work_seconds: dict[str, float] = {}  # field -> seconds between the read and the write
+holds: list = []  # each is called with the field between the read and the write
 show_reads = True
 
 
@@ -125,7 +125,8 @@ def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
 def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
     """Store one requirement in /requirements.json."""
     current = fields_in(runtime.state.get("files"))
-    time.sleep(work_seconds.get(field_name, 0))
+    for wait_turn in holds:
+        wait_turn(field_name)
     if show_reads:
         print(f"store_requirement({field_name}) read {current}")
     current[field_name] = value
@@ -139,8 +140,9 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 # key. Its first reply holds five **tool calls**, one per field.
 
 # %% [markdown]
-# - The pauses make the **last** call finish **first** (0.5 s for call 1
-#   down to 0.1 s for call 5).
+# - `FinishOrder` holds each call after its read until all five are
+#   running (so they run at once, on five threads), then lets the **last**
+#   call finish **first**: each waits for the calls after it to end.
 # - `ToolTimeline` is a **middleware**, an object that hooks into the
 #   agent's loop. It records what each call read and wrote, its super-step
 #   and its thread.
@@ -149,6 +151,7 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 from deepagents import create_deep_agent
 
 from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.simulation import FinishOrder
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolTimeline
 
@@ -163,9 +166,8 @@ def one_reply(*calls) -> ScriptedChatModel:  # these calls at once, then an answ
     return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
 
 
-order = list(POSTGRES_FIELDS)
-work_seconds.update({field: 0.1 * (len(order) - i) for i, field in enumerate(order)})
 timeline = ToolTimeline()
+holds.append(FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1]))  # last call first
 broken_agent = create_deep_agent(
     one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], middleware=[timeline]
 )
@@ -253,8 +255,8 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 # Five calls in one reply, read back by the model's next reply:
 
 # %%
-show_reads = False  # quiet from here on
-work_seconds.clear()
+show_reads = False  # quiet and unheld from here on
+holds.clear()
 store_then_read = [reply(*stores(POSTGRES_FIELDS)), reply(tool_call("get_collected_requirements"))]
 fixed_agent = create_deep_agent(
     ScriptedChatModel(script=[*store_then_read, reply(text="All five stored.")]),

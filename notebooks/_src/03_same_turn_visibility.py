@@ -109,19 +109,20 @@ from agentstate.tracing import draw_superstep
 draw_superstep(timeline, key="requirements", reducer=merge_fields, title="one reply")
 
 # %% [markdown]
-# Is the reader just too early? Make it sleep 0.2 s first (the package's
-# `SlowToolMiddleware`), after every store returned. Then move the readers
-# to the model's next reply.
+# Is the reader just too early? Make it wait until every store returned
+# (the package's `ReadLast`; each of the 7 calls needs a thread). Then
+# move the readers to the model's next reply.
 
 # %%
-from agentstate.lessons.simulation import SlowToolMiddleware
+from agentstate.lessons.simulation import ReadLast, SlowToolMiddleware
 
 show_reads = False  # quiet from here on
 late_timeline = ToolTimeline()
-late = my_agent(late_timeline, SlowToolMiddleware("get_collected_requirements", 0.2)).invoke(TURN)
+read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
+late = my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 7})  # 7 threads
 reader = next(e for e in late_timeline.events if e.name == "get_collected_requirements")
 stores_done = max(e.end for e in late_timeline.events if e.name == "store_requirement")
-print("the reader read after every store finished:", reader.start + 0.2 > stores_done)
+print("the reader started after every store finished:", reader.start > stores_done)
 print("super-steps of the seven calls:", sorted({e.step for e in late_timeline.events}))
 print("they ran on more than one thread:", late_timeline.thread_count() > 1)
 print("fields the late reader saw:", seen(late))

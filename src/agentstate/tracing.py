@@ -132,6 +132,7 @@ class ToolTimeline(AgentMiddleware):
         self._events: list[ToolEvent] = []
         self._models: list[ModelEvent] = []
         self._lock = threading.Lock()
+        self._recorded = threading.Condition(self._lock)  # notified after each tool call
         self._t0 = time.perf_counter()
 
     def clear(self) -> None:
@@ -157,6 +158,16 @@ class ToolTimeline(AgentMiddleware):
         """Tool calls in the order they finished."""
         return sorted(self.events, key=lambda e: e.end)
 
+    def wait_for(self, done: Callable[[list[ToolEvent]], bool], timeout: float) -> bool:
+        """Block until ``done(tool events recorded so far)`` holds; False after ``timeout`` s.
+
+        A call recorded here has finished: its ``end`` is taken before it is
+        recorded, so whatever runs after this returns ends later
+        (:class:`agentstate.lessons.simulation.FinishOrder` relies on it).
+        """
+        with self._recorded:
+            return self._recorded.wait_for(lambda: done(list(self._events)), timeout)
+
     def thread_count(self, step: int | None = None) -> int:
         """How many threads ran tool calls (in one super-step if given)."""
         return len({e.thread for e in self.events if step is None or e.step == step})
@@ -181,8 +192,9 @@ class ToolTimeline(AgentMiddleware):
             status=status,
             read=read,
         )
-        with self._lock:
+        with self._recorded:
             self._events.append(event)
+            self._recorded.notify_all()
 
     def _record_model(self, request: Any, step: int, start: float, end: float) -> None:
         thread = threading.current_thread().name

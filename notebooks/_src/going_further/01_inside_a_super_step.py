@@ -113,17 +113,18 @@ answers
 # ## The calls in time
 # Lesson 01 drew the super-step as state flow. `draw_run` draws the same
 # kind of run in time: a row per call on its thread, the super-step as a
-# shaded band, the writes applied at its end (dashed line). Here the last
-# call of the reply finishes first, and its write still comes last:
+# shaded band, the writes applied at its end (dashed line). Here a
+# `FinishOrder` (lesson 01) holds the calls until all five run, then lets the
+# last call of the reply finish first; its write still comes last:
 
 # %%
-from agentstate.lessons.fixtures import finish_last_first
+from agentstate.lessons.simulation import FinishOrder
 from agentstate.tracing import ToolTimeline, draw_run
 
 timeline = ToolTimeline()
 timed = build_file_storage_agent(
     one_batch_model(POSTGRES_FIELDS),
-    delay=finish_last_first(list(POSTGRES_FIELDS), unit=0.1),
+    between=FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1]),  # last call first
     middleware=[timeline],
 )
 timed_state = timed.invoke(user_turn())

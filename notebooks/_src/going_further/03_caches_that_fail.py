@@ -108,20 +108,21 @@ Table({"fields the reader saw (of 5)": k, "turns": n} for k, n in sorted(Counter
 # waits for the writers of its own reply.
 #
 # ## Tools of one reply run at the same time
-# A common belief is that tools run one after the other within a turn. Make
-# each store take 0.1 s: if they ran one by one, no store would overlap
-# another call. Count the stores that ran while another call was running:
+# A common belief is that tools run one after the other within a turn.
+# `Together(2, ...)` makes each store wait until another store is waiting: if
+# they ran one by one, the first would wait alone and time out. Count the
+# stores that ran while another call was running:
 
 # %%
 from agentstate.lessons.fixtures import overlapping_calls
-from agentstate.lessons.simulation import SlowToolMiddleware
+from agentstate.lessons.simulation import Together
 from agentstate.rds import build_reducer_agent
 from agentstate.tracing import ToolTimeline
 
 slow_stores = ToolTimeline()
 build_reducer_agent(
     all_in_one_reply_model(),
-    middleware=[slow_stores, SlowToolMiddleware("store_requirement", 0.1)],
+    middleware=[slow_stores, Together(2, "store_requirement")],
 ).invoke(user_turn())
 overlap = overlapping_calls(slow_stores.events, "store_requirement")
 stores = sum(e.name == "store_requirement" for e in slow_stores.events)
@@ -146,21 +147,24 @@ Table(
 # of its reply. One batch of the RDS agent with the package's turn cache:
 # five stores slowed to 50 ms, then both readers, drawn in time.
 # `max_concurrency=7` in the config gives each of the seven calls its own
-# thread, so the readers start with the writers. They wait (their long
-# bars) until the last writer has finished, then see all five fields, in
-# the same super-step.
+# thread, so the readers start with the writers (`Together(7)` holds each
+# call until all seven have started, so that holds on a busy machine too).
+# They wait (their long bars) until the last writer has finished, then see
+# all five fields, in the same super-step.
 
 # %%
 from agentstate.lessons.fixtures import one_batch_model, reader_summary
+from agentstate.lessons.simulation import SlowToolMiddleware
 from agentstate.models import tool_call
 from agentstate.rds import rds_turn_cache
 from agentstate.tracing import draw_run
 
 readers = [tool_call("get_collected_requirements"), tool_call("validate_manifest")]
+slow_writes = SlowToolMiddleware("store_requirement", 0.05)  # long enough to see
 cached_timeline = ToolTimeline()
 cached = build_reducer_agent(
     one_batch_model(POSTGRES_FIELDS, extra=readers),
-    middleware=[cached_timeline, rds_turn_cache(), SlowToolMiddleware("store_requirement", 0.05)],
+    middleware=[cached_timeline, Together(7), rds_turn_cache(), slow_writes],
 ).invoke(user_turn(), {"max_concurrency": 7})
 first_end = min(e.end for e in cached_timeline.events)
 assert all(e.start < first_end for e in cached_timeline.events)

@@ -127,24 +127,26 @@ print("validate_manifest said:", reply_of(first, "validate_manifest"))
 
 # %% [markdown]
 # ## Exercise 2
-# Section 4's traced turn (each store slowed to 50 ms, the readers after the
-# stores), with `max_concurrency=4` instead of 7: at most four calls run at
-# a time. LangGraph still gives each call a thread of its own, so the
-# figure shows seven threads, never more than four busy. A `ToolTimeline`
-# records when each call started:
+# One `TurnCache` turn (the readers after the stores) with
+# `max_concurrency=4` instead of 7: at most four calls run at a time. In
+# place of the exercise's 50 ms per store, `FinishOrder` (lesson 01) holds the
+# first four stores until all four are running, so they surely fill the
+# four places together, however busy the machine. A `ToolTimeline` records
+# when each call started:
 
 # %%
+from agentstate.lessons.simulation import FinishOrder
 from agentstate.tracing import ToolTimeline, draw_run
 
-slow_stores = SlowToolMiddleware("store_requirement", 0.05)
 timeline = ToolTimeline()
+first_four = FinishOrder(timeline, order=list(POSTGRES_FIELDS)[:4])  # store 5 passes at once
 stores = [tool_call("store_requirement", field_name=f, value=v) for f, v in POSTGRES_FIELDS.items()]
 model = ScriptedChatModel(script=[reply(*stores, *(tool_call(n) for n in READS)), reply(text="ok")])
 four = create_agent(
     model,
     tools=TOOLS,
     state_schema=RequirementsState,
-    middleware=[timeline, TurnCache(**CACHE), slow_stores],
+    middleware=[timeline, TurnCache(**CACHE), first_four],
 ).invoke(TURN, {"max_concurrency": 4})
 first_end = min(e.end for e in timeline.events)
 late = [f"#{e.position + 1} {e.label}" for e in timeline.events if e.start >= first_end]
@@ -166,7 +168,7 @@ draw_run(
 # %% [markdown]
 # Calls 5, 6 and 7 start late: LangGraph hands the calls of the step to its
 # pool in call order, and the first four, all stores, take the four places
-# for 50 ms. When they finish, store 5 and the two readers start. The
+# until all four run. When one finishes, store 5 and the readers start. The
 # readers then wait only for store 5, which is already running, so they see
 # all five fields and nobody times out. Writers before readers in the reply
 # can never starve: the pool serves them first. (Readers before writers can,
@@ -213,10 +215,12 @@ assert set(saw) != {5}
 # %% [markdown]
 # ## Exercise 4
 # One teaching-cached agent, invoked from two Python threads at once, each
-# turn storing its own fields:
+# turn storing its own fields (each store slowed to 50 ms, so the turns
+# likely overlap; what each turn's reader sees does not depend on it):
 
 # %%
 shared_cache = TurnCache(**CACHE)
+slow_stores = SlowToolMiddleware("store_requirement", 0.05)
 
 
 def one_turn(fields: dict, results: dict) -> None:

@@ -99,11 +99,6 @@ def user_turn(text: str = USER_REQUEST) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}]}
 
 
-def finish_last_first(order: list[str], unit: float = 0.02) -> Callable[[str], float]:
-    """Tool delays under which the last call of the AIMessage finishes first."""
-    return lambda field: unit * (len(order) - order.index(field))
-
-
 def file_fields(state: Mapping[str, Any]) -> dict[str, Any]:
     """What ``/requirements.json`` holds in a state."""
     return read_json_file(state.get("files"), REQUIREMENTS_PATH)

@@ -108,13 +108,17 @@ def collector_spec(
 def build_file_storage_agent(
     model: BaseChatModel,
     *,
-    delay: Callable[[str], float] | None = None,
+    between: Callable[[str], object] | None = None,
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 01, broken: tools keep requirements in ``/requirements.json`` (loses writes)."""
+    """Stage 01, broken: tools keep requirements in ``/requirements.json`` (loses writes).
+
+    ``between(field)`` runs in each store between its read and its write (see
+    :class:`~agentstate.rds.storage.FileStorage`).
+    """
     return assemble_rds_agent(
-        model, FileStorage(delay=delay), middleware=middleware, checkpointer=checkpointer
+        model, FileStorage(between=between), middleware=middleware, checkpointer=checkpointer
     )
 
 

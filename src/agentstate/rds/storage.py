@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -81,13 +80,14 @@ class RequirementsStorage(Protocol):
 class FileStorage:
     """Read-modify-write of ``/requirements.json``: loses data under parallel calls.
 
-    ``delay(field)`` seconds are slept between the read and the write, standing
-    in for the work a real tool does there; lessons use it to choose the
+    ``between(field)`` is called between the read and the write, standing in
+    for the work a real tool does there; lessons pass a
+    :class:`~agentstate.lessons.simulation.FinishOrder` to choose the
     finishing order and show that it does not decide which field survives.
     """
 
-    def __init__(self, delay: Callable[[str], float] | None = None) -> None:
-        self.delay = delay
+    def __init__(self, between: Callable[[str], object] | None = None) -> None:
+        self.between = between
 
     def read(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
         """Parse ``/requirements.json`` as the tool sees it (the state from before the step)."""
@@ -98,8 +98,8 @@ class FileStorage:
     ) -> dict[str, Any]:
         """Read the file, add one field, write the whole file back: the lossy step."""
         current = self.read(state, runtime)
-        if self.delay is not None:
-            time.sleep(self.delay(field))
+        if self.between is not None:
+            self.between(field)
         current[field] = value
         return {"files": {REQUIREMENTS_PATH: json_file(current)}}
 
