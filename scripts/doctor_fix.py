@@ -31,7 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "data" / "results" / "doctor_fix.json"
 PAGE = ROOT / "docs" / "doctor" / "fixes.md"
-FIXABLE = ("unreduced-parallel-write", "undeclared-key")
+sys.path.insert(0, str(ROOT / "src"))
+from agentstate.doctor.fix.plan import FIXABLE  # noqa: E402 - the codes with an automatic edit
 
 # Run in the copy: diagnose one case, write its fixes, print what happened as JSON.
 _FIX = """
