@@ -22,7 +22,7 @@ from agentstate.doctor.fix.plan import FIXABLE, Fix, NoFix, plan
 from agentstate.doctor.graph_facts import graph_facts
 from tests.test_doctor_fix import _doctor, _load, _ruff, _run, doctor_fix
 
-HEAD = '''\
+HEAD = """\
 from typing import Annotated, NotRequired
 
 from deepagents import DeepAgentState, create_deep_agent
@@ -34,7 +34,7 @@ from langgraph.types import Command
 
 from agentstate.core import merge_fields
 from agentstate.models import ScriptedChatModel, reply
-'''
+"""
 
 DROPS = (
     HEAD
@@ -138,7 +138,10 @@ def test_the_subagents_lost_write_reaches_the_parent_once_the_schema_is_handed_d
 def test_a_compiled_subagent_gets_no_edit_and_the_finding_says_why(tmp_path):
     path = tmp_path / "compiled.py"
     path.write_text(
-        DROPS.replace("from langchain.agents.middleware", "from langchain.agents import create_agent\nfrom langchain.agents.middleware")
+        DROPS.replace(
+            "from langchain.agents.middleware",
+            "from langchain.agents import create_agent\nfrom langchain.agents.middleware",
+        )
         .replace(
             '"tools": [save_note],\n                "model": helper or ScriptedChatModel(script=[reply(text="ok")]),',
             '"runnable": create_agent(\n                    helper or ScriptedChatModel(script=[reply(text="ok")]), [save_note]\n                ),',
@@ -215,7 +218,10 @@ def test_a_list_a_subagent_hands_back_is_no_longer_doubled(tmp_path):
     assert _run(path, run) == [["pre", "pre", "new"], "done"]
     plans, diff, withheld = _fix(path, unsafe=False)  # unsafe: held back without the flag
     # one finding per subagent that writes `notes` (note-taker, general-purpose), one edit
-    assert withheld == ["`NotesState.notes` gets the reducer `append_unique` (each item kept once)"] * 2
+    assert (
+        withheld
+        == ["`NotesState.notes` gets the reducer `append_unique` (each item kept once)"] * 2
+    )
     assert diff == "" and path.read_text() == DOUBLED
     _, diff, _ = _fix(path, unsafe=True)
     assert "+    notes: Annotated[NotRequired[list[str]], append_unique]  # every note" in diff
@@ -323,7 +329,7 @@ def test_a_reader_in_its_writers_batch_sees_their_write_once_the_turn_cache_is_a
     _, diff, _ = _fix(path, unsafe=True)
     assert "+from agentstate.core import TurnCacheMiddleware, merge_fields\n" in diff
     assert (
-        '+        middleware=[\n+            TurnCacheMiddleware(\n'
+        "+        middleware=[\n+            TurnCacheMiddleware(\n"
         '+                writers=["save_note"], readers=["read_notes"], key="notes"\n'
         "+            ),\n+        ],\n"
     ) in diff
@@ -338,10 +344,10 @@ def test_the_turn_cache_joins_an_existing_middleware_list(tmp_path):
         SAME_BATCH.replace(
             "        state_schema=NotesState,\n",
             "        state_schema=NotesState,\n        middleware=[],  # none yet\n",
-        )
+        ),
     )
     _, diff, _ = _fix(path, unsafe=True)
-    assert '+        middleware=[\n+            TurnCacheMiddleware(' in diff
+    assert "+        middleware=[\n+            TurnCacheMiddleware(" in diff
     assert "# none yet" in path.read_text()
     assert _run(path, BATCH) == [{"a": "1"}, ["Saved.", "a"]]
     _proven_clean(path, "same-batch-read")
