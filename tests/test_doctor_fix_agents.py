@@ -143,8 +143,11 @@ def test_a_compiled_subagent_gets_no_edit_and_the_finding_says_why(tmp_path):
             "from langchain.agents import create_agent\nfrom langchain.agents.middleware",
         )
         .replace(
-            '"tools": [save_note],\n                "model": helper or ScriptedChatModel(script=[reply(text="ok")]),',
-            '"runnable": create_agent(\n                    helper or ScriptedChatModel(script=[reply(text="ok")]), [save_note]\n                ),',
+            '"tools": [save_note],\n'
+            '                "model": helper or ScriptedChatModel(script=[reply(text="ok")]),',
+            '"runnable": create_agent(\n'
+            '                    helper or ScriptedChatModel(script=[reply(text="ok")]), '
+            "[save_note]\n                ),",
         )
         .replace('                "system_prompt": "Save the notes you are given.",\n', "")
     )
@@ -384,18 +387,24 @@ def test_the_command_line_marks_each_new_fix_in_every_format(tmp_path):
 # --- the corpus, proven by its own runs --------------------------------------------------
 
 
+LIST = ["list-doubled-by-subagent"]
+
+
 @pytest.mark.parametrize(
     ("shape", "applied"),
     [
-        ("research agent: researcher subgraph over operator.add messages", ["list-doubled-by-subagent"]),
-        ("deep agent, subagent shares an operator.add list", ["list-doubled-by-subagent"]),
-        ("financial advisor: a CRM subagent appends to a shared notes list", ["list-doubled-by-subagent"]),
-        ("quickstart research: Send workers hand their query back; router typed narrower", ["list-doubled-by-subagent"]),
-        ("a course's full agent with its own todo and file tools", ["same-batch-read", "unreduced-parallel-write"]),
+        ("research agent: researcher subgraph over operator.add messages", LIST),
+        ("deep agent, subagent shares an operator.add list", LIST),
+        ("financial advisor: a CRM subagent appends to a shared notes list", LIST),
+        ("quickstart research: Send workers hand their query back; router typed narrower", LIST),
+        (
+            "a course's full agent with its own todo and file tools",
+            ["same-batch-read", "unreduced-parallel-write"],
+        ),
         # a string topic appended to itself: no reducer keeps one copy, so no edit
         ("podcast: planning subgraph and Send-ed segments, str topic with operator.add", []),
     ],
-)  # fmt: skip
+)
 def test_each_corpus_graph_of_these_codes_is_fixed_in_a_copy_and_proven_by_its_run(shape, applied):
     (case,) = [c for c in doctor_fix.fixable_cases() if c.shape == shape]
     record = doctor_fix.prove_case(case)
