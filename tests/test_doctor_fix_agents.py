@@ -12,6 +12,7 @@ each corpus graph of these codes fixed in a copy and proven by its own run.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -371,13 +372,16 @@ def test_every_fixable_code_s_page_says_what_fix_writes():
 def test_the_command_line_marks_each_new_fix_in_every_format(tmp_path):
     (tmp_path / "g.py").write_text(SAME_BATCH)
     concise = _doctor(tmp_path, "--output-format", "concise").stdout
-    assert "same-batch-read warning `notes` (fixable: --unsafe-fixes)" in concise
+    first, summary = concise.splitlines()
+    assert first.startswith("g.py:31:1: same-batch-read warning g.py:graph: notes: ")
+    assert first.endswith(" (fixable: --unsafe-fixes)")
+    assert summary.endswith("; 0 fixable with --fix, 1 more with --unsafe-fixes")
     report = _doctor(tmp_path, "--output-format", "json").stdout
     assert '"fix": "unsafe"' in report
     sarif = _doctor(tmp_path, "--output-format", "sarif").stdout
     assert '"fix": "unsafe"' in sarif
     explained = subprocess.run(
-        [str(Path(__import__("sys").executable)), "-m", "agentstate", "doctor", "--explain",
+        [sys.executable, "-m", "agentstate.cli", "doctor", "--explain",
          "same-batch-read"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
