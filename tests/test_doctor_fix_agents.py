@@ -357,6 +357,25 @@ def test_the_turn_cache_joins_an_existing_middleware_list(tmp_path):
     _proven_clean(path, "same-batch-read")
 
 
+def test_a_turn_cache_of_the_key_already_there_is_not_doubled(tmp_path):
+    """A second cache of one key would share its name (``TurnCacheMiddleware[notes]``), which
+    ``create_agent`` refuses: the finding says to extend the one there."""
+    path = tmp_path / "partial.py"
+    _write(
+        path,
+        SAME_BATCH.replace(
+            "        state_schema=NotesState,\n",
+            "        state_schema=NotesState,\n"
+            '        middleware=[TurnCacheMiddleware(writers=["x"], readers=["y"], '
+            'key="notes")],\n',
+        ).replace("import merge_fields", "import TurnCacheMiddleware, merge_fields"),
+    )
+    graph = _load(path).graph  # type: ignore[attr-defined]
+    (why,) = plan(graph_facts(graph), diagnose(graph).findings, (tmp_path,))
+    assert isinstance(why, NoFix)
+    assert why.reason.startswith("a turn cache of `notes` is there already: add the reader")
+
+
 # --- every code: its marker in every format, its page explains the fix ------------------------
 
 

@@ -706,6 +706,15 @@ def _turn_cache_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ...]
             f"the reader is in subagent `{scope.name}`: add the turn cache to its middleware; "
             f"see {page}",
         )
+    from agentstate.core.turn_cache import TurnCacheMiddleware
+
+    if any(getattr(m, "key", None) == key for m in scope.middleware_of(TurnCacheMiddleware)):
+        return NoFix(  # a second cache of the key would share its name: create_agent refuses
+            code,
+            finding.subject,
+            f"a turn cache of `{key}` is there already: add the reader and its writers to it; "
+            f"see {page}",
+        )
     pairs = {r: w for (r, k), w in blind_pairs(scope).items() if k == key}
     if not pairs:
         return NoFix(code, finding.subject, f"no reader and writer of `{key}` found; see {page}")
