@@ -11,15 +11,26 @@ write there:
   values, so no edit (notebook 02);
 - ``undeclared-key``: the key declared on the graph's state, typed by what is
   written where the code says it (a list, a dict, a string...), else ``Any``
-  (notebook 02).
+  (notebook 02);
+- ``subagent-drops-key``: the parent's schema handed to its declarative
+  subagents, ``create_deep_agent(..., state_schema=S)`` (notebook 04);
+- ``list-doubled-by-subagent``: the appending reducer swapped for one that
+  keeps each item once, ``append_unique`` (a list) or ``add_messages``
+  (notebook 04, going further 04);
+- ``same-batch-read``: ``TurnCacheMiddleware`` added to the agent's
+  ``middleware=[...]`` (notebook 03), always unsafe: a dependency on agentstate.
 
-The other codes have no edit the doctor can be sure of: their findings keep
-the page's fix in words. A fix is *safe* when it only makes the writes the
-code already makes land: a reducer where every writer writes a literal list or
-dict of new items (``{"notes": [text]}``); *unsafe* when it also changes what
-another write does: a writer that hands over a whole value (``{"todos":
-todos}``) or reads the key and writes it back would then add to the old value
-instead of replacing it. Applied by :mod:`agentstate.doctor.fix.apply`.
+The other codes, and the shapes above no edit is clearly right for, get a
+``NoFix``: one line saying why, pointing at the code's page.
+
+A fix is *safe* when it only makes the writes the code already makes land: a
+reducer where every writer writes a literal list or dict of new items
+(``{"notes": [text]}``); *unsafe* when it also changes what another write
+does: a writer that hands over a whole value (``{"todos": todos}``) or reads
+the key and writes it back would then add to the old value instead of
+replacing it, a subagent would receive every key of the schema it is handed,
+an item written twice on purpose would be kept once, or the code would come
+to depend on agentstate. Applied by :mod:`agentstate.doctor.fix.apply`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Edits to a state schema's source with libcst: a reducer on a key, a key declared.
+"""Edits to a state schema's source with libcst: a reducer on a key (or swapped), a key declared.
 
 Each edit keeps the file as its author wrote it (comments, blank lines, quotes,
 the order of the body) and touches only the key's line, plus the imports the
