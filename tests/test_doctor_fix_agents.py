@@ -376,6 +376,30 @@ def test_a_turn_cache_of_the_key_already_there_is_not_doubled(tmp_path):
     assert why.reason.startswith("a turn cache of `notes` is there already: add the reader")
 
 
+@pytest.mark.parametrize(
+    ("code", "graphs"),
+    [
+        ("subagent-drops-key", ["agent"]),
+        ("list-doubled-by-subagent", ["agent", "podcast"]),
+        ("same-batch-read", ["agent"]),
+    ],
+)
+def test_the_pages_fixed_agents_get_no_edit(tmp_path, code, graphs):
+    """Never harm: ``--fix`` on a clean agent (each page's "The fix") changes nothing."""
+    from tests.test_doctor_docs import DOCS, block
+
+    path = tmp_path / f"fixed_{code.replace('-', '_')}.py"
+    text = block((DOCS / f"{code}.md").read_text(), "The fix")
+    path.write_text(text)
+    module = _load(path)
+    for name in graphs:
+        graph = getattr(module, name)
+        plans = plan(graph_facts(graph), diagnose(graph).findings, (tmp_path,))
+        assert plans == []
+        run = run_fixes(plans, (tmp_path,), "fix", unsafe=True)
+        assert run.edits == [] and run.refused == [] and path.read_text() == text
+
+
 # --- every code: its marker in every format, its page explains the fix ------------------------
 
 
