@@ -429,6 +429,24 @@ def test_the_command_line_marks_each_new_fix_in_every_format(tmp_path):
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "## With `agentstate doctor --fix`" in explained
+    fixed = _doctor(tmp_path, "--fix", "--unsafe-fixes")
+    assert fixed.returncode == 0 and "no findings" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert "TurnCacheMiddleware(" in (tmp_path / "g.py").read_text()
+
+
+def test_a_middleware_list_the_call_does_not_write_is_left_with_one_line(tmp_path):
+    path = tmp_path / "g.py"
+    text = SAME_BATCH.replace(
+        "        state_schema=NotesState,\n",
+        "        state_schema=NotesState,\n        middleware=EXTRA,\n",
+    ).replace("def build(", "EXTRA = []\n\n\ndef build(")
+    path.write_text(text)
+    done = _doctor(tmp_path, "--fix", "--unsafe-fixes")
+    assert done.returncode == 0 and path.read_text() == text  # a warning: the run passes
+    assert (
+        f"not fixed: {path}: `create_agent`'s `middleware=` is not a list written in the call "
+        "(`EXTRA`): not edited"
+    ) in done.stderr.splitlines()
 
 
 # --- the corpus, proven by its own runs --------------------------------------------------
