@@ -444,8 +444,8 @@ def test_a_middleware_list_the_call_does_not_write_is_left_with_one_line(tmp_pat
     done = _doctor(tmp_path, "--fix", "--unsafe-fixes")
     assert done.returncode == 0 and path.read_text() == text  # a warning: the run passes
     assert (
-        f"not fixed: {path}: `create_agent`'s `middleware=` is not a list written in the call "
-        "(`EXTRA`): not edited"
+        f"agentstate doctor: not fixed: {path}: `create_agent`'s `middleware=` is not a list "
+        "written in the call (`EXTRA`): not edited"
     ) in done.stderr.splitlines()
 
 
