@@ -183,11 +183,21 @@ def _declares_itself(cls: type, key: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=8192)
+def _in_project(file: str, roots: tuple[Path, ...]) -> bool:
+    """:func:`is_project_file`, once per module file: a plan asks it of every module for every
+    finding, and resolving a path is the slow part."""
+    return is_project_file(file, roots)
+
+
 def _project_classes(roots: tuple[Path, ...]) -> Iterator[type]:
     """State-like classes (TypedDict, pydantic, dataclass) defined in the project's modules."""
+    prefixes = tuple({str(r) for r in roots} | {str(Path(r).resolve()) for r in roots})
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if not file or not is_project_file(file, roots):
+        if not isinstance(file, str) or not file.startswith(prefixes):
+            continue  # most modules are the libraries': not even resolved
+        if not _in_project(file, roots):
             continue
         for value in list(vars(module).values()):
             if (
