@@ -159,6 +159,55 @@ def test_a_compiled_subagent_gets_no_edit_and_the_finding_says_why(tmp_path):
     assert why.reason.endswith("see docs/doctor/subagent-drops-key.md")
 
 
+COMPILED = (
+    DROPS.replace(
+        "from langchain.agents.middleware import AgentMiddleware",
+        "from langchain.agents import AgentState, create_agent\n"
+        "from langchain.agents.middleware import AgentMiddleware",
+    )
+    .replace(
+        "class ParentOnly(AgentMiddleware):",
+        "class CollectorState(AgentState):\n"
+        "    source: NotRequired[str]  # the collector's own key\n\n\n"
+        "class ParentOnly(AgentMiddleware):",
+    )
+    .replace(
+        '                "system_prompt": "Save the notes you are given.",\n'
+        '                "tools": [save_note],\n'
+        '                "model": helper or ScriptedChatModel(script=[reply(text="ok")]),\n',
+        '                "runnable": create_agent(\n'
+        '                    helper or ScriptedChatModel(script=[reply(text="ok")]),\n'
+        "                    [save_note],\n"
+        "                    state_schema=CollectorState,\n"
+        "                ),\n",
+    )
+)
+
+
+def test_a_compiled_subagent_with_a_schema_of_yours_gets_the_key_declared_as_the_parent_does(
+    tmp_path,
+):
+    path = tmp_path / "compiled_own.py"
+    _write(path, COMPILED)
+    run = (
+        DELEGATE + "helper = ScriptedChatModel(script=[reply(tool_call('save_note', title='t', "
+        "text='x')), reply(text='saved')])\n"
+        "out = build(parent, helper).invoke({'messages': [('user', 'go')]})\n"
+        "print(json.dumps([out.get('notes', {}), out['messages'][-1].text]))"
+    )
+    assert _run(path, run) == [{}, "done"]
+    plans, diff, _ = _fix(path, unsafe=False)
+    assert [(p.code, p.applicability) for p in plans if isinstance(p, Fix)] == [
+        ("subagent-drops-key", "safe")
+    ]
+    assert (
+        "     source: NotRequired[str]  # the collector's own key\n"
+        "+    notes: Annotated[NotRequired[dict[str, str]], merge_fields]\n"
+    ) in diff
+    assert _run(path, run) == [{"t": "x"}, "done"]
+    _proven_clean(path, "subagent-drops-key")
+
+
 # --- list-doubled-by-subagent ------------------------------------------------------------
 
 DOUBLED = '''\

@@ -574,7 +574,7 @@ def _share_schema_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ..
     if parent is None or spec is None:
         return NoFix(code, finding.subject, f"the subagent's spec cannot be found; see {page}")
     if "runnable" in spec or "graph_id" in spec:
-        return NoFix(
+        return _declare_on_subagent(finding, scope, parent, roots) or NoFix(
             code,
             finding.subject,
             f"subagent `{scope.name}` is a graph compiled by your code: build it with the "
@@ -627,6 +627,59 @@ def _share_schema_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ..
             value=schema.__name__,
             needed=(needed,) if needed is not None else (),
             width=width,
+        ),
+    )
+
+
+def _annotation_text(cls: type, key: str) -> str | None:
+    """How ``cls``'s own body writes ``key``'s annotation (``Annotated[..., merge_fields]``)."""
+    place = _place(cls)
+    text = _source(place[0]) if place else None
+    try:
+        tree = ast.parse(text or "")
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and stmt.target.id == key
+                ):
+                    return ast.get_source_segment(text or "", stmt.annotation)
+    return None
+
+
+def _declare_on_subagent(
+    finding: Finding, scope: GraphFacts, parent: GraphFacts, roots: tuple[Path, ...]
+) -> Fix | None:
+    """A subagent compiled by the reader's code, with a schema class of the reader's: the key
+    declared on it as the parent declares it (its reducer too), when both classes share a file
+    (the annotation's names are then in scope). None when that shape is not there."""
+    key = _key(finding, scope)
+    own = [c for c in state_classes(scope, roots) if schema_kind(c) == "typeddict"]
+    home = declaring_class(parent, key, roots)
+    if not own or home is None:
+        return None
+    target, at, there = own[0], _place(own[0]), _place(home)
+    annotation = _annotation_text(home, key)
+    if at is None or there is None or at[0] != there[0] or annotation is None:
+        return None
+    doubles = key in parent.channels and parent.channels[key].concatenates
+    return Fix(
+        finding.code,
+        finding.subject,
+        "unsafe" if doubles else "safe",  # an appended list would come back doubled
+        f"`{target.__name__}` declares `{key}: {annotation}` as the parent does",
+        at[0],
+        functools.partial(
+            _declare,
+            class_name=target.__name__,
+            line=at[1],
+            key=key,
+            type_text=annotation,
+            kind="class",  # the parent's annotation as it is written (NotRequired included)
         ),
     )
 
