@@ -13,7 +13,8 @@ write there:
   written where the code says it (a list, a dict, a string...), else ``Any``
   (notebook 02);
 - ``subagent-drops-key``: the parent's schema handed to its declarative
-  subagents, ``create_deep_agent(..., state_schema=S)`` (notebook 04);
+  subagents, ``create_deep_agent(..., state_schema=S)``, or the key declared
+  on the schema class a compiled subagent runs with (notebook 04);
 - ``list-doubled-by-subagent``: the appending reducer swapped for one that
   keeps each item once, ``append_unique`` (a list) or ``add_messages``
   (notebook 04, going further 04);
