@@ -31,7 +31,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "data" / "results" / "doctor_fix.json"
 PAGE = ROOT / "docs" / "doctor" / "fixes.md"
-FIXABLE = ("unreduced-parallel-write", "undeclared-key")
+sys.path.insert(0, str(ROOT / "src"))
+from agentstate.doctor.fix.plan import FIXABLE  # noqa: E402 - the codes with an automatic edit
 
 # Run in the copy: diagnose one case, write its fixes, print what happened as JSON.
 _FIX = """
@@ -187,7 +188,10 @@ def per_graph(records: Iterable[dict[str, Any]]) -> str:
     lines = ["| corpus graph | half | outcome |", "|:--|:--|:--|"]
     for r in records:
         if r["proven"]:
-            kinds = ", ".join(k.split(":")[1] for k in r["kinds"])
+            pairs = [k.split(":") for k in r["kinds"]]
+            kinds = ", ".join(
+                kind if len(pairs) == 1 else f"`{code}` {kind}" for code, kind in pairs
+            )
             outcome = f"fixed ({kinds}) and proven by its run"
         elif r["applied"]:
             outcome = "fixed, NOT proven by its run"
@@ -203,9 +207,18 @@ def per_graph(records: Iterable[dict[str, Any]]) -> str:
 
 def render_page(data: dict[str, Any]) -> str:
     """The generated block of docs/doctor/fixes.md."""
+    tabled = {r["code"] for r in data["table"]}
+    absent = [c for c in data.get("codes", []) if c not in tabled]
+    note = (
+        f"No corpus graph has {', '.join(f'`{c}`' for c in absent)}: its fix is proven by the "
+        "scripted runs of `tests/test_doctor_fix_agents.py`.\n\n"
+        if absent
+        else ""
+    )
     return (
         "<!-- generated:doctor_fix -->\n"
         f"{markdown(data['table'])}\n\n"
+        f"{note}"
         f"{per_graph(data['records'])}\n\n"
         f"Recorded by `python scripts/doctor_fix.py --write` ({len(data['records'])} corpus "
         "graphs whose hazard has an automatic fix).\n"
@@ -239,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case.shape}: applied {record['applied']}, proven {record['proven']}", flush=True)
         for why in record["refused"] + record["no_fix"]:
             print(f"    {why}", flush=True)
-    data = {"records": records, "table": table(records)}
+    data = {"codes": list(FIXABLE), "records": records, "table": table(records)}
     print(markdown(data["table"]))
     if args.write:
         RESULTS.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

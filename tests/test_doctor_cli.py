@@ -192,10 +192,10 @@ def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, m
     import agentstate.doctor.diagnosis
     from agentstate.doctor.cli import main
 
-    def crash(graph, name=None):
+    def crash(facts):
         raise KeyError("a node the checks did not expect")
 
-    monkeypatch.setattr(agentstate.doctor.diagnosis, "diagnose", crash)
+    monkeypatch.setattr(agentstate.doctor.diagnosis, "diagnose_facts", crash)
     monkeypatch.chdir(project)
     assert main(["agents.py:clean"]) == 2
     out, err = capsys.readouterr()
@@ -204,6 +204,29 @@ def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, m
         "agentstate doctor: error: agents.py:clean: the doctor failed on it (a bug, please report "
         "it): KeyError: 'a node the checks did not expect'\n"
     )
+
+
+def test_each_graph_s_facts_are_read_once_for_the_checks_the_comments_and_the_fixes(
+    project, monkeypatch, capsys
+):
+    """Before: the CLI read every target's graph three times (diagnose, the suppression
+    comments' places, the fixes); reading a deep agent's facts is the doctor's costliest step."""
+    import agentstate.doctor.graph_facts as module
+    from agentstate.doctor.cli import main
+
+    read = module.graph_facts
+    top: list[str] = []
+
+    def counted(graph, name=None, parent=None, kind="graph"):
+        if parent is None:  # a subagent's or a nested graph's facts are part of their parent's
+            top.append(name)
+        return read(graph, name, parent, kind)
+
+    monkeypatch.setattr(module, "graph_facts", counted)
+    monkeypatch.chdir(project)
+    assert main(["agents.py:clean", "agents.py:build_broken", "--diff"]) == 1
+    assert "+    tags: Annotated[" in capsys.readouterr().out  # the fixes were planned from them
+    assert top == ["agents.py:clean", "agents.py:build_broken"]  # once each
 
 
 def test_json_with_another_format_is_refused_in_one_line(project):

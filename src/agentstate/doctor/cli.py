@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from agentstate.doctor.findings import Finding
     from agentstate.doctor.fix.command import FixRun
     from agentstate.doctor.fix.plan import Fix, NoFix
-    from agentstate.doctor.graph_facts import Graph
+    from agentstate.doctor.graph_facts import Graph, GraphFacts
     from agentstate.doctor.output import Diagnosed
     from agentstate.doctor.suppression import Ledger
 
@@ -101,18 +101,22 @@ def _failed(name: str, label: str, message: str, notes: tuple[str, ...] = ()) ->
     return Diagnosed(Report(name, notes=notes), label=label, error=message)
 
 
-def _diagnose(loaded: Loaded) -> Diagnosed:
-    from agentstate.doctor.diagnosis import diagnose
+def _diagnose(loaded: Loaded) -> tuple[Diagnosed, GraphFacts]:
+    """The graph's report, and the facts it was made from (read once: the suppression
+    comments and the fixes use them too)."""
+    from agentstate.doctor.diagnosis import diagnose_facts
+    from agentstate.doctor.graph_facts import graph_facts
     from agentstate.doctor.output import Diagnosed
 
     try:
-        report = diagnose(loaded.graph, loaded.target.name)
+        facts = graph_facts(loaded.graph, loaded.target.name)
+        report = diagnose_facts(facts)
     except Exception as exc:
         raise TargetError(
             f"{loaded.target.label}: the doctor failed on it (a bug, please report it): "
             f"{describe(exc)}"
         ) from None
-    return Diagnosed(report, loaded.file, loaded.line, loaded.target.label)
+    return Diagnosed(report, loaded.file, loaded.line, loaded.target.label), facts
 
 
 class Settings:
@@ -141,7 +145,9 @@ class Settings:
         return self.cache[path]
 
 
-def _kept(d: Diagnosed, loaded: Loaded, rules: Rules, ledger: Ledger) -> Diagnosed:
+def _kept(
+    d: Diagnosed, loaded: Loaded, facts: GraphFacts, rules: Rules, ledger: Ledger
+) -> Diagnosed:
     """``d`` with only the findings its rules select and no suppression silences."""
     from agentstate.doctor.findings import Report
     from agentstate.doctor.output import Diagnosed, graph_place
@@ -163,41 +169,37 @@ def _kept(d: Diagnosed, loaded: Loaded, rules: Rules, ledger: Ledger) -> Diagnos
             kept.append(f)
         else:
             silenced += 1
-    ledger.checked(*_made_of(loaded, d))
+    ledger.checked(*_made_of(facts, d))
     report = Report(d.report.graph, kept, (*d.report.notes, *target.notes))
     return Diagnosed(report, d.file, d.line, d.label, suppressed=silenced)
 
 
-def _with_fixes(d: Diagnosed, loaded: Loaded) -> tuple[Diagnosed, list[Fix | NoFix]]:
+def _with_fixes(
+    d: Diagnosed, loaded: Loaded, facts: GraphFacts
+) -> tuple[Diagnosed, list[Fix | NoFix]]:
     """``d`` with each finding marked with the fix ``--fix`` has for it, and the fixes."""
     import dataclasses
 
     from agentstate.doctor.findings import Report
     from agentstate.doctor.fix.command import annotate
     from agentstate.doctor.fix.plan import plan
-    from agentstate.doctor.graph_facts import graph_facts
 
     roots = (loaded.target.base, *loaded.target.paths)
-    plans = plan(graph_facts(loaded.graph, d.report.graph), d.report.findings, roots)
+    plans = plan(facts, d.report.findings, roots)
     report = Report(d.report.graph, annotate(d.report.findings, plans), d.report.notes)
     return dataclasses.replace(d, report=report), plans
 
 
 def _made_of(
-    loaded: Loaded, d: Diagnosed
+    facts: GraphFacts, d: Diagnosed
 ) -> tuple[list[tuple[str | None, int | None]], list[frozenset[str]]]:
     """The places (nodes', tools', the graph's own line) and the keys of a checked graph."""
-    from agentstate.doctor.graph_facts import graph_facts
-
     places: list[tuple[str | None, int | None]] = [(d.file, d.line)]
     schemas: list[frozenset[str]] = []
-    try:
-        for scope in graph_facts(loaded.graph, d.report.graph).scopes():
-            schemas.append(frozenset(scope.channels))
-            places += [(n.file, n.line) for n in scope.nodes.values()]
-            places += [(t.file, t.line) for t in scope.tools.values()]
-    except Exception:  # noqa: BLE001 - diagnose read it; without it every comment is judged
-        schemas.append(frozenset(getattr(loaded.graph, "channels", None) or {}))
+    for scope in facts.scopes():
+        schemas.append(frozenset(scope.channels))
+        places += [(n.file, n.line) for n in scope.nodes.values()]
+        places += [(t.file, t.line) for t in scope.tools.values()]
     return places, schemas
 
 
@@ -232,14 +234,15 @@ def check(specs: Sequence[str], settings: Settings, base: Path | None = None) ->
             try:
                 with isolation.time_limit(timeout, hang):
                     loaded = load(target)
-                diagnosed = _diagnose(loaded)
+                diagnosed, facts = _diagnose(loaded)
             except (TargetError, isolation.LoadTimeout) as exc:
                 failed = _failed(target.name, target.label, str(exc), target.notes)
                 outcome.diagnosed.append(failed)
                 outcome.rules.append(rules)
                 continue
             ledger.add(project_files((target.base, *target.paths)))
-            kept, plans = _with_fixes(_kept(diagnosed, loaded, rules, ledger), loaded)
+            kept = _kept(diagnosed, loaded, facts, rules, ledger)
+            kept, plans = _with_fixes(kept, loaded, facts)
             outcome.diagnosed.append(kept)
             outcome.rules.append(rules)
             outcome.plans += plans

@@ -11,7 +11,7 @@ from __future__ import annotations
 from agentstate._extras import DIST
 from agentstate.doctor.checks import CHECKS
 from agentstate.doctor.findings import Finding, Report
-from agentstate.doctor.graph_facts import graph_facts
+from agentstate.doctor.graph_facts import GraphFacts, graph_facts
 from agentstate.doctor.tool_facts import backend_protocol
 
 WITHOUT_DEEPAGENTS = (
@@ -29,7 +29,13 @@ def diagnose(graph: object, name: str | None = None) -> Report:
     the checks make: :func:`agentstate.doctor.check_project` applies the
     project's ``[tool.agentstate.doctor]`` and ``# agentstate: ignore`` comments.
     """
-    facts = graph_facts(graph, name)
+    return diagnose_facts(graph_facts(graph, name))
+
+
+def diagnose_facts(facts: GraphFacts) -> Report:
+    """Every finding about the graph ``facts`` were read from (:func:`diagnose`, for a caller
+    that keeps the facts: the CLI reads them once per graph for the checks, the suppression
+    comments and the fixes)."""
     findings: list[Finding] = []
     for scope in facts.scopes():
         for check in CHECKS.values():

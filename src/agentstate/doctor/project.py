@@ -34,7 +34,8 @@ def check_project(
     a compiled graph.
     """
     from agentstate.doctor.cli import Settings, _kept
-    from agentstate.doctor.diagnosis import diagnose
+    from agentstate.doctor.diagnosis import diagnose_facts
+    from agentstate.doctor.graph_facts import graph_facts
     from agentstate.doctor.loading import Loaded, Target
     from agentstate.doctor.output import Diagnosed
     from agentstate.doctor.suppression import Ledger, project_files
@@ -53,8 +54,9 @@ def check_project(
     ledger = Ledger()
     ledger.enabled |= rules.enabled
     ledger.add(project_files(dict.fromkeys((root, here))))
-    diagnosed = Diagnosed(diagnose(graph, name), file, line, label)
-    return _kept(diagnosed, loaded, rules, ledger).report
+    facts = graph_facts(graph, name)  # once: the checks and the suppression comments
+    diagnosed = Diagnosed(diagnose_facts(facts), file, line, label)
+    return _kept(diagnosed, loaded, facts, rules, ledger).report
 
 
 def _defined_at(graph: object) -> tuple[str | None, int | None]:

@@ -5,7 +5,7 @@ Every finding says whether an edit exists and of which kind (``Finding.fix``);
 it they are counted and named, never written), ``--diff`` prints what would be
 written and writes nothing. As ruff does, the report then lists what is left:
 a finding whose fix was written is gone from it. The fixes are those notebooks
-02 and 04 write by hand.
+02, 03 and 04 write by hand.
 """
 
 from __future__ import annotations
@@ -46,15 +46,16 @@ class FixRun:
     def lines(self) -> list[str]:
         """What happened, for stderr: one line per file edited or left, and the unsafe count."""
         verb = "fixed" if self.written else "would fix"
-        out = [
-            f"{verb} {len(e.fixes)} finding(s) in {e.file}: " + "; ".join(f.title for f in e.fixes)
+        out = [  # one title per edit: the findings of several subagents may share one
+            f"{verb} {len(e.fixes)} finding(s) in {e.file}: "
+            + "; ".join(dict.fromkeys(f.title for f in e.fixes))
             for e in self.edits
         ]
         out += [f"not fixed: {r.file}: {r.reason}" for r in self.refused]
         if self.withheld:
             out.append(
                 f"{len(self.withheld)} unsafe fix(es) not applied (--unsafe-fixes applies them): "
-                + "; ".join(f.title for f in self.withheld)
+                + "; ".join(dict.fromkeys(f.title for f in self.withheld))
             )
         return out
 

@@ -183,6 +183,9 @@ def _insert(body: list[Statement], name: Name) -> None:
     top = [(i, _statement(s)) for i, s in enumerate(body)]
     imports = [(i, s) for i, s in top if s is not None and i < _first_code(body)]
     same = [(i, s) for i, s in imports if _section(_module_of(s)) == key[0]]
+    top_name = name.module.split(".")[0]
+    kin = [(i, s) for i, s in same if _module_of(s).split(".")[0] == top_name]
+    same = kin or same  # beside the package's own imports (a project's first-party block)
     blank = cst.EmptyLine()
     if same:
         after = [i for i, s in same if _order(s) < key]

@@ -11,15 +11,27 @@ write there:
   values, so no edit (notebook 02);
 - ``undeclared-key``: the key declared on the graph's state, typed by what is
   written where the code says it (a list, a dict, a string...), else ``Any``
-  (notebook 02).
+  (notebook 02);
+- ``subagent-drops-key``: the parent's schema handed to its declarative
+  subagents, ``create_deep_agent(..., state_schema=S)``, or the key declared
+  on the schema class a compiled subagent runs with (notebook 04);
+- ``list-doubled-by-subagent``: the appending reducer swapped for one that
+  keeps each item once, ``append_unique`` (a list) or ``add_messages``
+  (notebook 04, going further 04);
+- ``same-batch-read``: ``TurnCacheMiddleware`` added to the agent's
+  ``middleware=[...]`` (notebook 03), always unsafe: a dependency on agentstate.
 
-The other codes have no edit the doctor can be sure of: their findings keep
-the page's fix in words. A fix is *safe* when it only makes the writes the
-code already makes land: a reducer where every writer writes a literal list or
-dict of new items (``{"notes": [text]}``); *unsafe* when it also changes what
-another write does: a writer that hands over a whole value (``{"todos":
-todos}``) or reads the key and writes it back would then add to the old value
-instead of replacing it. Applied by :mod:`agentstate.doctor.fix.apply`.
+The other codes, and the shapes above no edit is clearly right for, get a
+``NoFix``: one line saying why, pointing at the code's page.
+
+A fix is *safe* when it only makes the writes the code already makes land: a
+reducer where every writer writes a literal list or dict of new items
+(``{"notes": [text]}``); *unsafe* when it also changes what another write
+does: a writer that hands over a whole value (``{"todos": todos}``) or reads
+the key and writes it back would then add to the old value instead of
+replacing it, a subagent would receive every key of the schema it is handed,
+an item written twice on purpose would be kept once, or the code would come
+to depend on agentstate. Applied by :mod:`agentstate.doctor.fix.apply`.
 """
 
 from __future__ import annotations
@@ -35,19 +47,44 @@ from pathlib import Path
 
 import typing_extensions
 
+from agentstate.doctor.bindings import binder
+from agentstate.doctor.checks.same_batch_read import blind_pairs
 from agentstate.doctor.findings import Finding, FixKind
+from agentstate.doctor.fix.call_edits import (
+    add_keyword,
+    add_to_list_keyword,
+    call_index,
+    line_width,
+)
 from agentstate.doctor.fix.imports import Name
-from agentstate.doctor.fix.source_edits import OPERATOR, SchemaKind, add_reducer, declare_key
+from agentstate.doctor.fix.source_edits import (
+    OPERATOR,
+    EditError,
+    SchemaKind,
+    add_reducer,
+    declare_key,
+    swap_reducer,
+)
 from agentstate.doctor.fixes import schema_hints
-from agentstate.doctor.graph_facts import GraphFacts
+from agentstate.doctor.graph_facts import EXCLUDED_BY_TASK, GraphFacts
 from agentstate.doctor.locate import function_of
 from agentstate.doctor.subgraphs import writes
 from agentstate.doctor.suppression import is_project_file
 from agentstate.doctor.tool_facts import tool_functions
 
 ADD_MESSAGES = Name("langgraph.graph.message", "add_messages")
+APPEND_UNIQUE = Name("agentstate.core", "append_unique")
+TURN_CACHE = Name("agentstate.core", "TurnCacheMiddleware")
+DEEP = frozenset({"create_deep_agent"})
+AGENTS = frozenset({"create_agent", "create_deep_agent"})
 
-FIXABLE = ("unreduced-parallel-write", "undeclared-key")
+FIXABLE = (
+    "unreduced-parallel-write",
+    "undeclared-key",
+    "subagent-drops-key",
+    "list-doubled-by-subagent",
+    "same-batch-read",
+)
 """The codes with an automatic edit; the others' pages show the fix in words."""
 
 
@@ -147,11 +184,21 @@ def _declares_itself(cls: type, key: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=8192)
+def _in_project(file: str, roots: tuple[Path, ...]) -> bool:
+    """:func:`is_project_file`, once per module file: a plan asks it of every module for every
+    finding, and resolving a path is the slow part."""
+    return is_project_file(file, roots)
+
+
 def _project_classes(roots: tuple[Path, ...]) -> Iterator[type]:
     """State-like classes (TypedDict, pydantic, dataclass) defined in the project's modules."""
+    prefixes = tuple({str(r) for r in roots} | {str(Path(r).resolve()) for r in roots})
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if not file or not is_project_file(file, roots):
+        if not isinstance(file, str) or not file.startswith(prefixes):
+            continue  # most modules are the libraries': not even resolved
+        if not _in_project(file, roots):
             continue
         for value in list(vars(module).values()):
             if (
@@ -407,9 +454,408 @@ def _declare(
     return declare_key(source, class_name, line, key, type_text, kind)
 
 
+def _page(code: str) -> str:
+    return f"docs/doctor/{code}.md"
+
+
+def _source(file: str) -> str | None:
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _top(scope: GraphFacts) -> GraphFacts:
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope
+
+
+def _call_place(
+    scope: GraphFacts, called: frozenset[str], roots: tuple[Path, ...]
+) -> tuple[str, int, int] | str:
+    """``(file, which call, line width)`` of the reader's call of ``called`` that builds the
+    graph ``scope`` belongs to, or why it cannot be told."""
+    top = _top(scope)
+    file, line = binder(top.own_files(), top.origin or (top.graph,), called)
+    if file is None or line is None:
+        file, line = _call_naming(scope, called, top.own_files(), roots)
+    if file is None or line is None:
+        shown = " or ".join(f"`{c}(...)`" for c in sorted(called))
+        return f"the doctor cannot tell which {shown} call builds the agent"
+    text = _source(file)
+    if text is None:
+        return f"{file} cannot be read"
+    try:
+        return str(Path(file).resolve()), call_index(text, called, line), line_width(file)
+    except EditError as exc:
+        return str(exc)
+
+
+def _call_naming(
+    scope: GraphFacts, called: frozenset[str], files: Iterable[str], roots: tuple[Path, ...]
+) -> tuple[str | None, int | None]:
+    """The one call of ``called`` in ``files`` that names the graph's own state class
+    (``state_schema=S``) or one of its tools (``tools=[t]``); ``(None, None)`` if not one."""
+    names = {c.__name__ for c in state_classes(scope, roots)} | set(scope.tools)
+    builder_schema = getattr(getattr(scope.graph, "builder", None), "state_schema", None)
+    names |= {getattr(builder_schema, "__name__", "")} - {""}
+    found: list[tuple[str, int]] = []
+    for file in sorted(set(files)):
+        text = _source(file)
+        try:
+            tree = ast.parse(text or "")
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name not in called:
+                continue
+            used = {n.id for arg in (*node.args, *(k.value for k in node.keywords))
+                    for n in ast.walk(arg) if isinstance(n, ast.Name)}  # fmt: skip
+            if used & names:
+                found.append((file, node.lineno))
+    return found[0] if len(found) == 1 else (None, None)
+
+
+def _import_of(cls: type, file: str) -> Name | None | str:
+    """What the file that gets ``cls``'s name needs: nothing (defined there), an import, or why
+    it cannot name it."""
+    place = _place(cls)
+    if place is None:
+        return f"`{cls.__name__}`'s source cannot be read"
+    if place[0] == file:
+        return None
+    module = sys.modules.get(cls.__module__)
+    found = getattr(module, "__file__", None)
+    if cls.__module__ == "__main__" or not found or str(Path(found).resolve()) != place[0]:
+        return f"`{cls.__name__}` is defined in a module the agent's file cannot import by name"
+    return Name(cls.__module__, cls.__name__)
+
+
+def _spec_of(scope: GraphFacts) -> dict[str, object] | None:
+    """The subagent's spec as deepagents keeps it (``SubAgentMiddleware``), if found."""
+    parent = scope.parent
+    for middleware in parent.middleware if parent is not None else ():
+        for spec in getattr(middleware, "_subagents", None) or ():
+            if isinstance(spec, dict) and spec.get("name") == scope.name:
+                return spec
+    return None
+
+
+def _given_schema(parent: GraphFacts) -> object:
+    """The ``state_schema`` the parent's ``create_deep_agent`` passes to its subagents."""
+    for middleware in parent.middleware:
+        if hasattr(middleware, "_subagents"):
+            return getattr(middleware, "_state_schema", None)
+    return None
+
+
+def _dropped(parent: GraphFacts) -> set[str]:
+    """Keys a subagent's own tools write and its schema lacks (each a subagent-drops-key)."""
+    return {
+        key
+        for sub in parent.subagents.values()
+        for tool in sub.tools.values()
+        if not tool.library
+        for key in tool.code.writes
+        if not sub.declares(key)
+    }
+
+
+def _share_schema_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ...]) -> Fix | NoFix:
+    """``create_deep_agent(..., state_schema=S)``: the parent's schema handed to its declarative
+    subagents (notebook 04, the page's fix)."""
+    key, code, page = _key(finding, scope), finding.code, _page(finding.code)
+    parent = scope.parent
+    spec = _spec_of(scope)
+    if parent is None or spec is None:
+        return NoFix(code, finding.subject, f"the subagent's spec cannot be found; see {page}")
+    if "runnable" in spec or "graph_id" in spec:
+        return _declare_on_subagent(finding, scope, parent, roots) or NoFix(
+            code,
+            finding.subject,
+            f"subagent `{scope.name}` is a graph compiled by your code: build it with the "
+            f"parent's schema (`create_agent(..., state_schema=S)` or `middleware="
+            f"[SharedStateMiddleware(S)]`); see {page}",
+        )
+    given = _given_schema(parent)
+    if given is not None:
+        return NoFix(
+            code,
+            finding.subject,
+            f"`create_deep_agent` passes `state_schema={getattr(given, '__name__', given)}` "
+            f"already, without `{key}`: declare `{key}` on it; see {page}",
+        )
+    schemas = [
+        c
+        for c in state_classes(parent, roots)
+        if key in schema_hints(c) and schema_kind(c) == "typeddict"
+    ]
+    if not schemas:
+        return NoFix(
+            code,
+            finding.subject,
+            f"the parent does not declare `{key}` in a schema of your files either: declare it "
+            f"there, then pass it as `create_deep_agent(..., state_schema=S)`; see {page}",
+        )
+    schema = schemas[0]
+    place = _call_place(parent, DEEP, roots)
+    if isinstance(place, str):
+        return NoFix(code, finding.subject, f"{place}; see {page}")
+    file, at, width = place
+    needed = _import_of(schema, file)
+    if isinstance(needed, str):
+        return NoFix(code, finding.subject, f"{needed}; see {page}")
+    added = set(schema_hints(schema)) - set(scope.channels) - EXCLUDED_BY_TASK
+    doubled = sorted(k for k in added if k in parent.channels and parent.channels[k].concatenates)
+    # safe: the subagents gain only the keys their writes were lost to, none of them appended
+    safe = added <= _dropped(parent) and not doubled
+    return Fix(
+        code,
+        finding.subject,
+        "safe" if safe else "unsafe",
+        f"`create_deep_agent(...)` hands `{schema.__name__}` to its subagents "
+        f"(`state_schema={schema.__name__}`)",
+        file,
+        functools.partial(
+            _add_keyword,
+            at=at,
+            keyword="state_schema",
+            value=schema.__name__,
+            needed=(needed,) if needed is not None else (),
+            width=width,
+        ),
+    )
+
+
+def _annotation_text(cls: type, key: str) -> str | None:
+    """How ``cls``'s own body writes ``key``'s annotation (``Annotated[..., merge_fields]``)."""
+    place = _place(cls)
+    text = _source(place[0]) if place else None
+    try:
+        tree = ast.parse(text or "")
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            for stmt in node.body:
+                if (
+                    isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and stmt.target.id == key
+                ):
+                    return ast.get_source_segment(text or "", stmt.annotation)
+    return None
+
+
+def _declare_on_subagent(
+    finding: Finding, scope: GraphFacts, parent: GraphFacts, roots: tuple[Path, ...]
+) -> Fix | None:
+    """A subagent compiled by the reader's code, with a schema class of the reader's: the key
+    declared on it as the parent declares it (its reducer too), when both classes share a file
+    (the annotation's names are then in scope). None when that shape is not there."""
+    key = _key(finding, scope)
+    own = [c for c in state_classes(scope, roots) if schema_kind(c) == "typeddict"]
+    home = declaring_class(parent, key, roots)
+    if not own or home is None:
+        return None
+    target, at, there = own[0], _place(own[0]), _place(home)
+    annotation = _annotation_text(home, key)
+    if at is None or there is None or at[0] != there[0] or annotation is None:
+        return None
+    doubles = key in parent.channels and parent.channels[key].concatenates
+    return Fix(
+        finding.code,
+        finding.subject,
+        "unsafe" if doubles else "safe",  # an appended list would come back doubled
+        f"`{target.__name__}` declares `{key}: {annotation}` as the parent does",
+        at[0],
+        functools.partial(
+            _declare,
+            class_name=target.__name__,
+            line=at[1],
+            key=key,
+            type_text=annotation,
+            kind="class",  # the parent's annotation as it is written (NotRequired included)
+        ),
+    )
+
+
+def _add_keyword(
+    source: str, *, at: int, keyword: str, value: str, needed: tuple[Name, ...], width: int
+) -> str:
+    return add_keyword(source, DEEP, at, keyword, value, needed, width)
+
+
+def _doubled_key(finding: Finding, scope: GraphFacts) -> tuple[str, GraphFacts]:
+    """The key a finding names and the graph whose reducer appends it (the parent of a
+    subagent; the graph itself for a subgraph node or a ``Send`` worker: ``node > key``)."""
+    rest = _key(finding, scope)
+    if " > " in rest:
+        return rest.rsplit(" > ", 1)[1], scope
+    return rest, scope.parent if scope.kind == "subagent" and scope.parent else scope
+
+
+_UNHASHABLE = (dict, list, set)
+
+
+def _hashable_items(cls: type, key: str) -> bool:
+    """False when the list's items are declared as something ``append_unique`` cannot hash
+    (dicts, lists, a TypedDict, a pydantic model)."""
+    import typing
+
+    from agentstate.doctor.fixes import _strip
+
+    hint = _strip(schema_hints(cls).get(key))
+    args = typing.get_args(hint)
+    if not args:
+        return True
+    item = _strip(args[0])
+    origin = typing.get_origin(item) or item
+    if origin in _UNHASHABLE or (isinstance(item, type) and typing_extensions.is_typeddict(item)):
+        return False
+    return not isinstance(getattr(item, "model_fields", None), dict)
+
+
+def _unique_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ...]) -> Fix | NoFix:
+    """The appending reducer swapped for one that keeps each item once: ``append_unique`` for a
+    list, ``add_messages`` (by id) for messages (notebook 04, going further 04)."""
+    key, owner = _doubled_key(finding, scope)
+    code, page = finding.code, _page(finding.code)
+    kind = owner.key_kind(key)
+    if kind not in ("list", "messages"):
+        return NoFix(
+            code,
+            finding.subject,
+            f"`{key}` is a {'string' if kind == 'str' else kind} appended to itself: no "
+            f"reducer keeps one copy, so the doctor writes none (give the subgraph an output "
+            f"schema without `{key}`; see {page})",
+        )
+    cls = declaring_class(owner, key, roots)
+    if cls is None:
+        return NoFix(
+            code,
+            finding.subject,
+            f"`{key}` is declared by a library's schema, not in your files; see {page}",
+        )
+    place = _place(cls)
+    assert place is not None
+    if kind == "messages":
+        reducer, shown, safe = ADD_MESSAGES, "add_messages", True
+    else:
+        if not _hashable_items(cls, key):
+            return NoFix(
+                code,
+                finding.subject,
+                f"`{key}` holds dicts or lists, which `append_unique` cannot compare: merge "
+                f"them by id; see {page}",
+            )
+        # unsafe: it adds a dependency on agentstate, and drops an item written twice on purpose
+        reducer, shown, safe = APPEND_UNIQUE, "append_unique", False
+    return Fix(
+        code,
+        finding.subject,
+        "safe" if safe else "unsafe",
+        f"`{cls.__name__}.{key}` gets the reducer `{shown}` (each item kept once)",
+        place[0],
+        functools.partial(_swap, class_name=cls.__name__, line=place[1], key=key, reducer=reducer),
+    )
+
+
+def _swap(source: str, *, class_name: str, line: int, key: str, reducer: Name) -> str:
+    return swap_reducer(source, class_name, line, key, reducer)
+
+
+def _turn_cache_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ...]) -> Fix | NoFix:
+    """``TurnCacheMiddleware(writers=..., readers=..., key=...)`` added to the agent's
+    ``middleware=[...]`` (notebook 03). Unsafe: it makes the agent depend on agentstate."""
+    key, code, page = _key(finding, scope), finding.code, _page(finding.code)
+    if scope.parent is not None:
+        return NoFix(
+            code,
+            finding.subject,
+            f"the reader is in subagent `{scope.name}`: add the turn cache to its middleware; "
+            f"see {page}",
+        )
+    from agentstate.core.turn_cache import TurnCacheMiddleware
+
+    if any(getattr(m, "key", None) == key for m in scope.middleware_of(TurnCacheMiddleware)):
+        return NoFix(  # a second cache of the key would share its name: create_agent refuses
+            code,
+            finding.subject,
+            f"a turn cache of `{key}` is there already: add the reader and its writers to it; "
+            f"see {page}",
+        )
+    pairs = {r: w for (r, k), w in blind_pairs(scope).items() if k == key}
+    if not pairs:
+        return NoFix(code, finding.subject, f"no reader and writer of `{key}` found; see {page}")
+    readers = sorted(pairs)
+    writers = sorted({w for ws in pairs.values() for w in ws})
+    place = _call_place(scope, AGENTS, roots)
+    if isinstance(place, str):
+        return NoFix(code, finding.subject, f"{place}; see {page}")
+    file, at, width = place
+
+    def listed(names: list[str]) -> str:
+        return "[" + ", ".join(f'"{n}"' for n in names) + "]"
+
+    reducer = _cache_reducer(scope, key)
+    if reducer is None:
+        return NoFix(
+            code,
+            finding.subject,
+            f"`{key}`'s reducer cannot be named in the agent's file: pass it to the turn cache "
+            f"by hand (`reducer=`); see {page}",
+        )
+    item = (
+        f'TurnCacheMiddleware(writers={listed(writers)}, readers={listed(readers)}, key="{key}"'
+        f"{reducer[0]})"
+    )
+    return Fix(
+        code,
+        finding.subject,
+        "unsafe",
+        f"the agent's middleware gets `{item}`",
+        file,
+        functools.partial(_add_middleware, at=at, item=item, width=width, needed=reducer[1]),
+    )
+
+
+def _cache_reducer(scope: GraphFacts, key: str) -> tuple[str, tuple[Name, ...]] | None:
+    """The turn cache's ``reducer=`` argument mirroring the key's (the cache applies the
+    batch's writes through it), with the import it needs; None when it cannot be written."""
+    from agentstate.core.reducers import merge_fields
+
+    channel = scope.channels.get(key)
+    reducer = channel.reducer if channel is not None else None
+    if reducer is None:  # a plain key: the step's last write is what LangGraph keeps
+        return ", reducer=lambda _, new: new", ()
+    if reducer is merge_fields:
+        return "", ()
+    for module, attr in (("operator", "add"), ("operator", "or_")):
+        if reducer is getattr(sys.modules[module], attr, None):
+            return f", reducer={module}.{attr}", (Name(module),)
+    if reducer is getattr(sys.modules.get("langgraph.graph.message"), "add_messages", None):
+        return ", reducer=add_messages", (ADD_MESSAGES,)
+    return None
+
+
+def _add_middleware(
+    source: str, *, at: int, item: str, width: int, needed: tuple[Name, ...]
+) -> str:
+    return add_to_list_keyword(source, AGENTS, at, "middleware", item, (TURN_CACHE, *needed), width)
+
+
 PLANNERS: dict[str, Callable[[Finding, GraphFacts, tuple[Path, ...]], Fix | NoFix]] = {
     "unreduced-parallel-write": _reducer_fix,
     "undeclared-key": _declare_fix,
+    "subagent-drops-key": _share_schema_fix,
+    "list-doubled-by-subagent": _unique_fix,
+    "same-batch-read": _turn_cache_fix,
 }
 
 

@@ -1,4 +1,4 @@
-"""Edits to a state schema's source with libcst: a reducer on a key, a key declared.
+"""Edits to a state schema's source with libcst: a reducer on a key (or swapped), a key declared.
 
 Each edit keeps the file as its author wrote it (comments, blank lines, quotes,
 the order of the body) and touches only the key's line, plus the imports the
@@ -12,6 +12,7 @@ the ones notebooks 02 and 04 write by hand.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import libcst as cst
@@ -97,7 +98,7 @@ def _key_line(body: cst.BaseSuite, key: str) -> cst.SimpleStatementLine | None:
     return None
 
 
-class _Replace(cst.CSTTransformer):
+class Replace(cst.CSTTransformer):
     """Puts ``new`` where ``old`` was (the one statement or class an edit rewrites)."""
 
     def __init__(self, old: cst.CSTNode, new: cst.CSTNode) -> None:
@@ -107,7 +108,7 @@ class _Replace(cst.CSTTransformer):
         return self.new if original_node is self.old else updated_node
 
 
-def _parse(source: str) -> cst.Module:
+def parse(source: str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -123,7 +124,7 @@ def add_reducer(
     ``Annotated[T, meta]`` key keeps its metadata and gets the reducer last, where
     LangGraph looks for it. A key that already ends in a callable reducer is left.
     """
-    module = _parse(source)
+    module = parse(source)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     cls = _find_class(wrapper, class_name, class_line)
     stmt = _key_line(cls.body, key)
@@ -160,7 +161,7 @@ def add_reducer(
     new_stmt = stmt.with_changes(
         body=[ann.with_changes(annotation=ann.annotation.with_changes(annotation=new_ann))]
     )
-    edited = module.visit(_Replace(stmt, new_stmt))
+    edited = module.visit(Replace(stmt, new_stmt))
     return add_imports(edited, needed).code
 
 
@@ -180,7 +181,7 @@ def declare_key(
     no caller breaks and no field order rule is broken). A class that declares the
     key already is left as it is.
     """
-    module = _parse(source)
+    module = parse(source)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     cls = _find_class(wrapper, class_name, class_line)
     if _key_line(cls.body, key) is not None:
@@ -213,7 +214,7 @@ def declare_key(
         body.insert(last + 1, line)
     body = [s for s in body if not _is_pass(s)] if len(body) > 1 else body
     new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
-    edited = module.visit(_Replace(cls, new_cls))
+    edited = module.visit(Replace(cls, new_cls))
     return add_imports(edited, needed).code
 
 
@@ -242,3 +243,111 @@ def _after_docstring(body: list[cst.BaseStatement]) -> int:
         ):
             return 0
     return -1
+
+
+def swap_reducer(
+    source: str,
+    class_name: str,
+    class_line: int | None,
+    key: str,
+    reducer: Name,
+    member: str = "",
+) -> str:
+    """``key: Annotated[T, old]`` in ``class_name`` becomes ``key: Annotated[T, reducer]``.
+
+    The reducer LangGraph uses is the annotation's last element; it is replaced, and an
+    import only the old reducer used (``import operator``) is removed, so the file still
+    passes ``ruff check``. Left as it is when the key has the new reducer already.
+    """
+    module = parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    cls = _find_class(wrapper, class_name, class_line)
+    stmt = _key_line(cls.body, key)
+    if stmt is None:
+        raise EditError(f"`{class_name}` does not declare `{key}` itself (an inherited key?)")
+    ann = stmt.body[0]
+    assert isinstance(ann, cst.AnnAssign)
+    parts = _annotation_parts(ann.annotation.annotation)
+    if parts is None or len(parts[1]) < 2:
+        raise EditError(f"`{class_name}.{key}` has no `Annotated[..., reducer]` to replace")
+    elements = parts[1]
+    text, imp = _spelling(module, reducer)
+    if reducer.attr is None:
+        text = f"{text}.{member}"
+    old = elements[-1]
+    if cst.Module([]).code_for_node(old.slice).strip() == text:
+        return source  # already there: a second --fix changes nothing
+    new_last = old.with_changes(slice=cst.Index(cst.parse_expression(text)))
+    sub = ann.annotation.annotation
+    assert isinstance(sub, cst.Subscript)
+    new_ann = sub.with_changes(slice=[*elements[:-1], new_last])
+    new_stmt = stmt.with_changes(
+        body=[ann.with_changes(annotation=ann.annotation.with_changes(annotation=new_ann))]
+    )
+    gone = _root_name(old.slice)
+    edited = module.visit(Replace(stmt, new_stmt))
+    edited = add_imports(edited, [imp] if imp is not None else [])
+    return (_drop_unused(edited, gone) if gone else edited).code
+
+
+def _root_name(node: cst.BaseSlice) -> str | None:
+    """``operator`` for ``operator.add``, ``add`` for ``add``: the name an import brings."""
+    if not isinstance(node, cst.Index):
+        return None
+    value = node.value
+    while isinstance(value, cst.Attribute):
+        value = value.value
+    return value.value if isinstance(value, cst.Name) else None
+
+
+class _Uses(cst.CSTVisitor):
+    """Every name read outside the import statements."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+
+def _drop_unused(module: cst.Module, name: str) -> cst.Module:
+    """``module`` without the import of ``name`` when nothing else uses it (top level only)."""
+    uses = _Uses()
+    module.visit(uses)
+    if name in uses.names:
+        return module
+    body: list[Any] = []
+    carried: Sequence[cst.EmptyLine] = ()
+    for stmt in module.body:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        if isinstance(small, cst.Import | cst.ImportFrom) and not isinstance(
+            small.names, cst.ImportStar
+        ):
+            kept = [a for a in small.names if _bound(a) != name]
+            if not kept:  # the statement goes; its blank lines and comments stay
+                carried = stmt.leading_lines
+                continue
+            if len(kept) != len(small.names):
+                kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                stmt = stmt.with_changes(body=[small.with_changes(names=kept)])
+        if carried and not stmt.leading_lines:
+            stmt = stmt.with_changes(leading_lines=carried)
+        carried = ()
+        body.append(stmt)
+    return module.with_changes(body=body)
+
+
+def _bound(alias: cst.ImportAlias) -> str:
+    """The name an import alias binds (``import a.b`` binds ``a``)."""
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    node: cst.BaseExpression = alias.name
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else ""
