@@ -35,15 +35,15 @@ from pathlib import Path
 
 import typing_extensions
 
-from agentstate.doctor.findings import Finding, FixKind
+from agentstate.doctor.facts.code_source import tool_functions
+from agentstate.doctor.facts.graph_facts import GraphFacts
+from agentstate.doctor.facts.key_kinds import schema_hints
+from agentstate.doctor.facts.locate import function_of
+from agentstate.doctor.facts.subgraphs import writes
 from agentstate.doctor.fix.imports import Name
 from agentstate.doctor.fix.source_edits import OPERATOR, SchemaKind, add_reducer, declare_key
-from agentstate.doctor.fixes import schema_hints
-from agentstate.doctor.graph_facts import GraphFacts
-from agentstate.doctor.locate import function_of
-from agentstate.doctor.subgraphs import writes
-from agentstate.doctor.suppression import is_project_file
-from agentstate.doctor.tool_facts import tool_functions
+from agentstate.doctor.report.findings import Finding, FixKind
+from agentstate.doctor.report.suppression import is_project_file
 
 ADD_MESSAGES = Name("langgraph.graph.message", "add_messages")
 
