@@ -42,7 +42,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from agentstate import rds
 from agentstate.doctor import Watch, diagnose
-from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
+from agentstate.doctor.facts.library_defaults import LIBRARY_DEFAULTS
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,

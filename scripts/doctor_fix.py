@@ -39,7 +39,7 @@ _FIX = """
 import json, sys
 from pathlib import Path
 from agentstate.doctor import diagnose
-from agentstate.doctor.graph_facts import graph_facts
+from agentstate.doctor.facts.graph_facts import graph_facts
 from agentstate.doctor.fix.command import run_fixes
 from agentstate.doctor.fix.plan import Fix, NoFix, plan
 from tests.doctor_corpus import CASES

@@ -67,7 +67,7 @@ from langgraph.types import Command
 
 from agentstate.core import merge_fields
 from agentstate.doctor import diagnose
-from agentstate.doctor.diagnosis import WITHOUT_DEEPAGENTS
+from agentstate.doctor.checks.diagnosis import WITHOUT_DEEPAGENTS
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
 

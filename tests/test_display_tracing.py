@@ -235,7 +235,7 @@ def test_compare_findings_puts_a_subagents_finding_on_the_row_of_the_same_hazard
 
 def test_compare_findings_reads_a_named_subagent_and_keeps_the_doctors_order_of_codes():
     from agentstate.doctor import CODES, Report
-    from agentstate.doctor.findings import finding
+    from agentstate.doctor.report.findings import finding
     from agentstate.lessons.display import compare_findings
 
     report = Report(

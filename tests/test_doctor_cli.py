@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agentstate.doctor.diagnosis import WITHOUT_DEEPAGENTS
+from agentstate.doctor.checks.diagnosis import WITHOUT_DEEPAGENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,13 +189,13 @@ def test_bad_input_is_one_line_and_exit_2(project, target, message):
 
 def test_a_failure_of_the_doctor_itself_is_exit_2_in_one_line_never_1(project, monkeypatch, capsys):
     """Status 1 means an error finding: a crash inside the checks must not look like one."""
-    import agentstate.doctor.diagnosis
-    from agentstate.doctor.cli import main
+    import agentstate.doctor.checks.diagnosis
+    from agentstate.doctor.report.cli import main
 
     def crash(facts):
         raise KeyError("a node the checks did not expect")
 
-    monkeypatch.setattr(agentstate.doctor.diagnosis, "diagnose_facts", crash)
+    monkeypatch.setattr(agentstate.doctor.checks.diagnosis, "diagnose_facts", crash)
     monkeypatch.chdir(project)
     assert main(["agents.py:clean"]) == 2
     out, err = capsys.readouterr()
@@ -211,8 +211,8 @@ def test_each_graph_s_facts_are_read_once_for_the_checks_the_comments_and_the_fi
 ):
     """Before: the CLI read every target's graph three times (diagnose, the suppression
     comments' places, the fixes); reading a deep agent's facts is the doctor's costliest step."""
-    import agentstate.doctor.graph_facts as module
-    from agentstate.doctor.cli import main
+    import agentstate.doctor.facts.graph_facts as module
+    from agentstate.doctor.report.cli import main
 
     read = module.graph_facts
     top: list[str] = []

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from agentstate.doctor import config
-from agentstate.doctor.config import ConfigError, Layer, resolve
-from agentstate.doctor.findings import CODES, Code
-from agentstate.doctor.suppression import comments, declarations, key_candidates
+from agentstate.doctor.report import config
+from agentstate.doctor.report.config import ConfigError, Layer, resolve
+from agentstate.doctor.report.findings import CODES, Code
+from agentstate.doctor.report.suppression import comments, declarations, key_candidates
 
 AGENTSTATE = Path(sys.executable).with_name("agentstate")
 

@@ -408,7 +408,7 @@ def test_something_that_is_not_a_graph_is_refused():
 
 def test_a_report_reads_as_its_table_in_plain_text_too():
     """A console, nbval's text/plain and GitHub's notebook view show the findings, not a repr."""
-    from agentstate.doctor.findings import Report, info
+    from agentstate.doctor.report.findings import Report, info
 
     report = Report("notes", [info("undeclared-key", "notes", "built at run time")])
     assert repr(report) == str(report)
@@ -608,7 +608,7 @@ HELD = {
 
 @pytest.mark.parametrize("held", list(HELD))
 def test_a_react_loop_is_seen_however_the_model_is_held(held):
-    from agentstate.doctor.react import holds_model  # here: the module is new (issue 22)
+    from agentstate.doctor.facts.react import holds_model  # here: the module is new (issue 22)
 
     node = tool_loop(HELD[held]()).builder.nodes["chatbot"].runnable
     assert holds_model(node)  # the model itself is found, not only the routing
@@ -620,7 +620,7 @@ def test_a_react_loop_is_seen_however_the_model_is_held(held):
 
 
 def test_a_node_without_a_model_is_not_a_model_node():
-    from agentstate.doctor.react import holds_model
+    from agentstate.doctor.facts.react import holds_model
 
     assert not holds_model(tool_loop(lambda s: {"messages": []}).builder.nodes["chatbot"].runnable)
 

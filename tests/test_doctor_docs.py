@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentstate.doctor import CODES
-from agentstate.doctor.findings import NOTEBOOKS
+from agentstate.doctor.report.findings import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "doctor"

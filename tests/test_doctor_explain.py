@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agentstate.doctor.config import known_codes
-from agentstate.doctor.explain import CHECKOUT, reference, resolved
+from agentstate.doctor.report.config import known_codes
+from agentstate.doctor.report.explain import CHECKOUT, reference, resolved
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "doctor"

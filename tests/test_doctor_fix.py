@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from agentstate.doctor import diagnose
+from agentstate.doctor.facts.graph_facts import graph_facts
 from agentstate.doctor.fix.apply import prepare, write
 from agentstate.doctor.fix.command import annotate, run_fixes
 from agentstate.doctor.fix.imports import Name
 from agentstate.doctor.fix.plan import Fix, NoFix, plan
 from agentstate.doctor.fix.source_edits import OPERATOR, EditError, add_reducer, declare_key
-from agentstate.doctor.graph_facts import graph_facts
 
 RUFF = Path(sys.executable).with_name("ruff")
 _counter = itertools.count()

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from agentstate.doctor import diagnose
+from agentstate.doctor.facts.graph_facts import graph_facts
 from agentstate.doctor.fix.command import run_fixes
 from agentstate.doctor.fix.plan import FIXABLE, Fix, NoFix, plan
-from agentstate.doctor.graph_facts import graph_facts
 from tests.test_doctor_fix import _doctor, _load, _ruff, _run, doctor_fix
 
 HEAD = """\

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agentstate.doctor.findings import CODES, Report, finding
-from agentstate.doctor.output import Diagnosed, github_lines
-from agentstate.doctor.sarif import LEVELS, sarif_log
+from agentstate.doctor.report.findings import CODES, Report, finding
+from agentstate.doctor.report.output import Diagnosed, github_lines
+from agentstate.doctor.report.sarif import LEVELS, sarif_log
 
 
 @pytest.fixture
@@ -186,7 +186,7 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(project):
     validator = jsonschema.Draft4Validator(json.loads(text))
     assert list(validator.iter_errors(sarif(project))) == []
     # a graph that could not load, and a suppression that silences nothing
-    from agentstate.doctor.suppression import Suppression, unused_finding
+    from agentstate.doctor.report.suppression import Suppression, unused_finding
 
     failed = Diagnosed(Report("broken"), label="langgraph.json > broken", error="no model")
     stale = Suppression(str(project / "state.py"), 3, ("undeclared-key",), "# agentstate: ...")
@@ -260,7 +260,7 @@ def test_sarif_s_driver_version_is_the_installed_distribution_s(project):
 
 def test_the_json_has_one_shape_for_one_graph_and_for_several(project):
     """Before: an object for one graph, a list for several."""
-    from agentstate.doctor.output import json_text
+    from agentstate.doctor.report.output import json_text
 
     one = json.loads(json_text([Diagnosed(report(project))], version="1.2.3"))
     two = json.loads(json_text([Diagnosed(report(project)), Diagnosed(Report("b"))]))
@@ -277,7 +277,7 @@ def test_the_json_has_one_shape_for_one_graph_and_for_several(project):
 def test_a_subagent_s_finding_without_a_place_points_at_the_subagent_s_declaration(project):
     """Before: an empty `where` in text (issue 41 item 4); now every format shows the line
     that declares the subagent, found in the graph's file."""
-    from agentstate.doctor.output import concise, located
+    from agentstate.doctor.report.output import concise, located
 
     source = project / "graph.py"
     source.write_text(

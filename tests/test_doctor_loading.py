@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentstate.doctor.loading import TargetError, definition_line, project_paths
+from agentstate.doctor.report.loading import TargetError, definition_line, project_paths
 
 AGENTSTATE = Path(sys.executable).with_name("agentstate")
 

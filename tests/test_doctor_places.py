@@ -17,7 +17,8 @@ from typing import Annotated, Any, NotRequired
 import pytest
 from langchain.agents import AgentState
 
-from agentstate.doctor import diagnose, releases
+from agentstate.doctor import diagnose
+from agentstate.doctor.facts import releases
 from agentstate.models import ScriptedChatModel, reply
 
 AGENT = textwrap.dedent(

@@ -1,7 +1,7 @@
 """The doctor beside the version matrix (issue 36 item 4): a hazard a release ended is
 reported only on the releases that still have it, with the boundary the matrix recorded.
 
-``agentstate.doctor.releases`` holds each boundary; here it is checked against
+``agentstate.doctor.facts.releases`` holds each boundary; here it is checked against
 data/results/hazards_by_version.json (the last set that reproduced, the first that
 refused), both sides are diagnosed with the version lookup patched, and, where the
 matrix's venvs exist (only where ``scripts/hazards_by_version.py`` ran; never in CI), a
@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from agentstate.doctor import diagnose, releases
-from agentstate.doctor.releases import BOUNDARIES, BUILTIN_PARALLEL_EDIT, release
+from agentstate.doctor import diagnose
+from agentstate.doctor.facts import releases
+from agentstate.doctor.facts.releases import BOUNDARIES, BUILTIN_PARALLEL_EDIT, release
 from agentstate.hazards import hazard as hazard_named
 from agentstate.models import ScriptedChatModel, reply
 
@@ -76,7 +77,7 @@ def test_every_hazard_a_release_ended_has_a_boundary():
 
 def test_the_release_is_read_from_metadata_without_importing_the_library():
     code = (
-        "import sys; from agentstate.doctor.releases import installed_version; "
+        "import sys; from agentstate.doctor.facts.releases import installed_version; "
         "print(installed_version('deepagents'), 'deepagents' in sys.modules, "
         "installed_version('no-such-distribution-here'))"
     )

@@ -10,9 +10,9 @@ import pytest
 
 from agentstate import rds
 from agentstate.doctor import diagnose
-from agentstate.doctor.cli import load_target, targets
-from agentstate.doctor.graph_facts import graph_facts
-from agentstate.doctor.library_defaults import LIBRARY_DEFAULTS
+from agentstate.doctor.facts.graph_facts import graph_facts
+from agentstate.doctor.facts.library_defaults import LIBRARY_DEFAULTS
+from agentstate.doctor.report.cli import load_target, targets
 from agentstate.experts import ExpertsConfig, build_experts_graph
 from agentstate.lessons.fixtures import (
     AddNotesState,

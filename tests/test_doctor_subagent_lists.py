@@ -24,8 +24,9 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from agentstate.doctor import diagnose, releases
-from agentstate.doctor.releases import LIST_RETURNED_UNCHANGED
+from agentstate.doctor import diagnose
+from agentstate.doctor.facts import releases
+from agentstate.doctor.facts.releases import LIST_RETURNED_UNCHANGED
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
 pytestmark = pytest.mark.extras("deepagents")

@@ -14,7 +14,7 @@ from langgraph.graph import START, StateGraph
 from agentstate import rds
 from agentstate.core import TurnCacheMiddleware
 from agentstate.doctor import Report, Watch, diagnose
-from agentstate.doctor.prefix import divergence
+from agentstate.doctor.facts.prefix import divergence
 from agentstate.experts import ExpertsConfig, build_experts_graph, user_turn
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, collector_model, parent_model
 from agentstate.models import ScriptedChatModel, reply, tool_call

@@ -41,7 +41,7 @@ def test_the_library_imports_nothing_from_the_tutorials_stage():
         for m in graph
         if any(m == f"agentstate.{n}" or m.startswith(f"agentstate.{n}.") for n in LIBRARY)
     ]
-    assert "agentstate.core.turn_cache" in library and "agentstate.doctor.cli" in library
+    assert "agentstate.core.turn_cache" in library and "agentstate.doctor.report.cli" in library
     leaks = {m: sorted(r for r in reachable(graph, m) if r.startswith(STAGE)) for m in library}
     assert {m: r for m, r in leaks.items() if r} == {}
 
@@ -52,3 +52,34 @@ def test_the_tutorials_stage_is_where_the_lessons_import_it_from():
         m for p in sources for m in re.findall(r"from (agentstate\.lessons\.\w+)", p.read_text())
     }
     assert {"agentstate.lessons.fixtures", "agentstate.lessons.display"} <= used
+
+
+DOCTOR_PHASES = ("facts", "checks", "fix", "report")
+# what each phase may import from the others: facts judge nothing, checks and fixes
+# are independent of each other, the report (config, loading, formats, CLI) runs them all
+MAY_IMPORT = {
+    "facts": {"facts"},
+    "checks": {"facts", "checks", "report"},
+    "fix": {"facts", "fix", "report"},
+    "report": set(DOCTOR_PHASES),
+}
+
+
+def test_the_doctor_s_folders_are_its_phases_and_facts_judge_nothing():
+    doctor = PACKAGE / "doctor"
+    folders = {p.name for p in doctor.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(DOCTOR_PHASES)
+    assert sorted(p.name for p in doctor.glob("*.py")) == ["__init__.py", "__main__.py", "watch.py"]
+    graph = import_graph(SRC, "agentstate")
+    crossing = {}
+    for phase in DOCTOR_PHASES:
+        prefix = f"agentstate.doctor.{phase}"
+        for module in (m for m in graph if m == prefix or m.startswith(prefix + ".")):
+            used = {m.split(".")[2] for m in graph[module] if m.startswith("agentstate.doctor.")}
+            if used - MAY_IMPORT[phase] - {"__init__"}:
+                crossing[module] = sorted(used - MAY_IMPORT[phase])
+    assert crossing == {}
+    page = (ROOT / "docs" / "layout.md").read_text()
+    assert all(
+        f"{phase}/" in page.split("doctor/", 1)[1].split("hazards/")[0] for phase in DOCTOR_PHASES
+    )

@@ -45,7 +45,7 @@ SYSTEMS = (
     ),
     System(
         "doctor",
-        "agentstate.doctor.cli",
+        "agentstate.doctor.report.cli",
         "the series' state hazards in an agent graph (stages 01-06)",
     ),
     System(

@@ -19,20 +19,20 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentstate.doctor.diagnosis import diagnose
-    from agentstate.doctor.findings import CODES, Finding, Report
-    from agentstate.doctor.graph_facts import NotAGraphError
-    from agentstate.doctor.project import check_project
+    from agentstate.doctor.checks.diagnosis import diagnose
+    from agentstate.doctor.facts.graph_facts import NotAGraphError
+    from agentstate.doctor.report.findings import CODES, Finding, Report
+    from agentstate.doctor.report.project import check_project
     from agentstate.doctor.watch import Watch
 
 _HOMES = {
-    "CODES": "agentstate.doctor.findings",
-    "Finding": "agentstate.doctor.findings",
-    "NotAGraphError": "agentstate.doctor.graph_facts",
+    "CODES": "agentstate.doctor.report.findings",
+    "Finding": "agentstate.doctor.report.findings",
+    "NotAGraphError": "agentstate.doctor.facts.graph_facts",
     "Watch": "agentstate.doctor.watch",
-    "Report": "agentstate.doctor.findings",
-    "diagnose": "agentstate.doctor.diagnosis",
-    "check_project": "agentstate.doctor.project",
+    "Report": "agentstate.doctor.report.findings",
+    "diagnose": "agentstate.doctor.checks.diagnosis",
+    "check_project": "agentstate.doctor.report.project",
 }
 
 __all__ = ["CODES", "Finding", "NotAGraphError", "Report", "Watch", "check_project", "diagnose"]

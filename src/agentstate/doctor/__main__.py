@@ -2,7 +2,7 @@
 
 import sys
 
-from agentstate.doctor.cli import main
+from agentstate.doctor.report.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

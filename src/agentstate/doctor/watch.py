@@ -41,10 +41,10 @@ from langchain_core.messages import BaseMessage
 from langgraph.types import Command
 
 from agentstate.core.turn_cache import TurnCacheMiddleware
-from agentstate.doctor.findings import Finding, Report, finding
-from agentstate.doctor.fixes import reducer_fix
-from agentstate.doctor.graph_facts import GraphFacts, graph_facts
-from agentstate.doctor.prefix import divergence, prompt_text, where
+from agentstate.doctor.facts.graph_facts import GraphFacts, graph_facts
+from agentstate.doctor.facts.key_kinds import reducer_fix
+from agentstate.doctor.facts.prefix import divergence, prompt_text, where
+from agentstate.doctor.report.findings import Finding, Report, finding
 
 MIN_SHARED = 2000
 """Characters two prompts must share after their divergence for it to count as a lost prefix."""

@@ -88,7 +88,7 @@ HAZARDS: tuple[Hazard, ...] = (
         "builtin-parallel-edit",
         "01",
         "five edit_file calls of deepagents' own, one line each, on one file in one reply",
-        "file-read-modify-write",  # below the release that refuses (agentstate.doctor.releases)
+        "file-read-modify-write",  # below the release that refuses (doctor.facts.releases)
         ("deepagents",),
         f"{_M}.files:builtin_edits_of_one_file",
     ),
@@ -144,7 +144,7 @@ HAZARDS: tuple[Hazard, ...] = (
         "list-returned-unchanged",
         "04",
         "a subagent hands back the operator.add list it never wrote; the parent's items double",
-        "list-doubled-by-subagent",  # below the release that drops it (agentstate.doctor.releases)
+        "list-doubled-by-subagent",  # below the release that drops it (doctor.facts.releases)
         ("deepagents",),
         f"{_M}.subagents:list_returned_unchanged",
     ),

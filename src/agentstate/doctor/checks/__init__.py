@@ -20,8 +20,8 @@ from agentstate.doctor.checks import (
     unreduced_parallel_write,
     unseen_key_read,
 )
-from agentstate.doctor.findings import Finding
-from agentstate.doctor.graph_facts import GraphFacts
+from agentstate.doctor.facts.graph_facts import GraphFacts
+from agentstate.doctor.report.findings import Finding
 
 Check = Callable[[GraphFacts], list[Finding]]
 

@@ -14,16 +14,16 @@ written by one call is one path. An append (``"a"``) keeps every write.
 
 deepagents' own ``write_file``/``edit_file``/``delete`` lose parallel mutations of
 one path before deepagents 0.7.16 and refuse them from 0.7.16 on (the matrix,
-:mod:`agentstate.doctor.releases`): they are reported with the installed release
+:mod:`agentstate.doctor.facts.releases`): they are reported with the installed release
 below it, and skipped from it on.
 """
 
 from __future__ import annotations
 
-from agentstate.doctor import releases
-from agentstate.doctor.findings import Finding, finding, info, listed
-from agentstate.doctor.graph_facts import GraphFacts, ToolFacts
-from agentstate.doctor.tool_facts import tool_functions, top_package
+from agentstate.doctor.facts import releases
+from agentstate.doctor.facts.code_source import tool_functions, top_package
+from agentstate.doctor.facts.graph_facts import GraphFacts, ToolFacts
+from agentstate.doctor.report.findings import Finding, finding, info, listed
 
 CODE = "file-read-modify-write"
 GUARD = releases.BUILTIN_PARALLEL_EDIT

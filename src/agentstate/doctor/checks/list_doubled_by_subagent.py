@@ -16,11 +16,11 @@ id) is idempotent; an output schema without the key keeps it home.
 
 from __future__ import annotations
 
-from agentstate.doctor import releases
-from agentstate.doctor.findings import Finding, finding, listed, they
-from agentstate.doctor.fixes import declared_at, doubling_fix
-from agentstate.doctor.graph_facts import EXCLUDED_BY_TASK, GraphFacts
-from agentstate.doctor.subgraphs import handed_back, writes
+from agentstate.doctor.facts import releases
+from agentstate.doctor.facts.graph_facts import EXCLUDED_BY_TASK, GraphFacts
+from agentstate.doctor.facts.key_kinds import declared_at, doubling_fix
+from agentstate.doctor.facts.subgraphs import handed_back, writes
+from agentstate.doctor.report.findings import Finding, finding, listed, they
 
 CODE = "list-doubled-by-subagent"
 UNCHANGED = releases.LIST_RETURNED_UNCHANGED

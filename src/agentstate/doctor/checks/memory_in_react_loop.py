@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from agentstate.doctor.findings import Finding, finding, info
-from agentstate.doctor.graph_facts import GraphFacts, ToolFacts
+from agentstate.doctor.facts.graph_facts import GraphFacts, ToolFacts
+from agentstate.doctor.report.findings import Finding, finding, info
 
 CODE = "memory-in-react-loop"
 MEMORY_TOOL = re.compile(

@@ -10,10 +10,10 @@ linter that cannot see says so: one ``info`` finding per node, tool or router
 
 from __future__ import annotations
 
-from agentstate.doctor.findings import Finding, finding
-from agentstate.doctor.graph_facts import GraphFacts
-from agentstate.doctor.locate import Place, function_of, locate
-from agentstate.doctor.tool_facts import function_ast, is_library, unreadable
+from agentstate.doctor.facts.code_source import function_ast, is_library, unreadable
+from agentstate.doctor.facts.graph_facts import GraphFacts
+from agentstate.doctor.facts.locate import Place, function_of, locate
+from agentstate.doctor.report.findings import Finding, finding
 
 CODE = "not-inspected"
 

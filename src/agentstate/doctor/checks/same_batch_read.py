@@ -13,8 +13,8 @@ pair is checked like any other.
 from __future__ import annotations
 
 from agentstate.core.turn_cache import TurnCacheMiddleware
-from agentstate.doctor.findings import Finding, finding, info, listed, they
-from agentstate.doctor.graph_facts import GraphFacts, task_writes
+from agentstate.doctor.facts.graph_facts import GraphFacts, task_writes
+from agentstate.doctor.report.findings import Finding, finding, info, listed, they
 
 CODE = "same-batch-read"
 IGNORED = frozenset({"messages", "files"})

@@ -6,8 +6,8 @@ write never reaches the parent: no error, the parent sees nothing.
 
 from __future__ import annotations
 
-from agentstate.doctor.findings import Finding, finding
-from agentstate.doctor.graph_facts import GraphFacts
+from agentstate.doctor.facts.graph_facts import GraphFacts
+from agentstate.doctor.report.findings import Finding, finding
 
 CODE = "subagent-drops-key"
 

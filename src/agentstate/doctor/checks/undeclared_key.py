@@ -10,8 +10,8 @@ inner graph's own schema is the one that counts.
 
 from __future__ import annotations
 
-from agentstate.doctor.findings import Finding, finding, info
-from agentstate.doctor.graph_facts import GraphFacts
+from agentstate.doctor.facts.graph_facts import GraphFacts
+from agentstate.doctor.report.findings import Finding, finding, info
 
 CODE = "undeclared-key"
 

@@ -3,7 +3,7 @@
 The tools of one reply run as one super-step, so two ``Command`` updates of a
 plain key raise ``InvalidUpdateError`` after the tools ran; the same holds for
 a node that ``Send`` starts several times, two nodes one step starts together
-(:mod:`agentstate.doctor.steps`), and two subgraph nodes that hand back the
+(:mod:`agentstate.doctor.facts.steps`), and two subgraph nodes that hand back the
 same key. The ends of a router are alternatives, not a fan-out. Where only an
 outcome the doctor could not read puts two writers in one step, the finding
 is a warning that says why. LangChain's own ``write_todos`` (recognised by
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import itertools
 
-from agentstate.doctor.findings import Finding, finding, info, listed, they
-from agentstate.doctor.fixes import declared_at, reducer_fix
-from agentstate.doctor.graph_facts import GraphFacts, ToolFacts, task_writes
-from agentstate.doctor.steps import Share
-from agentstate.doctor.subgraphs import writes
+from agentstate.doctor.facts.graph_facts import GraphFacts, ToolFacts, task_writes
+from agentstate.doctor.facts.key_kinds import declared_at, reducer_fix
+from agentstate.doctor.facts.steps import Share
+from agentstate.doctor.facts.subgraphs import writes
+from agentstate.doctor.report.findings import Finding, finding, info, listed, they
 
 CODE = "unreduced-parallel-write"
 

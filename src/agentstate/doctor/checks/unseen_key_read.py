@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agentstate.doctor.findings import Finding, finding
-from agentstate.doctor.fixes import schema_hints
-from agentstate.doctor.graph_facts import GraphFacts
-from agentstate.doctor.locate import function_of, locate
-from agentstate.doctor.subgraphs import io_keys, writes
-from agentstate.doctor.tool_facts import CodeFacts, function_facts, is_library
+from agentstate.doctor.facts.code_source import is_library
+from agentstate.doctor.facts.graph_facts import GraphFacts
+from agentstate.doctor.facts.key_kinds import schema_hints
+from agentstate.doctor.facts.locate import function_of, locate
+from agentstate.doctor.facts.subgraphs import io_keys, writes
+from agentstate.doctor.facts.tool_facts import CodeFacts, function_facts
+from agentstate.doctor.report.findings import Finding, finding
 
 CODE = "unseen-key-read"
 

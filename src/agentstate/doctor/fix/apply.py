@@ -22,7 +22,7 @@ from pathlib import Path
 
 from agentstate.doctor.fix.plan import Fix
 from agentstate.doctor.fix.source_edits import EditError
-from agentstate.doctor.suppression import is_project_file
+from agentstate.doctor.report.suppression import is_project_file
 
 
 @dataclass

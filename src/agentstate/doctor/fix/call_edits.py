@@ -3,7 +3,7 @@
 ``create_deep_agent(...)`` gets ``state_schema=S`` (notebook 04: one schema for
 the parent and its subagents); ``create_agent(...)`` gets a middleware appended
 to its ``middleware=[...]`` (notebook 03: the turn cache). The call is the one
-whose lines hold the line the doctor located (:mod:`agentstate.doctor.bindings`);
+whose lines hold the line the doctor located (:mod:`agentstate.doctor.facts.bindings`);
 the argument is written in the call's own layout (one per line with a trailing
 comma, or all on one line), and the imports the new text needs are added once
 (:mod:`agentstate.doctor.fix.imports`). Each edit returns the source unchanged

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from agentstate.doctor.findings import Finding
 from agentstate.doctor.fix.apply import FileEdit, Refused, prepare, unified_diff, write
 from agentstate.doctor.fix.plan import Fix, NoFix
+from agentstate.doctor.report.findings import Finding
 
 Mode = Literal["fix", "diff"]
 

@@ -47,9 +47,13 @@ from pathlib import Path
 
 import typing_extensions
 
-from agentstate.doctor.bindings import binder
 from agentstate.doctor.checks.same_batch_read import blind_pairs
-from agentstate.doctor.findings import Finding, FixKind
+from agentstate.doctor.facts.bindings import binder
+from agentstate.doctor.facts.code_source import tool_functions
+from agentstate.doctor.facts.graph_facts import EXCLUDED_BY_TASK, GraphFacts
+from agentstate.doctor.facts.key_kinds import schema_hints
+from agentstate.doctor.facts.locate import function_of
+from agentstate.doctor.facts.subgraphs import writes
 from agentstate.doctor.fix.call_edits import (
     add_keyword,
     add_to_list_keyword,
@@ -65,12 +69,8 @@ from agentstate.doctor.fix.source_edits import (
     declare_key,
     swap_reducer,
 )
-from agentstate.doctor.fixes import schema_hints
-from agentstate.doctor.graph_facts import EXCLUDED_BY_TASK, GraphFacts
-from agentstate.doctor.locate import function_of
-from agentstate.doctor.subgraphs import writes
-from agentstate.doctor.suppression import is_project_file
-from agentstate.doctor.tool_facts import tool_functions
+from agentstate.doctor.report.findings import Finding, FixKind
+from agentstate.doctor.report.suppression import is_project_file
 
 ADD_MESSAGES = Name("langgraph.graph.message", "add_messages")
 APPEND_UNIQUE = Name("agentstate.core", "append_unique")
@@ -708,7 +708,7 @@ def _hashable_items(cls: type, key: str) -> bool:
     (dicts, lists, a TypedDict, a pydantic model)."""
     import typing
 
-    from agentstate.doctor.fixes import _strip
+    from agentstate.doctor.facts.key_kinds import _strip
 
     hint = _strip(schema_hints(cls).get(key))
     args = typing.get_args(hint)

@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from agentstate.doctor import config, isolation, loading
-from agentstate.doctor.config import ConfigError, Layer, Rules
-from agentstate.doctor.loading import Loaded, Target, TargetError, describe, load
+from agentstate.doctor.report import config, isolation, loading
+from agentstate.doctor.report.config import ConfigError, Layer, Rules
+from agentstate.doctor.report.loading import Loaded, Target, TargetError, describe, load
 
 if TYPE_CHECKING:
-    from agentstate.doctor.findings import Finding
+    from agentstate.doctor.facts.graph_facts import Graph, GraphFacts
     from agentstate.doctor.fix.command import FixRun
     from agentstate.doctor.fix.plan import Fix, NoFix
-    from agentstate.doctor.graph_facts import Graph, GraphFacts
-    from agentstate.doctor.output import Diagnosed
-    from agentstate.doctor.suppression import Ledger
+    from agentstate.doctor.report.findings import Finding, Report
+    from agentstate.doctor.report.output import Diagnosed
+    from agentstate.doctor.report.suppression import Ledger
 
 FORMATS = ("concise", "full", "json", "github", "sarif")
 ALIASES = {"text": "full"}
@@ -95,8 +95,8 @@ class Outcome:
 
 
 def _failed(name: str, label: str, message: str, notes: tuple[str, ...] = ()) -> Diagnosed:
-    from agentstate.doctor.findings import Report
-    from agentstate.doctor.output import Diagnosed
+    from agentstate.doctor.report.findings import Report
+    from agentstate.doctor.report.output import Diagnosed
 
     return Diagnosed(Report(name, notes=notes), label=label, error=message)
 
@@ -104,9 +104,9 @@ def _failed(name: str, label: str, message: str, notes: tuple[str, ...] = ()) ->
 def _diagnose(loaded: Loaded) -> tuple[Diagnosed, GraphFacts]:
     """The graph's report, and the facts it was made from (read once: the suppression
     comments and the fixes use them too)."""
-    from agentstate.doctor.diagnosis import diagnose_facts
-    from agentstate.doctor.graph_facts import graph_facts
-    from agentstate.doctor.output import Diagnosed
+    from agentstate.doctor.checks.diagnosis import diagnose_facts
+    from agentstate.doctor.facts.graph_facts import graph_facts
+    from agentstate.doctor.report.output import Diagnosed
 
     try:
         facts = graph_facts(loaded.graph, loaded.target.name)
@@ -149,9 +149,9 @@ def _kept(
     d: Diagnosed, loaded: Loaded, facts: GraphFacts, rules: Rules, ledger: Ledger
 ) -> Diagnosed:
     """``d`` with only the findings its rules select and no suppression silences."""
-    from agentstate.doctor.findings import Report
-    from agentstate.doctor.output import Diagnosed, graph_place
-    from agentstate.doctor.suppression import is_project_file
+    from agentstate.doctor.report.findings import Report
+    from agentstate.doctor.report.output import Diagnosed, graph_place
+    from agentstate.doctor.report.suppression import is_project_file
 
     target = loaded.target
     roots = (target.base, *target.paths)
@@ -180,7 +180,6 @@ def _with_fixes(
     """``d`` with each finding marked with the fix ``--fix`` has for it, and the fixes."""
     import dataclasses
 
-    from agentstate.doctor.findings import Report
     from agentstate.doctor.fix.command import annotate
     from agentstate.doctor.fix.plan import plan
 
@@ -208,12 +207,12 @@ def check(specs: Sequence[str], settings: Settings, base: Path | None = None) ->
 
     ``base``: where a ``module:attr`` is imported from (a configuration's folder).
     """
-    from agentstate.doctor.config import UNUSED_SUPPRESSION
-    from agentstate.doctor.suppression import Ledger, project_files
+    from agentstate.doctor.report.config import UNUSED_SUPPRESSION
+    from agentstate.doctor.report.suppression import Ledger, project_files
 
     # the doctor's own imports (langgraph, langchain) before any clock starts: --timeout is
     # the target's own time, not ours
-    importlib.import_module("agentstate.doctor.diagnosis")
+    importlib.import_module("agentstate.doctor.checks.diagnosis")
     outcome = Outcome()
     ledger = Ledger()
     for spec in specs:
@@ -256,15 +255,15 @@ def render(fmt: str, outcome: Outcome, docs_url: str | None = None, quiet: bool 
     """The reports in ``fmt``: concise, full (``text``), json, github or sarif."""
     import json
 
-    from agentstate.doctor import output
-    from agentstate.doctor.version import version
+    from agentstate.doctor.report import output
+    from agentstate.doctor.report.version import version
 
     if fmt == "json":
         return output.json_text(outcome.diagnosed, outcome.unused, version())
     if fmt == "github":
         return output.github(outcome.diagnosed, outcome.unused, docs_url)
     if fmt == "sarif":
-        from agentstate.doctor.sarif import sarif_log
+        from agentstate.doctor.report.sarif import sarif_log
 
         log = sarif_log(outcome.diagnosed, docs=docs_url, unused=outcome.unused)
         return json.dumps(log, indent=2)
@@ -295,7 +294,7 @@ def _write(shown: str, stream: TextIO, output_file: str | None) -> None:
 
 def explain(code: str, stream: TextIO, output_file: str | None) -> int:
     """Print ``code``'s page (``agentstate doctor --explain CODE``), as ``ruff rule`` does."""
-    from agentstate.doctor.explain import page
+    from agentstate.doctor.report.explain import page
 
     known = config.known_codes()
     if code not in known:
@@ -333,8 +332,8 @@ def apply_fixes(args: argparse.Namespace, outcome: Outcome) -> FixRun | None:
     a finding whose fix was written leaves the report, as ruff's do. None when not asked."""
     import dataclasses
 
-    from agentstate.doctor.findings import Report
     from agentstate.doctor.fix.command import run_fixes
+    from agentstate.doctor.report.findings import Report
 
     known = [r for r in outcome.rules if r is not None]
     wanted = args.fix or args.fix_only or (not args.no_fix and any(r.fix for r in known))
@@ -499,7 +498,7 @@ class _Version(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        from agentstate.doctor.version import version
+        from agentstate.doctor.report.version import version
 
         print(f"agentstate doctor {version()}")
         parser.exit()
@@ -644,7 +643,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agentstate.doctor.cli``: the same command on its own."""
+    """``python -m agentstate.doctor.report.cli``: the same command on its own."""
     parser = argparse.ArgumentParser(prog="agentstate")
     register(parser.add_subparsers(dest="system", required=True))
     args = parser.parse_args(["doctor", *(sys.argv[1:] if argv is None else argv)])

@@ -10,7 +10,7 @@ A graph that could not be loaded is a :class:`Diagnosed` with an ``error``
 and no findings: the others are reported all the same. Every finding
 carries its code's page reference (``agentstate doctor --explain CODE``),
 readable with the wheel alone. SARIF for code scanning is
-:mod:`agentstate.doctor.sarif`. The hazards are taught in notebooks 01-06.
+:mod:`agentstate.doctor.report.sarif`. The hazards are taught in notebooks 01-06.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentstate.doctor import places
-from agentstate.doctor.explain import reference
-from agentstate.doctor.findings import Finding, Report
+from agentstate.doctor.report import places
+from agentstate.doctor.report.explain import reference
+from agentstate.doctor.report.findings import Finding, Report
 
 LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 """A finding's severity as a GitHub annotation's level."""

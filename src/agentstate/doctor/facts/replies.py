@@ -20,9 +20,9 @@ from collections.abc import Iterable
 
 from langchain_core.runnables import RunnableBinding, RunnableSequence
 
-from agentstate.doctor.locate import function_of
-from agentstate.doctor.react import LIBRARY_MODEL_NODES, is_model, reachable
-from agentstate.doctor.tool_facts import function_ast, is_library
+from agentstate.doctor.facts.code_source import function_ast, is_library
+from agentstate.doctor.facts.locate import function_of
+from agentstate.doctor.facts.react import LIBRARY_MODEL_NODES, is_model, reachable
 
 
 def _false(value: object) -> bool:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentstate.doctor.locate import NOWHERE, Place
+from agentstate.doctor.facts.locate import NOWHERE, Place
 
 BINDERS = frozenset(
     {"create_agent", "create_deep_agent", "create_react_agent", "ToolNode", "bind_tools"}
@@ -35,7 +35,7 @@ LOADERS = frozenset({"get_tools", "load_mcp_tools", "aget_tools"})
 
 _PACKAGES = tuple(
     {str(Path(sysconfig.get_path(k)).resolve()) for k in ("purelib", "platlib", "stdlib")}
-    | {str(Path(__file__).resolve().parents[1])}  # this package, even installed editable
+    | {str(Path(__file__).resolve().parents[2])}  # this package, even installed editable
 )
 
 

@@ -16,7 +16,7 @@ Comments are read with ``tokenize`` (a docstring that quotes one is not one)
 from the project's own modules: those the target imported from its
 directories, never an installed library. A suppression that silences
 nothing, or names an unknown code, is reported as ``unused-suppression``
-(ruff's ``unused-noqa``, RUF100). Used by :mod:`agentstate.doctor.cli` (the
+(ruff's ``unused-noqa``, RUF100). Used by :mod:`agentstate.doctor.report.cli` (the
 hazards of notebooks 01-06).
 """
 
@@ -34,8 +34,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentstate.doctor.config import UNUSED_SUPPRESSION, known_codes
-from agentstate.doctor.findings import Code, Finding, Severity
+from agentstate.doctor.report.config import UNUSED_SUPPRESSION, known_codes
+from agentstate.doctor.report.findings import Code, Finding, Severity
 
 PATTERN = re.compile(
     r"#\s*agentstate:\s*ignore(?:\[(?P<codes>[^\]]*)\]|(?![\w\[-]))", re.IGNORECASE
@@ -45,7 +45,7 @@ MARK = b"agentstate"
 UNUSED = Code(UNUSED_SUPPRESSION, "warning", "", "a suppression comment that silences nothing")
 """The CLI's own code, beside the registry's (it has a page but no lesson)."""
 
-_SELF = Path(__file__).resolve().parent
+_SELF = Path(__file__).resolve().parents[1]  # the doctor package
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ class Report:
         """
         from pathlib import Path
 
-        from agentstate.doctor.places import where
+        from agentstate.doctor.report.places import where
 
         here = Path.cwd()
         return [

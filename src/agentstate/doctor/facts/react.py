@@ -22,9 +22,9 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.runnables import RunnableBinding, RunnableSequence
 from langgraph.prebuilt import ToolNode
 
-from agentstate.doctor.locate import function_of
-from agentstate.doctor.names import code_names, code_strings
-from agentstate.doctor.tool_facts import is_library
+from agentstate.doctor.facts.code_source import is_library
+from agentstate.doctor.facts.locate import function_of
+from agentstate.doctor.facts.names import code_names, code_strings
 
 LIBRARY_MODEL_NODES = ("create_agent.<locals>.model_node", "create_react_agent.<locals>.call_model")
 MODEL_CALLS = frozenset({"bind_tools", "init_chat_model", "load_chat_model"})

@@ -15,8 +15,8 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from agentstate.doctor import config
-from agentstate.doctor.findings import Report
+from agentstate.doctor.report import config
+from agentstate.doctor.report.findings import Report
 
 
 def check_project(
@@ -33,12 +33,12 @@ def check_project(
     for a configuration that cannot be used, ``NotAGraphError`` for anything but
     a compiled graph.
     """
-    from agentstate.doctor.cli import Settings, _kept
-    from agentstate.doctor.diagnosis import diagnose_facts
-    from agentstate.doctor.graph_facts import graph_facts
-    from agentstate.doctor.loading import Loaded, Target
-    from agentstate.doctor.output import Diagnosed
-    from agentstate.doctor.suppression import Ledger, project_files
+    from agentstate.doctor.checks.diagnosis import diagnose_facts
+    from agentstate.doctor.facts.graph_facts import graph_facts
+    from agentstate.doctor.report.cli import Settings, _kept
+    from agentstate.doctor.report.loading import Loaded, Target
+    from agentstate.doctor.report.output import Diagnosed
+    from agentstate.doctor.report.suppression import Ledger, project_files
 
     here = Path.cwd() if start is None else Path(start).resolve()
     explicit = Path(pyproject) if pyproject is not None else None
@@ -69,7 +69,7 @@ def _defined_at(graph: object) -> tuple[str | None, int | None]:
     file = caller.f_code.co_filename
     for bound, value in caller.f_locals.items():
         if value is graph:
-            from agentstate.doctor.loading import definition_line
+            from agentstate.doctor.report.loading import definition_line
 
             return file, definition_line(file, bound)
     return (file, None) if Path(file).is_file() else (None, None)

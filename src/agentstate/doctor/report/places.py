@@ -1,6 +1,6 @@
 """Where a finding is, as each output shows it: a path relative to the project, and a line.
 
-A :class:`~agentstate.doctor.findings.Finding` keeps the absolute path of the
+A :class:`~agentstate.doctor.report.findings.Finding` keeps the absolute path of the
 tool or node it is about; the text table, GitHub's annotations and SARIF show
 it relative to the directory the doctor runs in (GitHub's workspace in a CI
 job), so the same project gives the same output on every machine and an

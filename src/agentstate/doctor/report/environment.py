@@ -14,7 +14,7 @@ lives in ``.env`` loads here as it does there, while a value the caller set on
 purpose (a CI job's dummy key, say) wins, as with python-dotenv's
 ``load_dotenv``. The variables are set only while the target loads
 (:func:`applied`), so two projects in one run each see their own.
-Used by :mod:`agentstate.doctor.loading` (the hazards of notebooks 01-06).
+Used by :mod:`agentstate.doctor.report.loading` (the hazards of notebooks 01-06).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentstate.doctor.files import TargetError, read_small_text, short
+from agentstate.doctor.report.files import TargetError, read_small_text, short
 
 Variables = tuple[tuple[str, str], ...]
 

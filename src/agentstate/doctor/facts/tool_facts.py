@@ -21,6 +21,8 @@ helper, as it is in the caller. A node's return is followed into the helper
 that builds it, called or awaited (``return await self.helper(state)``,
 ``{**await helper(state)}``, the helpers of an ``asyncio.gather``).
 
+Reading the function's source (the ``def`` behind a tool, a lambda, a method,
+the names it sees) is :mod:`.code_source`; this module walks what it read.
 A key or path built at run time is recorded as *dynamic*: the checks say so
 as ``info``, never as an alarm. Taught in notebooks 01-04 (and used for 06).
 """
@@ -29,14 +31,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import builtins
 import copy
 import functools
 import inspect
-import linecache
 import sys
-import textwrap
-import tokenize
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,21 +42,17 @@ from dataclasses import dataclass, field
 from langchain_core.tools import BaseTool
 
 from agentstate._extras import missing
-
-LIBRARIES = frozenset(
-    {
-        "langchain",
-        "langchain_core",
-        "langgraph",
-        "deepagents",
-        "langchain_mcp_adapters",
-        "langchain_openai",
-        "langchain_anthropic",
-        "pydantic",
-        "typing_extensions",
-    }
+from agentstate.doctor.facts.code_source import (
+    expr_text,
+    function_ast,
+    is_library,
+    is_stdlib,
+    namespace,
+    own_returns,
+    tool_functions,
+    unreadable,
+    unwrap,
 )
-"""Top-level packages whose code the doctor does not follow from a user's tool."""
 
 INJECTED_NAMES = frozenset(
     {"self", "cls", "runtime", "config", "store", "state", "tool_call_id", "run_manager",
@@ -174,205 +168,7 @@ class CodeFacts:
         return found | {(r, p) for w, r, p in self.pairs_apart if w == where}
 
 
-def top_package(obj: object) -> str:
-    """The top-level package an object's code lives in (``""`` if unknown)."""
-    module = getattr(obj, "__module__", None) or ""
-    return module.split(".", 1)[0]
-
-
-def is_library(obj: object) -> bool:
-    """True for code of LangChain, LangGraph, deepagents and friends (not the user's)."""
-    return top_package(obj) in LIBRARIES
-
-
-def _is_stdlib(obj: object) -> bool:
-    top = top_package(obj)
-    return top in sys.stdlib_module_names or top == "builtins"
-
-
-def tool_functions(tool: BaseTool) -> list[Callable[..., object]]:
-    """The Python functions behind a tool: ``func``/``coroutine``, or ``_run``/``_arun``."""
-    found: list[Callable[..., object]] = []
-    for name in ("func", "coroutine"):
-        fn = getattr(tool, name, None)
-        if callable(fn):
-            found.append(fn)
-    if not found:
-        for name in ("_run", "_arun"):
-            method = getattr(type(tool), name, None)
-            if inspect.isfunction(method) and not is_library(method):
-                found.append(types.MethodType(method, tool))
-    return found
-
-
 Memo = dict[tuple[int, int, bool, frozenset[str], frozenset[Role]], CodeFacts]
-
-_SOURCE_CACHE: dict[types.CodeType, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
-
-
-def _same_code(a: types.CodeType, b: types.CodeType) -> bool:
-    return (a.co_code, a.co_consts, a.co_names) == (b.co_code, b.co_consts, b.co_names)
-
-
-def _which_lambda(fn: types.FunctionType, lambdas: list[ast.Lambda]) -> ast.Lambda | None:
-    """The lambda of ``lambdas`` that compiles to ``fn``'s code (several on one line)."""
-    if len(lambdas) == 1:
-        return lambdas[0]
-    found: list[ast.Lambda] = []
-    for candidate in lambdas:
-        tree = ast.fix_missing_locations(ast.Expression(body=candidate))
-        try:
-            outer = compile(tree, fn.__code__.co_filename, "eval")
-        except (SyntaxError, ValueError, TypeError):
-            continue
-        codes = [c for c in outer.co_consts if isinstance(c, types.CodeType)]
-        if codes and _same_code(codes[0], fn.__code__):
-            found.append(candidate)
-    return found[0] if found else None  # lambdas that compile alike behave alike
-
-
-def _lambda_body(fn: types.FunctionType) -> ast.expr | None:
-    """A lambda's body read from the columns its code records (a lambda inside a dict
-    literal or a call spanning lines has no parsable source of its own)."""
-    code = fn.__code__
-    spans: list[tuple[int, int, int, int]] = [
-        (line, col, end_line, end_col)
-        for line, end_line, col, end_col in code.co_positions()
-        if line is not None and end_line is not None and col is not None and end_col is not None
-        if (line, col) != (end_line, end_col)
-    ]
-    lines = linecache.getlines(code.co_filename)
-    if not spans or not lines:
-        return None
-    first, first_col = min((s[0], s[1]) for s in spans)
-    last, last_col = max((s[2], s[3]) for s in spans)
-    if first < 1 or last > len(lines):
-        return None
-    chunk = [line.encode() for line in lines[first - 1 : last]]
-    chunk[-1] = chunk[-1][:last_col]
-    chunk[0] = chunk[0][first_col:]
-    try:
-        return ast.parse(b"".join(chunk).decode().strip(), mode="eval").body
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return None
-
-
-def _as_def(body: ast.expr, args: ast.arguments) -> ast.FunctionDef:
-    return ast.FunctionDef(
-        name="<lambda>",
-        args=args,
-        body=[ast.Return(value=body)],
-        decorator_list=[],
-        returns=None,
-    )
-
-
-def function_ast(fn: types.FunctionType) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The ``def`` of ``fn`` parsed from its source (a lambda as a one-return ``def``), or None."""
-    code = fn.__code__
-    if code in _SOURCE_CACHE:
-        return _SOURCE_CACHE[code]
-    tree: ast.FunctionDef | ast.AsyncFunctionDef | None = None
-    name = code.co_name  # the ``def``'s own name: a factory may rename ``__name__``
-    if name == "<lambda>":
-        body = _lambda_body(fn)
-        if body is not None:
-            names = [*code.co_varnames[: code.co_argcount]]
-            tree = _as_def(body, ast.arguments(
-                posonlyargs=[], args=[ast.arg(arg=n) for n in names], kwonlyargs=[],
-                kw_defaults=[], defaults=[],
-            ))  # fmt: skip
-            _SOURCE_CACHE[code] = tree
-            return tree
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-        module = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, ValueError, tokenize.TokenError):
-        module = None  # no source (a REPL, a frozen module) or not this function's
-    if module is not None and name == "<lambda>":
-        lam = _which_lambda(fn, [n for n in ast.walk(module) if isinstance(n, ast.Lambda)])
-        if lam is not None:
-            tree = _as_def(lam.body, lam.args)
-        module = None
-    if module is not None:
-        for node in ast.walk(module):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-                tree = node
-                break
-    _SOURCE_CACHE[code] = tree
-    return tree
-
-
-def unreadable(fn: types.FunctionType) -> str:
-    """```name``` and why its source cannot be read, as a finding says it."""
-    file = fn.__code__.co_filename
-    if file == "<string>":
-        why = "compiled from a string: `exec`, `compile` or `python -c`"
-    elif file == "<stdin>":
-        why = "typed at a prompt or piped to `python -`"
-    elif file.startswith("<"):
-        why = f"defined in {file}, which keeps no source"
-    elif not linecache.getlines(file):
-        why = f"its file {file} is not there (a package shipped without its sources)"
-    else:
-        why = f"its source in {file} could not be parsed"
-    return f"`{fn.__qualname__}` ({why})"
-
-
-def call_method(obj: object) -> types.FunctionType | None:
-    """The ``__call__`` a callable object's own class defines (None for functions, classes
-    and the libraries' objects): a node may be an instance of a class of the user's."""
-    if isinstance(obj, type | types.FunctionType | types.MethodType | functools.partial):
-        return None
-    method = inspect.getattr_static(type(obj), "__call__", None)
-    if isinstance(method, types.FunctionType) and not is_library(method):
-        return method
-    return None
-
-
-def _unwrap(fn: object) -> tuple[types.FunctionType | None, object]:
-    """The plain function behind ``fn`` and the ``self`` it is bound to (if any); a callable
-    object's ``__call__``, bound to the object."""
-    bound: object = None
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    if isinstance(fn, types.MethodType):
-        bound, fn = fn.__self__, fn.__func__
-    method = call_method(fn)
-    if method is not None:
-        bound, fn = fn, method
-    fn = inspect.unwrap(fn) if callable(fn) else fn
-    return (fn if isinstance(fn, types.FunctionType) else None), bound
-
-
-def namespace(fn: types.FunctionType) -> dict[str, object]:
-    """The names ``fn`` sees: builtins, its module's globals and its closure."""
-    names: dict[str, object] = dict(vars(builtins))
-    names.update(fn.__globals__)
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=False):
-        try:
-            names[name] = cell.cell_contents
-        except ValueError:  # an empty cell: defined later
-            continue
-    return names
-
-
-def _own_returns(tree: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
-    """The ``return`` statements of the function itself, not of functions defined in it."""
-    found: list[ast.Return] = []
-    stack: list[ast.AST] = list(tree.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
-            continue
-        if isinstance(node, ast.Return):
-            found.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def _expr(node: ast.AST) -> str:
-    return f"<expr {ast.unparse(node)}>"
 
 
 class _Scanner:
@@ -428,7 +224,7 @@ class _Scanner:
         self._params()
         self._collect_assigns()
         self._spread_choice()
-        self.own_returns = {id(r) for r in _own_returns(self.tree)}
+        self.own_returns = {id(r) for r in own_returns(self.tree)}
         for node in ast.walk(self.tree):
             self._visit(node)
         return self.facts
@@ -685,7 +481,7 @@ class _Scanner:
 
     def _path(self, node: ast.expr) -> str:
         const = self._const(node)
-        return const if const is not None else _expr(self._rendered(node))
+        return const if const is not None else expr_text(self._rendered(node))
 
     def _resolve_name(self, name: str) -> object:
         if name == "self" and self.bound is not None:
@@ -713,8 +509,8 @@ class _Scanner:
                 target = getattr(owner, func.attr, None)
         if target is None or isinstance(target, type):
             return None, None
-        fn, bound = _unwrap(target)
-        if fn is None or _is_stdlib(fn):
+        fn, bound = unwrap(target)
+        if fn is None or is_stdlib(fn):
             return None, None
         if is_library(fn):  # a library's own helpers: not the user's hazard, not followed
             return None, None
@@ -760,7 +556,9 @@ class _Scanner:
             if key is not None:
                 name = self._const(key)
                 if name is None:
-                    self.facts.dynamic.append(f"reads a state key built at run time: {_expr(key)}")
+                    self.facts.dynamic.append(
+                        f"reads a state key built at run time: {expr_text(key)}"
+                    )
                 else:
                     self.facts.reads.add(name)
                     self.facts.own_reads.add(name)
@@ -827,7 +625,7 @@ class _Scanner:
         """A disk path as its code, a local name followed to the one value it is given."""
         node = self._followed(node)
         const = self._const(node)
-        return const if const is not None else _expr(self._rendered(node))
+        return const if const is not None else expr_text(self._rendered(node))
 
     def _access(self, call: ast.Call, where: str, path: str, *, written: bool) -> None:
         """Record a read or a whole write of ``path`` where ``call`` runs (its end)."""
@@ -907,7 +705,9 @@ class _Scanner:
                     continue
                 name = self._const(key)
                 if name is None:
-                    self.facts.dynamic.append(f"writes a state key built at run time: {_expr(key)}")
+                    self.facts.dynamic.append(
+                        f"writes a state key built at run time: {expr_text(key)}"
+                    )
                     continue
                 self.facts.writes.add(name)
                 if name == "files":
@@ -1001,7 +801,7 @@ class _Scanner:
                 else:
                     self.facts.file_writes.add("<expr **...>")
         else:
-            self.facts.file_writes.add(_expr(value))
+            self.facts.file_writes.add(expr_text(value))
 
 
 def _is_backend_object(value: object) -> bool:
@@ -1061,7 +861,7 @@ def function_facts(
     ``memo`` shares helper scans between the tools of one graph; a scan is also
     kept across graphs for the same code over the same kind of closure.
     """
-    plain, bound = _unwrap(fn)
+    plain, bound = unwrap(fn)
     if plain is None:
         facts = CodeFacts(analysed=False)
         facts.dynamic.append(f"{getattr(fn, '__name__', fn)!s}: not a Python function")

@@ -20,7 +20,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from agentstate.doctor.routes import KeyKind, Outcome, branch_outcomes, goto_outcomes
+from agentstate.doctor.facts.routes import KeyKind, Outcome, branch_outcomes, goto_outcomes
 
 START = "__start__"
 MAX_STATES = 3000

@@ -26,21 +26,15 @@ from langgraph.channels import BinaryOperatorAggregate, LastValue
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
-from agentstate.doctor.bindings import binder, installed, own_file, subagent_spec
-from agentstate.doctor.fixes import Kind, key_kind
-from agentstate.doctor.locate import NOWHERE, Place, function_of, locate
-from agentstate.doctor.names import code_names
-from agentstate.doctor.react import holds_model, loops, reachable
-from agentstate.doctor.replies import one_call_setting
-from agentstate.doctor.steps import Steps
-from agentstate.doctor.tool_facts import (
-    CodeFacts,
-    Memo,
-    function_facts,
-    is_library,
-    tool_facts,
-    tool_functions,
-)
+from agentstate.doctor.facts.bindings import binder, installed, own_file, subagent_spec
+from agentstate.doctor.facts.code_source import is_library, tool_functions
+from agentstate.doctor.facts.key_kinds import Kind, key_kind
+from agentstate.doctor.facts.locate import NOWHERE, Place, function_of, locate
+from agentstate.doctor.facts.names import code_names
+from agentstate.doctor.facts.react import holds_model, loops, reachable
+from agentstate.doctor.facts.replies import one_call_setting
+from agentstate.doctor.facts.steps import Steps
+from agentstate.doctor.facts.tool_facts import CodeFacts, Memo, function_facts, tool_facts
 
 Reducer = Callable[[object, object], object]
 CONCATENATIONS: tuple[object, ...] = (operator.add, operator.concat, operator.iadd)
@@ -134,9 +128,9 @@ class GraphFacts:
     tool_nodes: list[str]
     middleware: list[AgentMiddleware]
     steps: Steps
-    """Which nodes can share a super-step (:mod:`agentstate.doctor.steps`)."""
+    """Which nodes can share a super-step (:mod:`agentstate.doctor.facts.steps`)."""
     loops: list[tuple[str, str]]
-    """``(model node, tool runner)`` pairs of the ReAct loops (:mod:`agentstate.doctor.react`)."""
+    """``(model node, tool runner)`` pairs of the ReAct loops (:mod:`.facts.react`)."""
     kind: str = "graph"
     """``graph`` (the one diagnosed), ``subagent`` (behind deepagents' ``task``) or ``node``
     (a compiled graph used as a node, or called by one)."""
@@ -147,10 +141,10 @@ class GraphFacts:
     kinds: dict[str, Kind] = field(default_factory=dict, repr=False)
     one_call: dict[str, str] = field(default_factory=dict)
     """Model nodes whose replies carry one tool call at most, with the setting that says so
-    (:mod:`agentstate.doctor.replies`)."""
+    (:mod:`agentstate.doctor.facts.replies`)."""
 
     model_nodes: set[str] = field(default_factory=set)
-    """Nodes that call a chat model (:func:`agentstate.doctor.react.holds_model`)."""
+    """Nodes that call a chat model (:func:`agentstate.doctor.facts.react.holds_model`)."""
 
     origin: tuple[object, ...] = field(default=(), repr=False)
     """The graph as it was given (a ``with_config`` binding) and compiled: what a module of the
@@ -180,7 +174,7 @@ class GraphFacts:
         return top._places["built"]
 
     def where_declared(self) -> Place:
-        """Where the reader's code declares this subagent (:mod:`agentstate.doctor.bindings`):
+        """Where the reader's code declares this subagent (:mod:`agentstate.doctor.facts.bindings`):
         its spec's ``"name"``, or, for the general-purpose subagent deepagents adds itself, the
         ``create_deep_agent`` call; the graph's own place for anything else."""
         if self.kind != "subagent":

@@ -10,7 +10,7 @@ a ``config``, a ``ServerRuntime`` or both, sync or async, returning a graph or
 a context manager that yields one. Every failure is a :class:`TargetError`
 whose message is one line naming its cause; a file is ``stat``-ed before it is
 opened, so a FIFO or a device is refused, never read (:mod:`.files`). Nothing heavy is
-imported before a target is. Used by :mod:`agentstate.doctor.cli` (the hazards
+imported before a target is. Used by :mod:`agentstate.doctor.report.cli` (the hazards
 of notebooks 01-06).
 """
 
@@ -31,9 +31,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from agentstate.doctor import environment
-from agentstate.doctor.environment import Variables
-from agentstate.doctor.files import (
+from agentstate.doctor.report import environment
+from agentstate.doctor.report.environment import Variables
+from agentstate.doctor.report.files import (
     TargetError,
     describe,
     mode,
@@ -42,7 +42,7 @@ from agentstate.doctor.files import (
 )
 
 if TYPE_CHECKING:
-    from agentstate.doctor.graph_facts import Graph
+    from agentstate.doctor.facts.graph_facts import Graph
 
 __all__ = [
     "Loaded",
@@ -284,7 +284,7 @@ def _compiled(value: object, label: str) -> Graph | None:
     """The compiled graph ``value`` is (a ``StateGraph`` compiled here), or None."""
     from langgraph.graph import StateGraph
 
-    from agentstate.doctor.graph_facts import NotAGraphError, as_compiled
+    from agentstate.doctor.facts.graph_facts import NotAGraphError, as_compiled
 
     try:
         if isinstance(value, StateGraph):

@@ -7,9 +7,9 @@ layers as ruff resolves ``select``/``ignore``: every code, then the file's
 ``select`` (replacing the set) and ``ignore``, then ``--select`` (replacing
 again) and ``--ignore``; ``per-graph-ignores`` then drops codes for the graphs
 whose name matches a pattern. Codes are checked against the one registry
-(:data:`agentstate.doctor.findings.CODES`, plus the CLI's own
+(:data:`agentstate.doctor.report.findings.CODES`, plus the CLI's own
 ``unused-suppression``), so a code added there is accepted here unchanged.
-Used by :mod:`agentstate.doctor.cli` (the hazards of notebooks 01-06).
+Used by :mod:`agentstate.doctor.report.cli` (the hazards of notebooks 01-06).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentstate.doctor import places
-from agentstate.doctor.files import TargetError, read_small_text, short
-from agentstate.doctor.findings import CODES, Severity
+from agentstate.doctor.report import places
+from agentstate.doctor.report.files import TargetError, read_small_text, short
+from agentstate.doctor.report.findings import CODES, Severity
 
 SECTION = "[tool.agentstate.doctor]"
 UNUSED_SUPPRESSION = "unused-suppression"

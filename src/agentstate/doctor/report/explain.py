@@ -22,8 +22,8 @@ LINK = re.compile(r"\[([^\]\n]+)\]\(([^()\s]+)\)")
 REPOSITORY_FOLDER = "docs/doctor"
 """Where the pages live in agentstate's repository (a link's path when the file is not here)."""
 
-PACKAGED = Path(__file__).resolve().parent / "pages"
-CHECKOUT = Path(__file__).resolve().parents[3] / "docs" / "doctor"
+PACKAGED = Path(__file__).resolve().parents[1] / "pages"  # the wheel's copy, beside the doctor
+CHECKOUT = Path(__file__).resolve().parents[4] / "docs" / "doctor"
 
 
 def folder() -> Path | None:

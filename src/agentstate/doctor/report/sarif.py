@@ -19,12 +19,12 @@ import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentstate.doctor import places
-from agentstate.doctor.explain import reference
-from agentstate.doctor.findings import CODES, NOTEBOOKS, Code, Finding
-from agentstate.doctor.output import Diagnosed, place
-from agentstate.doctor.suppression import UNUSED
-from agentstate.doctor.version import version
+from agentstate.doctor.report import places
+from agentstate.doctor.report.explain import reference
+from agentstate.doctor.report.findings import CODES, NOTEBOOKS, Code, Finding
+from agentstate.doctor.report.output import Diagnosed, place
+from agentstate.doctor.report.suppression import UNUSED
+from agentstate.doctor.report.version import version
 
 SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -38,7 +38,7 @@ SRCROOT = "%SRCROOT%"
 
 def docs_url() -> str | None:
     """The ``file:`` URI of ``docs/doctor/`` beside the package (a checkout), if it is there."""
-    folder = Path(__file__).resolve().parents[3] / "docs" / "doctor"
+    folder = Path(__file__).resolve().parents[4] / "docs" / "doctor"
     return folder.as_uri() + "/" if (folder / "README.md").is_file() else None
 
 

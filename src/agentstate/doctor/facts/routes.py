@@ -19,9 +19,9 @@ import types
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from agentstate.doctor.locate import function_of
-from agentstate.doctor.names import code_names
-from agentstate.doctor.tool_facts import function_ast, is_library, namespace
+from agentstate.doctor.facts.code_source import function_ast, is_library, namespace
+from agentstate.doctor.facts.locate import function_of
+from agentstate.doctor.facts.names import code_names
 
 END = "__end__"
 MAX_ALTERNATIVES = 16

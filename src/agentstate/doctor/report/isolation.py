@@ -10,7 +10,7 @@ that takes too long: ``SIGALRM`` raises :class:`LoadTimeout` in the loading
 code (a ``BaseException``, so a target's ``except Exception`` does not swallow
 it), and a watchdog thread ends the process with the same one line if the
 target still does not return (a loop in C, a swallowed exception). Used by
-:mod:`agentstate.doctor.cli` (notebooks 01-06's hazards).
+:mod:`agentstate.doctor.report.cli` (notebooks 01-06's hazards).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentstate.doctor.graph_facts import GraphFacts
+    from agentstate.doctor.facts.graph_facts import GraphFacts
 
 
 def io_keys(graph: Any) -> tuple[set[str], set[str]]:

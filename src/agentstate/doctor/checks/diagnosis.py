@@ -1,8 +1,8 @@
 """``diagnose(graph)``: the series' hazards in a compiled graph, without running it.
 
 No model call, no tool run: the checks read the graph's channels, nodes,
-tools, middleware and subagents (:mod:`agentstate.doctor.graph_facts`) and
-the tools' own source (:mod:`agentstate.doctor.tool_facts`). Every hazard is
+tools, middleware and subagents (:mod:`agentstate.doctor.facts.graph_facts`) and
+the tools' own source (:mod:`agentstate.doctor.facts.tool_facts`). Every hazard is
 taught in one of notebooks 01-06; see ``docs/doctor/``.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from agentstate._extras import DIST
 from agentstate.doctor.checks import CHECKS
-from agentstate.doctor.findings import Finding, Report
-from agentstate.doctor.graph_facts import GraphFacts, graph_facts
-from agentstate.doctor.tool_facts import backend_protocol
+from agentstate.doctor.facts.graph_facts import GraphFacts, graph_facts
+from agentstate.doctor.facts.tool_facts import backend_protocol
+from agentstate.doctor.report.findings import Finding, Report
 
 WITHOUT_DEEPAGENTS = (
     "deepagents is not installed, so a tool's read-modify-write through a deepagents "
