@@ -56,6 +56,21 @@ def makefile_pytest_line(makefile: Path = ROOT / "Makefile") -> str:
     return match["line"].strip()
 
 
+def installed_tree(python: Path = ROOT / ".venv" / "bin" / "python") -> Path | None:
+    """The ``src/`` the venv's ``agentstate`` comes from, as a process without PYTHONPATH sees it.
+
+    The servers, CLIs and hooks the tests start import the package this way; a
+    venv whose editable install points at another clone runs that clone's code
+    in them, so the run would measure a mix of two trees (it did once).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(python), "-c", "import agentstate; print(agentstate.__file__)"],
+        cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    return Path(done.stdout.strip()).resolve().parents[1] if done.returncode == 0 else None
+
+
 def pytest_command(workers: int, select: list[str] | None = None) -> tuple[dict[str, str], list]:
     """The environment additions and argv of `make test`'s pytest line with ``WORKERS=workers``.
 
@@ -229,6 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.load < 0 or min(args.workers) < 1:
         parser.error("--runs and every --workers must be at least 1, --load at least 0")
+    tree = installed_tree()
+    if tree != (ROOT / "src").resolve():
+        parser.error(
+            f"the .venv's agentstate comes from {tree}, not from {ROOT / 'src'}: the processes "
+            "the tests start would run that code; hunt in a clone with its own .venv "
+            "(`make install` there)"
+        )
     from tqdm import tqdm
 
     provenance = start_provenance("flake_hunt.py", argv, ["pytest", "pytest-xdist"])

@@ -133,6 +133,23 @@ def test_a_hunt_stopped_during_a_run_keeps_the_runs_that_ended(tmp_path, monkeyp
         return run_record(n)
 
     monkeypatch.setattr(flake_hunt, "one_run", one_run)
+    monkeypatch.setattr(flake_hunt, "installed_tree", lambda: (ROOT / "src").resolve())
     with pytest.raises(KeyboardInterrupt):
         flake_hunt.main(["--runs", "3", "--out", str(record)])
     assert [r["run"] for r in json.loads(record.read_text())["runs"]] == [1]
+
+
+def test_a_venv_installed_from_another_tree_is_refused_before_any_run(
+    tmp_path, monkeypatch, capsys
+):
+    """A clone sharing another clone's .venv ran that clone's code in every server it started."""
+    monkeypatch.setattr(flake_hunt, "installed_tree", lambda: tmp_path / "other" / "src")
+    monkeypatch.setattr(flake_hunt, "one_run", lambda *a: pytest.fail("a run started"))
+    with pytest.raises(SystemExit) as exited:
+        flake_hunt.main(["--runs", "1", "--out", str(tmp_path / "r.json")])
+    assert exited.value.code == 2 and "other/src" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_this_checkout_s_venv_is_installed_from_this_tree():
+    assert flake_hunt.installed_tree() == (ROOT / "src").resolve()
