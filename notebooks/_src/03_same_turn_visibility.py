@@ -114,7 +114,7 @@ draw_superstep(timeline, key="requirements", reducer=merge_fields, title="one re
 # move the readers to the model's next reply.
 
 # %%
-from agentstate.lessons.simulation import ReadLast, SlowToolMiddleware
+from agentstate.lessons.simulation import ReadLast
 
 show_reads = False  # quiet from here on
 late_timeline = ToolTimeline()
