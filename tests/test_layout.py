@@ -55,12 +55,12 @@ def test_the_tutorials_stage_is_where_the_lessons_import_it_from():
 
 
 DOCTOR_PHASES = ("facts", "checks", "fix", "report")
-# what each phase may import from the others: facts judge nothing, checks and fixes
-# are independent of each other, the report (config, loading, formats, CLI) runs them all
+# what each phase may import from the others: facts judge nothing, checks never import
+# a fix (a fix may use its check), the report (config, loading, formats, CLI) runs them all
 MAY_IMPORT = {
     "facts": {"facts"},
     "checks": {"facts", "checks", "report"},
-    "fix": {"facts", "fix", "report"},
+    "fix": {"facts", "checks", "fix", "report"},
     "report": set(DOCTOR_PHASES),
 }
 

@@ -49,6 +49,7 @@ def is_library(obj: object) -> bool:
 
 
 def is_stdlib(obj: object) -> bool:
+    """True for the standard library's code (never followed: it writes no state key)."""
     top = top_package(obj)
     return top in sys.stdlib_module_names or top == "builtins"
 
@@ -233,4 +234,5 @@ def own_returns(tree: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return
 
 
 def expr_text(node: ast.AST) -> str:
+    """How a key or path built at run time is named in a finding: ``<expr ...>``."""
     return f"<expr {ast.unparse(node)}>"

@@ -109,6 +109,7 @@ class Replace(cst.CSTTransformer):
 
 
 def parse(source: str) -> cst.Module:
+    """``source`` as a libcst module; a file that does not parse is an :class:`EditError`."""
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
