@@ -196,7 +196,8 @@ def per_graph(records: Iterable[dict[str, Any]]) -> str:
         elif r["applied"]:
             outcome = "fixed, NOT proven by its run"
         elif r["no_fix"]:
-            outcome = "no edit: " + "; ".join(w.split(": ", 1)[1] for w in r["no_fix"])
+            reasons = dict.fromkeys(w.split(": ", 1)[1] for w in r["no_fix"])  # one per key
+            outcome = "no edit: " + "; ".join(reasons)
         elif not r["found"]:
             outcome = "not found by the static doctor (Watch finds it at run time)"
         else:
