@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from agentstate.doctor.facts.graph_facts import Graph, GraphFacts
     from agentstate.doctor.fix.command import FixRun
     from agentstate.doctor.fix.plan import Fix, NoFix
-    from agentstate.doctor.report.findings import Finding, Report
+    from agentstate.doctor.report.findings import Finding
     from agentstate.doctor.report.output import Diagnosed
     from agentstate.doctor.report.suppression import Ledger
 
@@ -182,6 +182,7 @@ def _with_fixes(
 
     from agentstate.doctor.fix.command import annotate
     from agentstate.doctor.fix.plan import plan
+    from agentstate.doctor.report.findings import Report
 
     roots = (loaded.target.base, *loaded.target.paths)
     plans = plan(facts, d.report.findings, roots)
