@@ -163,16 +163,15 @@ def _place(cls: type) -> tuple[str, int] | None:
     return (str(Path(file).resolve()), line) if file else None
 
 
-def _declares_itself(cls: type, key: str) -> bool:
-    """True when ``key`` is written in ``cls``'s own body (not only inherited)."""
+def _own_declaration(cls: type, key: str) -> tuple[str, ast.AnnAssign] | None:
+    """``cls``'s file and the ``key: ...`` line of its own body (None: inherited or unread)."""
     place = _place(cls)
-    if place is None:
-        return False
+    text = _source(place[0]) if place else None
     try:
-        tree = ast.parse(Path(place[0]).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return False
-    for node in ast.walk(tree):
+        tree = ast.parse(text) if text is not None else None
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
             for stmt in node.body:
                 if (
@@ -180,8 +179,13 @@ def _declares_itself(cls: type, key: str) -> bool:
                     and isinstance(stmt.target, ast.Name)
                     and stmt.target.id == key
                 ):
-                    return True
-    return False
+                    return text or "", stmt
+    return None
+
+
+def _declares_itself(cls: type, key: str) -> bool:
+    """True when ``key`` is written in ``cls``'s own body (not only inherited)."""
+    return _own_declaration(cls, key) is not None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -634,22 +638,8 @@ def _share_schema_fix(finding: Finding, scope: GraphFacts, roots: tuple[Path, ..
 
 def _annotation_text(cls: type, key: str) -> str | None:
     """How ``cls``'s own body writes ``key``'s annotation (``Annotated[..., merge_fields]``)."""
-    place = _place(cls)
-    text = _source(place[0]) if place else None
-    try:
-        tree = ast.parse(text or "")
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-            for stmt in node.body:
-                if (
-                    isinstance(stmt, ast.AnnAssign)
-                    and isinstance(stmt.target, ast.Name)
-                    and stmt.target.id == key
-                ):
-                    return ast.get_source_segment(text or "", stmt.annotation)
-    return None
+    found = _own_declaration(cls, key)
+    return ast.get_source_segment(found[0], found[1].annotation) if found else None
 
 
 def _declare_on_subagent(

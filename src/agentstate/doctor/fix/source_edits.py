@@ -116,6 +116,31 @@ def parse(source: str) -> cst.Module:
         raise EditError(f"the file does not parse (line {exc.raw_line}): left as it is") from None
 
 
+def _own_key(
+    source: str, class_name: str, class_line: int | None, key: str
+) -> tuple[cst.Module, cst.SimpleStatementLine, cst.AnnAssign]:
+    """The parsed file, and the ``key: ...`` line of ``class_name``'s own body."""
+    module = parse(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    cls = _find_class(wrapper, class_name, class_line)
+    stmt = _key_line(cls.body, key)
+    if stmt is None:
+        raise EditError(f"`{class_name}` does not declare `{key}` itself (an inherited key?)")
+    ann = stmt.body[0]
+    assert isinstance(ann, cst.AnnAssign)
+    return module, stmt, ann
+
+
+def _reducer_spelling(module: cst.Module, reducer: Name, member: str) -> tuple[str, Name | None]:
+    """How the file names ``reducer`` (``operator.add`` for a module's member), and its import."""
+    text, imp = _spelling(module, reducer)
+    return (f"{text}.{member}" if reducer.attr is None else text), imp
+
+
+def _annotated_as(ann: cst.AnnAssign, new_ann: cst.BaseExpression) -> cst.AnnAssign:
+    return ann.with_changes(annotation=ann.annotation.with_changes(annotation=new_ann))
+
+
 def add_reducer(
     source: str, class_name: str, class_line: int | None, key: str, reducer: Name, member: str
 ) -> str:
@@ -125,18 +150,9 @@ def add_reducer(
     ``Annotated[T, meta]`` key keeps its metadata and gets the reducer last, where
     LangGraph looks for it. A key that already ends in a callable reducer is left.
     """
-    module = parse(source)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    cls = _find_class(wrapper, class_name, class_line)
-    stmt = _key_line(cls.body, key)
-    if stmt is None:
-        raise EditError(f"`{class_name}` does not declare `{key}` itself (an inherited key?)")
-    ann = stmt.body[0]
-    assert isinstance(ann, cst.AnnAssign)
+    module, stmt, ann = _own_key(source, class_name, class_line, key)
     annotated, annotated_import = _spelling(module, ANNOTATED)
-    reducer_text, reducer_import = _spelling(module, reducer)
-    if reducer.attr is None:
-        reducer_text = f"{reducer_text}.{member}"
+    reducer_text, reducer_import = _reducer_spelling(module, reducer, member)
     element = cst.SubscriptElement(cst.Index(cst.parse_expression(reducer_text)))
     parts = _annotation_parts(ann.annotation.annotation)
     if parts is not None:
@@ -159,9 +175,7 @@ def add_reducer(
         )
         new_ann = cst.Subscript(cst.parse_expression(annotated), slice=[inner, element])
         needed = [n for n in (annotated_import, reducer_import) if n is not None]
-    new_stmt = stmt.with_changes(
-        body=[ann.with_changes(annotation=ann.annotation.with_changes(annotation=new_ann))]
-    )
+    new_stmt = stmt.with_changes(body=[_annotated_as(ann, new_ann)])
     edited = module.visit(Replace(stmt, new_stmt))
     return add_imports(edited, needed).code
 
@@ -260,21 +274,12 @@ def swap_reducer(
     import only the old reducer used (``import operator``) is removed, so the file still
     passes ``ruff check``. Left as it is when the key has the new reducer already.
     """
-    module = parse(source)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    cls = _find_class(wrapper, class_name, class_line)
-    stmt = _key_line(cls.body, key)
-    if stmt is None:
-        raise EditError(f"`{class_name}` does not declare `{key}` itself (an inherited key?)")
-    ann = stmt.body[0]
-    assert isinstance(ann, cst.AnnAssign)
+    module, stmt, ann = _own_key(source, class_name, class_line, key)
     parts = _annotation_parts(ann.annotation.annotation)
     if parts is None or len(parts[1]) < 2:
         raise EditError(f"`{class_name}.{key}` has no `Annotated[..., reducer]` to replace")
     elements = parts[1]
-    text, imp = _spelling(module, reducer)
-    if reducer.attr is None:
-        text = f"{text}.{member}"
+    text, imp = _reducer_spelling(module, reducer, member)
     old = elements[-1]
     if cst.Module([]).code_for_node(old.slice).strip() == text:
         return source  # already there: a second --fix changes nothing
@@ -282,9 +287,7 @@ def swap_reducer(
     sub = ann.annotation.annotation
     assert isinstance(sub, cst.Subscript)
     new_ann = sub.with_changes(slice=[*elements[:-1], new_last])
-    new_stmt = stmt.with_changes(
-        body=[ann.with_changes(annotation=ann.annotation.with_changes(annotation=new_ann))]
-    )
+    new_stmt = stmt.with_changes(body=[_annotated_as(ann, new_ann)])
     gone = _root_name(old.slice)
     edited = module.visit(Replace(stmt, new_stmt))
     edited = add_imports(edited, [imp] if imp is not None else [])
