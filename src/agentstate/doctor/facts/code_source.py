@@ -17,7 +17,7 @@ import sys
 import textwrap
 import tokenize
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from langchain_core.tools import BaseTool
 
@@ -35,6 +35,27 @@ LIBRARIES = frozenset(
     }
 )
 """Top-level packages whose code the doctor does not follow from a user's tool."""
+
+
+def closed_over(obj: object) -> Iterator[object]:
+    """What a bound method, a partial or a function closes over (its own object, arguments, cells).
+
+    The first step of every walk from a node to what it can reach (``facts.graph_facts``
+    finds middleware and tools this way, ``facts.react`` a chat model).
+    """
+    if isinstance(obj, types.MethodType):
+        yield obj.__self__
+        yield obj.__func__
+    elif isinstance(obj, functools.partial):
+        yield obj.func
+        yield from obj.args
+        yield from obj.keywords.values()
+    elif isinstance(obj, types.FunctionType):
+        for cell in obj.__closure__ or ():
+            try:
+                yield cell.cell_contents
+            except ValueError:  # a cell not filled yet
+                continue
 
 
 def top_package(obj: object) -> str:

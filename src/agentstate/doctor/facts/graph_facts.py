@@ -12,7 +12,6 @@ Which nodes share a super-step is :mod:`.steps`; ReAct loops are :mod:`.react`.
 
 from __future__ import annotations
 
-import functools
 import operator
 import types
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
 from agentstate.doctor.facts.bindings import binder, installed, own_file, subagent_spec
-from agentstate.doctor.facts.code_source import is_library, tool_functions
+from agentstate.doctor.facts.code_source import closed_over, is_library, tool_functions
 from agentstate.doctor.facts.key_kinds import Kind, key_kind
 from agentstate.doctor.facts.locate import NOWHERE, Place, function_of, locate
 from agentstate.doctor.facts.names import code_names
@@ -313,22 +312,11 @@ def _declared(graph: Graph) -> dict[str, ChannelFacts]:
 
 
 def _children(obj: object) -> Iterator[object]:
-    """What a function, bound method or partial closes over."""
-    if isinstance(obj, types.MethodType):
-        yield obj.__self__
-        yield obj.__func__
-    elif isinstance(obj, functools.partial):
-        yield obj.func
-        yield from obj.args
-        yield from obj.keywords.values()
-    elif isinstance(obj, types.FunctionType):
-        for cell in obj.__closure__ or ():
-            try:
-                yield cell.cell_contents
-            except ValueError:
-                continue
-    elif isinstance(obj, list | tuple):
+    """What a function, bound method or partial closes over, and a list's items."""
+    if isinstance(obj, list | tuple):
         yield from obj
+    else:
+        yield from closed_over(obj)
 
 
 def _find(roots: list[object], wanted: type | tuple[type, ...], depth: int = 6) -> list[object]:

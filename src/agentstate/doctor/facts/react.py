@@ -22,7 +22,7 @@ from langchain_core.language_models import BaseLanguageModel
 from langchain_core.runnables import RunnableBinding, RunnableSequence
 from langgraph.prebuilt import ToolNode
 
-from agentstate.doctor.facts.code_source import is_library
+from agentstate.doctor.facts.code_source import closed_over, is_library
 from agentstate.doctor.facts.locate import function_of
 from agentstate.doctor.facts.names import code_names, code_strings
 
@@ -57,21 +57,12 @@ def reachable(root: object) -> Iterator[object]:
 
 
 def _children(obj: object) -> Iterator[object]:
-    if isinstance(obj, types.MethodType):
-        yield obj.__self__
-        yield obj.__func__
-    elif isinstance(obj, functools.partial):
-        yield obj.func
-        yield from obj.args
-        yield from obj.keywords.values()
-    elif isinstance(obj, types.FunctionType):
-        if is_library(obj):
-            return
-        for cell in obj.__closure__ or ():
-            try:
-                yield cell.cell_contents
-            except ValueError:
-                continue
+    """What ``obj`` closes over, and for the reader's own code the globals a function names,
+    a container's first items and an object's fields (a library's code is not followed)."""
+    if isinstance(obj, types.FunctionType) and is_library(obj):
+        return
+    yield from closed_over(obj)
+    if isinstance(obj, types.FunctionType):
         names = code_names(obj)
         for name in names & obj.__globals__.keys():
             value = obj.__globals__[name]
@@ -81,7 +72,11 @@ def _children(obj: object) -> Iterator[object]:
         yield from obj[:20]
     elif isinstance(obj, dict):
         yield from list(obj.values())[:20]
-    elif not isinstance(obj, type) and not is_library(type(obj)) and hasattr(obj, "__dict__"):
+    elif (
+        not isinstance(obj, type | types.MethodType | functools.partial)
+        and not is_library(type(obj))
+        and hasattr(obj, "__dict__")
+    ):
         yield from list(vars(obj).values())[:20]
 
 
