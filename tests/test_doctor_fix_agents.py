@@ -406,6 +406,85 @@ def test_the_turn_cache_joins_an_existing_middleware_list(tmp_path):
     _proven_clean(path, "same-batch-read")
 
 
+BUILT_IN = """\
+        middleware=[
+            ModelCallLimitMiddleware(run_limit=5),
+            ToolRetryMiddleware(max_retries=1, initial_delay=0),
+            HumanInTheLoopMiddleware(interrupt_on={"save_note": False}),
+            SummarizationMiddleware(model=model, trigger=("tokens", 100_000)),
+        ],
+"""
+
+# The reply the replay server plays to the real provider client: both calls in one reply.
+PROVIDER_RUN = """\
+from agentstate.models import tool_call
+script = ScriptedChatModel(script=[reply(tool_call('save_note', title='a', text='1'),
+    tool_call('read_notes')), reply(text='done')])
+with Server(script) as server:
+    model = Client(base_url=server.base_url, api_key='not-needed', model='replay', max_retries=0)
+    out = RUN
+print(json.dumps([out['notes'], [m.text for m in out['messages'] if m.type == 'tool']]))
+"""
+CLIENTS = {
+    "ChatOpenAI": "from agentstate.models.openai_replay import ReplayServer as Server\n"
+    "from langchain_openai import ChatOpenAI as Client\n",
+    "ChatAnthropic": "from agentstate.models.anthropic_replay "
+    "import AnthropicReplayServer as Server\n"
+    "from langchain_anthropic import ChatAnthropic as Client\n",
+}
+RUNS = {
+    "invoke": "build(model).invoke({'messages': [('user', 'go')]})",
+    "astream": "asyncio.run(last(build(model).astream({'messages': [('user', 'go')]}, "
+    "stream_mode='values')))",
+}
+LAST = (
+    "import asyncio\n"
+    "async def last(chunks):\n    async for out in chunks:\n        pass\n    return out\n"
+)
+OWN_MODEL = (  # the model named before the call, so the summarization middleware can use it
+    "def build(model=None):\n    return create_agent(\n"
+    '        model or ScriptedChatModel(script=[reply(text="ok")]),',
+    'def build(model=None):\n    model = model or ScriptedChatModel(script=[reply(text="ok")])\n'
+    "    return create_agent(\n        model,",
+)
+
+
+@pytest.mark.parametrize("call", list(RUNS))
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_the_turn_cache_fix_holds_beside_langchain_middleware_with_a_real_provider_client(
+    tmp_path, client, call
+):
+    """The agent as a reader's lives: LangChain's call limit, retries, human-in-the-loop and
+    summarization middleware already listed, the real provider client over a loopback server.
+    The reader misses the write before ``--fix`` and sees it after, with the built-ins kept."""
+    path = tmp_path / f"agent_{client}_{call}.py"
+    _write(
+        path,
+        SAME_BATCH.replace(
+            "        state_schema=NotesState,\n", "        state_schema=NotesState,\n" + BUILT_IN
+        )
+        .replace(
+            "from langchain.agents import AgentState, create_agent\n",
+            "from langchain.agents import AgentState, create_agent\n"
+            "from langchain.agents.middleware import (\n"
+            "    HumanInTheLoopMiddleware,\n"
+            "    ModelCallLimitMiddleware,\n"
+            "    SummarizationMiddleware,\n"
+            "    ToolRetryMiddleware,\n"
+            ")\n",
+        )
+        .replace(*OWN_MODEL),
+    )
+    run = CLIENTS[client] + LAST + PROVIDER_RUN.replace("RUN", RUNS[call])
+    assert _run(path, run) == [{"a": "1"}, ["Saved.", "none"]]  # the reader saw nothing
+    _, diff, _ = _fix(path, unsafe=True)
+    assert "+            TurnCacheMiddleware(" in diff
+    fixed = path.read_text()
+    assert all(line in fixed for line in BUILT_IN.splitlines()[1:-1])  # the built-ins kept
+    assert _run(path, run) == [{"a": "1"}, ["Saved.", "a"]]  # the reader saw the write
+    _proven_clean(path, "same-batch-read")
+
+
 def test_a_turn_cache_of_the_key_already_there_is_not_doubled(tmp_path):
     """A second cache of one key would share its name (``TurnCacheMiddleware[notes]``), which
     ``create_agent`` refuses: the finding says to extend the one there."""
