@@ -569,3 +569,51 @@ def test_the_command_line_fails_in_one_line(port):
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_secret_backstop_masks_values_not_bookkeeping_on_postgres(url, api):
+    """The checkpoint backstop on Postgres (it was proven on SQLite): a pin ``1234`` inside a
+    message id's uuid is chance and is left, so the checkpoint loads; in a message's text, and
+    as a whole uuid, it is masked. Postgres keeps the id, timestamp and channel versions in
+    JSON columns the serializer never sees, so they come back as they went in."""
+    from langgraph.checkpoint.base import empty_checkpoint  # noqa: PLC0415
+
+    from agentstate.core import SecretStore  # noqa: PLC0415
+    from agentstate.core.redaction_backstop import guard_checkpointer  # noqa: PLC0415
+
+    token = "0b9c1234-5d6e-4f70-8a9b-0c1d2e3f4a5b"
+    store = SecretStore()
+    store.put("pin", "1234", thread="t")
+    store.put("token", token, thread="t")
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = "1f1eb327-85a9-6d18-8002-9123413d341e"
+    version = f"{3:032}.{0.8812345678901234:016}"
+    checkpoint["channel_versions"] = {"messages": version}
+    checkpoint["channel_values"] = {
+        "messages": [
+            HumanMessage("pin 1234", id="7c2f9a10-1234-4e5f-9a8b-123412341234"),
+            AIMessage("token " + token, id=token),
+        ]
+    }
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    metadata = {"source": "loop", "step": 1}
+    if api == "sync":
+        with postgres_checkpointer(url) as saver:
+            guard_checkpointer(saver, store)
+            saver.put(config, checkpoint, metadata, {"messages": version})
+    else:
+
+        async def put() -> None:
+            async with async_postgres_checkpointer(url) as saver:
+                guard_checkpointer(saver, store)
+                await saver.aput(config, checkpoint, metadata, {"messages": version})
+
+        asyncio.run(put())
+    with postgres_checkpointer(url) as saver:  # a fresh, unguarded checkpointer reads it back
+        back = saver.get_tuple(config).checkpoint
+    assert back["id"] == checkpoint["id"] and back["ts"] == checkpoint["ts"]
+    assert back["channel_versions"] == {"messages": version}
+    human, ai = back["channel_values"]["messages"]
+    assert (human.content, human.id) == ("pin ****", "7c2f9a10-1234-4e5f-9a8b-123412341234")
+    assert (ai.content, ai.id) == ("token " + "*" * len(token), "*" * len(token))
