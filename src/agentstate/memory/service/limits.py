@@ -78,8 +78,11 @@ class _GuardedH11(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Past the cap, close the oldest idle connection (or this one); start its idle clock."""
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            idle = [c for c in self.connections if isinstance(c, _GuardedH11) and c._between()]
+        # A connection closed earlier in this burst stays in `connections` until the loop
+        # runs its connection_lost: it no longer counts, and it is never chosen twice.
+        live = [c for c in self.connections if not c.transport.is_closing()]
+        if len(live) > self.max_connections:
+            idle = [c for c in live if isinstance(c, _GuardedH11) and c._between()]
             idle = [c for c in idle if c is not self]
             if not idle:  # every other connection is mid-request: this one waits its turn
                 transport.abort()
