@@ -309,9 +309,12 @@ at_twenty
 # (a helper agent with the same tools) too:
 
 # %%
-from agentstate.doctor import diagnose
+from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
+fix = preview_fix(broken_agent, unsafe=True)  # what --fix --unsafe-fixes would write
+print("--fix would write:", repr(fix.diff))
+print(*sorted({f"{n.code}: {n.reason}" for n in fix.no_fix}), sep="\n")
 compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnose(fixed_agent)})
 
 # %% [markdown]

@@ -273,9 +273,15 @@ print("the same fields and values:", teaching == package == labels)
 # agent:
 
 # %%
-from agentstate.doctor import diagnose
+from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
+fix = preview_fix(agent_with(PlainState))  # what --fix would write
+print(fix.diff)
+namespace = {}
+exec(fix.fixed("PlainState"), namespace)  # the fixed class, in a fresh namespace
+kept = agent_with(namespace["PlainState"]).invoke(TURN)["requirements"]
+print(f"--fix keeps {len(kept)} of 5, as merge_fields:", kept == fixed["requirements"])
 compare_findings(
     {"plain key": diagnose(agent_with(PlainState)), "merge_fields": diagnose(fixed_agent)}
 )

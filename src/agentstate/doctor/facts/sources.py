@@ -107,3 +107,9 @@ def class_place(cls: type) -> tuple[str, int] | None:
 def reading() -> bool:
     """True within :func:`reading_cells`."""
     return _CELLS.get()
+
+
+def cells() -> list[str]:
+    """Every cell ``linecache`` holds, while :func:`reading_cells` is on (one notebook's cells
+    share a namespace: the call that builds an agent may be in any of them)."""
+    return [f for f in list(linecache.cache) if isinstance(f, str) and cell_text(f) is not None]

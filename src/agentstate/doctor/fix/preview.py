@@ -13,6 +13,7 @@ lesson writes by hand, and run the fixed code to prove it.
 from __future__ import annotations
 
 import ast
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,10 +43,26 @@ class FixPreview:
     """Findings with no automatic edit, each with the doctor's one line why."""
     refused: list[Refused] = field(default_factory=list)
 
-    @property
-    def source(self) -> str:
-        """The fixed text of every edited file or cell, in the order of the diff."""
-        return "\n".join(e.after for e in self.edits)
+    def fixed(self, name: str) -> str:
+        """The fixed code of the top-level class or function ``name``, after the imports of
+        its file or cell: what to run to rebuild the agent the fixed way."""
+        for edit in self.edits:
+            body = ast.parse(edit.after).body
+            imports = [n for n in body if isinstance(n, ast.Import | ast.ImportFrom)]
+            for node in body:
+                if isinstance(node, _DEFINITIONS) and node.name == name:
+                    parts = [ast.get_source_segment(edit.after, n) or "" for n in imports]
+                    lines = edit.after.splitlines()[_first_line(node) - 1 : node.end_lineno]
+                    return "\n".join([*parts, "", *lines, ""])
+        edited = ", ".join(cell_label(e) or e.file for e in self.edits) or "nothing"
+        raise KeyError(f"preview_fix: no fixed class or function {name!r} (it edits {edited})")
+
+
+_DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _first_line(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
 def _root(file: str) -> Path:
@@ -58,20 +75,20 @@ def _root(file: str) -> Path:
 
 
 def cell_label(edit: FileEdit) -> str | None:
-    """``cell defining PlainState`` for a cell: the top-level name the first change is in."""
+    """``cell defining PlainState`` for a cell: the first top-level class or function a change
+    is in (None for a file: its path names it)."""
     if not sources.is_cell(edit.file):
         return None
-    before, after = edit.before.splitlines(), edit.after.splitlines()
-    changed = (i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b)
-    first = next(changed, len(before)) + 1
-    names = []
-    for node in ast.parse(edit.before).body:
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            names.append((node.lineno, node.end_lineno or node.lineno, node.name))
-        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            names.append((node.lineno, node.end_lineno or node.lineno, node.targets[0].id))
-    inside = [n for start, end, n in names if start <= first <= end]
-    return f"cell defining {(inside or [n for *_, n in names] or ['code'])[0]}"
+    matcher = difflib.SequenceMatcher(None, edit.before.splitlines(), edit.after.splitlines())
+    changed = {i + 1 for op, i1, i2, *_ in matcher.get_opcodes() if op != "equal"
+               for i in range(i1, max(i2, i1 + 1))}  # fmt: skip
+    names = [
+        (_first_line(node), node.end_lineno or node.lineno, node.name)
+        for node in ast.parse(edit.before).body
+        if isinstance(node, _DEFINITIONS)
+    ]
+    touched = [n for start, end, n in names if changed & set(range(start, end + 1))]
+    return f"cell defining {(touched or [n for *_, n in names] or ['code'])[0]}"
 
 
 def no_edit(code: str, subject: str) -> NoFix:
