@@ -7,7 +7,8 @@ it is written), and a file whose edit fails is left exactly as it was, with one
 line saying why. Writes are atomic (a temporary file renamed over the old one,
 its mode kept). The edits themselves are idempotent
 (:mod:`agentstate.doctor.fix.source_edits`), so a second ``--fix`` changes
-nothing. The fixes are the ones notebooks 02 and 04 write by hand.
+nothing. The fixes are the ones notebooks 02 and 04 write by hand; lessons 01-04 show
+the diff through :func:`agentstate.doctor.preview_fix`.
 """
 
 from __future__ import annotations

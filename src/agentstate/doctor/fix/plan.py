@@ -31,7 +31,8 @@ does: a writer that hands over a whole value (``{"todos": todos}``) or reads
 the key and writes it back would then add to the old value instead of
 replacing it, a subagent would receive every key of the schema it is handed,
 an item written twice on purpose would be kept once, or the code would come
-to depend on agentstate. Applied by :mod:`agentstate.doctor.fix.apply`.
+to depend on agentstate. Applied by :mod:`agentstate.doctor.fix.apply`; shown in
+lessons 01-04's doctor cells by :mod:`agentstate.doctor.fix.preview`.
 """
 
 from __future__ import annotations
