@@ -9,6 +9,7 @@ and run in a module namespace of its own (a kernel's ``__main__`` has no
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import linecache
 import os
@@ -66,8 +67,8 @@ def notebook() -> Iterator[types.ModuleType]:
     assert not os.path.exists(folder)
     names: list[str] = []
 
-    def run(text: str) -> None:
-        name = f"{folder}/{len(names)}.py"
+    def run(text: str) -> None:  # named by its text, as ipykernel names a cell
+        name = f"{folder}/{hashlib.sha1(text.encode()).hexdigest()[:10]}.py"
         names.append(name)
         linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         exec(compile(text, name, "exec", dont_inherit=True), kernel.__dict__)
@@ -131,6 +132,21 @@ def test_code_in_notebook_cells_gets_a_diff_labelled_by_the_class_and_the_fixed_
     assert sorted(graph.compile().invoke({"notes": []})["notes"]) == ["left", "right"]
     with pytest.raises(KeyError, match="no fixed class or function 'left'"):
         preview.fixed("left")
+
+
+def test_a_cell_run_again_after_an_edit_is_the_one_edited(notebook):
+    """Run v1, edit it (v2), run v1 again: linecache keeps both, the live class is v1's."""
+    v1 = "from typing import TypedDict\n\nfrom langgraph.graph import START, StateGraph\n\n\n"
+    v1 += "class State(TypedDict):\n    notes: list[str]\n"
+    v2 = v1 + "    topic: str\n"
+    notebook.run(v1)
+    notebook.run(v2)
+    notebook.run(v1)
+    notebook.run("def left" + FAN_OUT.partition("\n\ndef left")[2])
+    preview = preview_fix(notebook.graph)
+    (edit,) = preview.edits
+    assert edit.before == v1 and "topic" not in edit.after
+    assert "+    notes: Annotated[list[str], operator.add]" in preview.diff
 
 
 def test_outside_preview_fix_a_cell_is_not_a_file(notebook):
@@ -274,7 +290,9 @@ def seen(state):
 def test_lesson_03_the_fixed_agent_s_reader_sees_what_the_turn_cache_shows(notebook):
     from agentstate.core import TurnCacheMiddleware, merge_fields
 
-    notebook.run(LESSON_03)
+    tools, _, agent = LESSON_03.partition("\n\nTOOLS = ")
+    notebook.run(tools)  # as in the lesson, the agent is built in a cell of its own
+    notebook.run("TOOLS = " + agent)
     assert notebook.seen(notebook.my_agent().invoke(notebook.TURN)) == 0  # the hazard
     assert preview_fix(notebook.my_agent()).diff == ""  # unsafe: held without unsafe=True
     preview = preview_fix(notebook.my_agent(), unsafe=True)

@@ -270,7 +270,7 @@ print("the same fields and values:", teaching == package == labels)
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it. On the broken and the fixed
-# agent:
+# agent, after the diff `--fix` would write (`preview_fix`), run:
 
 # %%
 from agentstate.doctor import diagnose, preview_fix

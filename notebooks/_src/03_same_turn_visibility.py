@@ -259,7 +259,8 @@ for name, cache in {
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it. On the plain agent and the same
-# agent with the package's turn cache:
+# agent with the package's turn cache, after the diff `--fix` would write,
+# run:
 
 # %%
 from agentstate.doctor import diagnose, preview_fix

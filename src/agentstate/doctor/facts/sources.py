@@ -91,7 +91,8 @@ def class_place(cls: type) -> tuple[str, int] | None:
         pass
     if not _CELLS.get() or "." in cls.__qualname__:
         return None
-    found: tuple[str, int] | None = None
+    own = set(cls.__dict__.get("__annotations__", {}))
+    found: list[tuple[bool, str, int]] = []
     for name in list(linecache.cache):
         text = cell_text(name) if isinstance(name, str) else None
         try:
@@ -100,8 +101,13 @@ def class_place(cls: type) -> tuple[str, int] | None:
             continue
         for node in body:
             if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                found = (name, node.lineno)
-    return found
+                lines = [s for s in node.body if isinstance(s, ast.AnnAssign)]
+                keys = {s.target.id for s in lines if isinstance(s.target, ast.Name)}
+                found.append((keys == own, name, node.lineno))
+    # a cell run again after an edit leaves its old text behind: the one declaring the
+    # class's own keys, the last run of those
+    best = [f for f in found if f[0]] or found
+    return (best[-1][1], best[-1][2]) if best else None
 
 
 def reading() -> bool:

@@ -208,8 +208,8 @@ def _project_classes(roots: tuple[Path, ...]) -> Iterator[type]:
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
         if cells and file is None:  # a kernel's __main__: its classes live in its cells
-            found = [v for v in _schemas(module) if (p := _place(v)) and sources.is_cell(p[0])]
-            yield from (v for v in found if _in_project(_place(v)[0], roots))  # type: ignore[index]
+            placed = [(v, _place(v)) for v in _schemas(module)]
+            yield from (v for v, p in placed if p is not None and _in_project(p[0], roots))
             continue
         if not isinstance(file, str) or not file.startswith(prefixes):
             continue  # most modules are the libraries': not even resolved
