@@ -169,7 +169,15 @@ def test_a_graph_whose_code_cannot_be_read_is_one_clear_line():
     with pytest.raises(NoSourceError) as raised:
         preview_fix(namespace["graph"])
     message = str(raised.value)
-    assert "\n" not in message and "cannot be read" in message and "cell" in message
+    assert "\n" not in message and "can be read" in message and "notebook cell" in message
+
+
+def test_a_graph_built_only_by_installed_packages_has_nothing_of_yours_to_fix():
+    from agentstate.models import ScriptedChatModel, reply
+    from agentstate.rds import build_reducer_agent
+
+    with pytest.raises(NoSourceError, match="no code of yours"):
+        preview_fix(build_reducer_agent(ScriptedChatModel(script=[reply(text="ok")])))
 
 
 def test_lesson_01_the_file_read_modify_write_has_no_edit_and_says_where_the_fix_is(notebook):

@@ -110,8 +110,8 @@ def preview_fix(graph: object, *, unsafe: bool = False, name: str | None = None)
         files = sorted(facts.own_files())
         if not files:
             raise NoSourceError(
-                f"preview_fix: the code of {facts.name} cannot be read (no file on disk, no "
-                "notebook cell in linecache): define it in a file or a cell"
+                f"preview_fix: no code of yours behind graph {facts.name!r} can be read (none "
+                "in a file outside installed packages, none in a notebook cell linecache holds)"
             )
         roots = tuple(dict.fromkeys(_root(f) for f in files))
         findings = [f for f in diagnose_facts(facts).findings if f.severity != "info"]
