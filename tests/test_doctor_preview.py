@@ -149,6 +149,31 @@ def test_a_cell_run_again_after_an_edit_is_the_one_edited(notebook):
     assert "+    notes: Annotated[list[str], operator.add]" in preview.diff
 
 
+def test_cells_a_kernel_s_debugger_wrote_to_disk_are_cells_too(tmp_path):
+    """With its debugger on, ipykernel also writes each cell to disk: the class is still
+    placed in its cell, and the file is not written."""
+    kernel = types.ModuleType(f"kernel_{next(_ids)}")
+    sys.modules[kernel.__name__] = kernel
+    names = []
+    try:
+        head, _, rest = FAN_OUT.partition("\n\ndef left")
+        for i, text in enumerate((head.split('"""\n\n', 1)[1] + "\n", "def left" + rest)):
+            path = tmp_path / f"{i}.py"
+            path.write_text(text)
+            names.append(str(path))
+            linecache.cache[str(path)] = (len(text), None, text.splitlines(True), str(path))
+            exec(compile(text, str(path), "exec", dont_inherit=True), kernel.__dict__)
+        before = {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+        preview = preview_fix(kernel.graph)
+        assert "+    notes: Annotated[list[str], operator.add]" in preview.diff
+        assert preview.diff.startswith("--- a/cell defining State\n")
+        assert {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
+    finally:
+        del sys.modules[kernel.__name__]
+        for name in names:
+            linecache.cache.pop(name, None)
+
+
 def test_outside_preview_fix_a_cell_is_not_a_file(notebook):
     from agentstate.doctor.facts import sources
     from agentstate.doctor.facts.bindings import own_file

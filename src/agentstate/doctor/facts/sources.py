@@ -1,8 +1,8 @@
 """The text of the reader's code: a file on disk, or a notebook cell only ``linecache`` holds.
 
 A kernel compiles each cell under a file name of its own (ipykernel's
-``/tmp/ipykernel_<pid>/<hash>.py``) that is never written to disk; only
-``linecache`` keeps its text. The doctor reads files; :func:`reading_cells`
+``/tmp/ipykernel_<pid>/<hash>.py``) that is not written to disk (unless its
+debugger is on); ``linecache`` keeps its text. The doctor reads files; :func:`reading_cells`
 lets it read such cells too, as files of one namespace, for
 :func:`agentstate.doctor.preview_fix` (the diff ``--fix`` would write to an
 agent built in notebooks 01-04). Outside it, a cell is not a file, so the
@@ -34,14 +34,16 @@ def reading_cells() -> Iterator[None]:
 
 
 def is_cell(file: str) -> bool:
-    """True for a ``.py`` name not on disk whose text ``linecache`` holds (a notebook cell)."""
+    """True for a ``.py`` name whose text an interpreter put in ``linecache`` (a notebook
+    cell: no modification time, unlike a module read from disk; a kernel whose debugger is
+    on also writes the cell to disk)."""
     entry = linecache.cache.get(file)
     return (
         file.endswith(".py")
         and isinstance(entry, tuple)
         and len(entry) == 4
+        and entry[1] is None
         and bool(entry[2])
-        and not os.path.exists(file)
     )
 
 
