@@ -306,12 +306,16 @@ at_twenty
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it and names this series' hazards.
 # It finds the hazard in the deep agent's `general-purpose` **subagent**
-# (a helper agent with the same tools) too:
+# (a helper agent with the same tools) too; `preview_fix`, what `--fix`
+# would write:
 
 # %%
-from agentstate.doctor import diagnose
+from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
+fix = preview_fix(broken_agent, unsafe=True)  # what --fix --unsafe-fixes would write
+print("--fix would write:", fix.diff or "nothing")
+print(*sorted({f"{n.code}: {n.reason}" for n in fix.no_fix}), sep="\n")
 compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnose(fixed_agent)})
 
 # %% [markdown]

@@ -270,12 +270,18 @@ print("the same fields and values:", teaching == package == labels)
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it. On the broken and the fixed
-# agent:
+# agent, after the diff `--fix` would write (`preview_fix`), run:
 
 # %%
-from agentstate.doctor import diagnose
+from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
+fix = preview_fix(agent_with(PlainState))  # what --fix would write
+print(fix.diff)
+namespace = {}
+exec(fix.fixed("PlainState"), namespace)  # the fixed class, in a fresh namespace
+kept = agent_with(namespace["PlainState"]).invoke(TURN)["requirements"]
+print(f"--fix keeps {len(kept)} of 5, as merge_fields:", kept == fixed["requirements"])
 compare_findings(
     {"plain key": diagnose(agent_with(PlainState)), "merge_fields": diagnose(fixed_agent)}
 )

@@ -77,8 +77,8 @@ def my_agent(*middleware, fields=POSTGRES_FIELDS, next_reply=False, turns=1):
     reads = [tool_call(name) for name in READS]
     replies = [reply(*stores), reply(*reads)] if next_reply else [reply(*stores, *reads)]
     model = ScriptedChatModel(script=[*replies, reply(text="Done.")] * turns)
-    used = [m for m in middleware if m]  # None: no middleware
-    return create_agent(model, tools=TOOLS, state_schema=RequirementsState, middleware=used)
+    used = filter(None, middleware)  # None: no middleware
+    return create_agent(model, tools=TOOLS, state_schema=RequirementsState, middleware=[*used])
 
 
 def reply_of(state: dict, tool_name: str) -> str:
@@ -259,12 +259,20 @@ for name, cache in {
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it. On the plain agent and the same
-# agent with the package's turn cache:
+# agent with the package's turn cache, after the diff `--fix` would write,
+# run:
 
 # %%
-from agentstate.doctor import diagnose
+from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
+fix = preview_fix(my_agent(), unsafe=True)  # what --fix --unsafe-fixes would write
+print(fix.diff)
+namespace = dict(globals())
+exec(fix.fixed("my_agent"), namespace)  # the fixed my_agent, run as the lesson runs it
+saw = seen(namespace["my_agent"]().invoke(TURN))
+by_hand = seen(my_agent(TurnCacheMiddleware(**CACHE)).invoke(TURN))
+print(f"--fix: the reader saw {saw} of 5, as with TurnCacheMiddleware:", saw == by_hand)
 compare_findings(
     {
         "plain agent": diagnose(my_agent()),

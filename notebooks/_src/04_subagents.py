@@ -246,13 +246,16 @@ notes
 #
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor), `agentstate.doctor.diagnose`,
-# reads a compiled graph without running it. Both builds:
+# reads a compiled graph without running it. Both builds, and the `--fix` diff:
 
 # %%
-from agentstate.doctor import diagnose
+from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
 broken = parent_agent(collector_agent())
+fix = preview_fix(broken, unsafe=True)  # what --fix --unsafe-fixes would write
+print("--fix would write:", fix.diff or "nothing")
+print(*sorted({f"{n.code}: {n.reason}" for n in fix.no_fix}), sep="\n")
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])
 

@@ -4,6 +4,8 @@
   run), one code per hazard of the series; :func:`check_project`: the same,
   with the project's ``[tool.agentstate.doctor]`` and ``# agentstate: ignore``
   comments applied, as the command line applies them;
+- :func:`preview_fix`: the diff ``--fix`` would write to an agent in memory (its code in
+  files or notebook cells), written nowhere;
 - :class:`Watch`: a callback handler passed at run time that reports what a
   run showed (parallel writers, dropped writes, blind readers, prompts whose
   prefix changes);
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentstate.doctor.checks.diagnosis import diagnose
     from agentstate.doctor.facts.graph_facts import NotAGraphError
+    from agentstate.doctor.fix.preview import FixPreview, NoSourceError, preview_fix
     from agentstate.doctor.report.findings import CODES, Finding, Report
     from agentstate.doctor.report.project import check_project
     from agentstate.doctor.watch import Watch
@@ -33,9 +36,23 @@ _HOMES = {
     "Report": "agentstate.doctor.report.findings",
     "diagnose": "agentstate.doctor.checks.diagnosis",
     "check_project": "agentstate.doctor.report.project",
+    "FixPreview": "agentstate.doctor.fix.preview",
+    "NoSourceError": "agentstate.doctor.fix.preview",
+    "preview_fix": "agentstate.doctor.fix.preview",
 }
 
-__all__ = ["CODES", "Finding", "NotAGraphError", "Report", "Watch", "check_project", "diagnose"]
+__all__ = [
+    "CODES",
+    "Finding",
+    "FixPreview",
+    "NoSourceError",
+    "NotAGraphError",
+    "Report",
+    "Watch",
+    "check_project",
+    "diagnose",
+    "preview_fix",
+]
 
 
 def __getattr__(name: str) -> object:

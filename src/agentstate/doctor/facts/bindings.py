@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentstate.doctor.facts import sources
 from agentstate.doctor.facts.locate import NOWHERE, Place
 
 BINDERS = frozenset(
@@ -65,23 +66,24 @@ def own_file(obj: object) -> str | None:
             file = inspect.getsourcefile(target)  # type: ignore[arg-type]
         except (TypeError, OSError):
             return None
-    if not file or file.startswith("<") or installed(file) or not os.path.isfile(file):
+    if not file or file.startswith("<") or installed(file) or not sources.readable(file):
         return None
     return os.path.abspath(file)
 
 
 @functools.lru_cache(maxsize=256)
-def _tree(file: str, mtime: float) -> ast.Module | None:
+def _tree(file: str, stamp: float | str) -> ast.Module | None:
+    text = sources.read(file)
     try:
-        return ast.parse(Path(file).read_text(encoding="utf-8"), file)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return ast.parse(text, file) if text is not None else None
+    except (SyntaxError, ValueError):
         return None
 
 
 def tree(file: str) -> ast.Module | None:
     """``file`` parsed (once per modification time), None when it cannot be."""
     try:
-        return _tree(file, os.stat(file).st_mtime)
+        return _tree(file, sources.stamp(file))
     except OSError:
         return None
 
@@ -158,7 +160,7 @@ class _Index:
 
 
 @functools.lru_cache(maxsize=256)
-def _indexed(file: str, mtime: float) -> _Index | None:
+def _indexed(file: str, stamp: float | str) -> _Index | None:
     parsed = tree(file)
     if parsed is None:
         return None
@@ -188,7 +190,7 @@ def _indexed(file: str, mtime: float) -> _Index | None:
 def index(file: str) -> _Index | None:
     """What ``file`` declares (None when it cannot be read)."""
     try:
-        return _indexed(file, os.stat(file).st_mtime)
+        return _indexed(file, sources.stamp(file))
     except OSError:
         return None
 

@@ -25,6 +25,7 @@ from langgraph.channels import BinaryOperatorAggregate, LastValue
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 
+from agentstate.doctor.facts import sources
 from agentstate.doctor.facts.bindings import binder, installed, own_file, subagent_spec
 from agentstate.doctor.facts.code_source import closed_over, is_library, tool_functions
 from agentstate.doctor.facts.key_kinds import Kind, key_kind
@@ -499,6 +500,8 @@ def _own_files(facts: GraphFacts) -> set[str]:
         owners: list[object] = [type(m) for m in scope.middleware]
         owners += [builder.state_schema, *builder.schemas]
         files |= {f for f in map(own_file, owners) if f}
+    if any(sources.is_cell(f) for f in files):  # a notebook's cells are one module
+        files |= set(sources.cells())
     return files
 
 

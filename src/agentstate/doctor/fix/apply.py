@@ -7,7 +7,8 @@ it is written), and a file whose edit fails is left exactly as it was, with one
 line saying why. Writes are atomic (a temporary file renamed over the old one,
 its mode kept). The edits themselves are idempotent
 (:mod:`agentstate.doctor.fix.source_edits`), so a second ``--fix`` changes
-nothing. The fixes are the ones notebooks 02 and 04 write by hand.
+nothing. The fixes are the ones notebooks 02 and 04 write by hand; lessons 01-04 show
+the diff through :func:`agentstate.doctor.preview_fix`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import difflib
 import linecache
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,12 +62,17 @@ def _as_read(file: str) -> str | None:
 
 
 def prepare(
-    fixes: Iterable[Fix], roots: tuple[Path, ...], read: dict[str, str] | None = None
+    fixes: Iterable[Fix],
+    roots: tuple[Path, ...],
+    read: dict[str, str] | None = None,
+    source: Callable[[str], str | None] = _read,
 ) -> tuple[list[FileEdit], list[Refused]]:
     """Each file's fixed text, and the files that are left as they are (with why).
 
     ``read`` maps a file to the text the doctor saw when it loaded it; without it the
     text ``inspect`` cached is used. A file whose text on disk differs is not edited.
+    ``source`` reads a file's text now (a notebook cell's too, for
+    :func:`agentstate.doctor.preview_fix`).
     """
     by_file: dict[str, list[Fix]] = {}
     for fix in fixes:
@@ -78,7 +84,7 @@ def prepare(
         if not is_project_file(file, roots):
             refused.append(Refused(file, "outside the project: not edited", group))
             continue
-        text = _read(file)
+        text = source(file)
         if text is None:
             refused.append(Refused(file, "cannot be read as UTF-8: not edited", group))
             continue
@@ -104,12 +110,17 @@ def prepare(
     return edits, refused
 
 
-def unified_diff(edits: Iterable[FileEdit], base: Path | None = None) -> str:
-    """One unified diff of every edit, paths relative to ``base`` where they lie under it."""
+def unified_diff(
+    edits: Iterable[FileEdit],
+    base: Path | None = None,
+    label: Callable[[FileEdit], str | None] = lambda _: None,
+) -> str:
+    """One unified diff of every edit, paths relative to ``base`` where they lie under it
+    (``label`` names an edit otherwise: a notebook cell by what it defines)."""
     out: list[str] = []
     for edit in edits:
-        name = edit.file
-        if base is not None:
+        name = label(edit) or edit.file
+        if base is not None and name == edit.file:
             try:
                 name = str(Path(edit.file).resolve().relative_to(base.resolve()))
             except ValueError:

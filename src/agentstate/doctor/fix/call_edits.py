@@ -294,7 +294,10 @@ def add_to_list_keyword(
     elements = list(present.value.elements)
     if any(_same(_code(e.value), item) for e in elements):
         return source
-    codes = [_code(e.value).strip() for e in elements]
+    codes = [  # `*base` kept starred: `middleware=[*base, TurnCacheMiddleware(...)]`
+        ("*" if isinstance(e, cst.StarredElement) else "") + _code(e.value).strip()
+        for e in elements
+    ]
     if any("\n" in c or "#" in c for c in codes):  # elements laid out by hand: one more line
         column = _item_indent(present.value.lbracket.whitespace_after)
         if column is not None:

@@ -5,7 +5,7 @@ Every finding says whether an edit exists and of which kind (``Finding.fix``);
 it they are counted and named, never written), ``--diff`` prints what would be
 written and writes nothing. As ruff does, the report then lists what is left:
 a finding whose fix was written is gone from it. The fixes are those notebooks
-02, 03 and 04 write by hand.
+02, 03 and 04 write by hand (their doctor cells show the diff: :mod:`.preview`).
 """
 
 from __future__ import annotations

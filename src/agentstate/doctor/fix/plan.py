@@ -31,7 +31,8 @@ does: a writer that hands over a whole value (``{"todos": todos}``) or reads
 the key and writes it back would then add to the old value instead of
 replacing it, a subagent would receive every key of the schema it is handed,
 an item written twice on purpose would be kept once, or the code would come
-to depend on agentstate. Applied by :mod:`agentstate.doctor.fix.apply`.
+to depend on agentstate. Applied by :mod:`agentstate.doctor.fix.apply`; shown in
+lessons 01-04's doctor cells by :mod:`agentstate.doctor.fix.preview`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from pathlib import Path
 import typing_extensions
 
 from agentstate.doctor.checks.same_batch_read import blind_pairs
+from agentstate.doctor.facts import sources
 from agentstate.doctor.facts.bindings import binder
 from agentstate.doctor.facts.code_source import tool_functions
 from agentstate.doctor.facts.graph_facts import EXCLUDED_BY_TASK, GraphFacts
@@ -153,14 +155,18 @@ def _bases(cls: type) -> Iterator[type]:
                 frontier.append(base)
 
 
-@functools.lru_cache(maxsize=512)
 def _place(cls: type) -> tuple[str, int] | None:
-    try:
-        file = inspect.getsourcefile(cls)
-        line = inspect.getsourcelines(cls)[1]
-    except (OSError, TypeError):
+    """``(file, line)`` of ``class Name`` (a notebook cell's while the doctor reads cells)."""
+    return _located(cls, sources.reading())
+
+
+@functools.lru_cache(maxsize=512)
+def _located(cls: type, cells: bool) -> tuple[str, int] | None:
+    place = sources.class_place(cls)
+    if place is None:
         return None
-    return (str(Path(file).resolve()), line) if file else None
+    file, line = place
+    return (file if sources.is_cell(file) else str(Path(file).resolve())), line
 
 
 def _own_declaration(cls: type, key: str) -> tuple[str, ast.AnnAssign] | None:
@@ -198,19 +204,28 @@ def _in_project(file: str, roots: tuple[Path, ...]) -> bool:
 def _project_classes(roots: tuple[Path, ...]) -> Iterator[type]:
     """State-like classes (TypedDict, pydantic, dataclass) defined in the project's modules."""
     prefixes = tuple({str(r) for r in roots} | {str(Path(r).resolve()) for r in roots})
+    cells = sources.reading()
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
+        if cells and file is None:  # a kernel's __main__: its classes live in its cells
+            placed = [(v, _place(v)) for v in _schemas(module)]
+            yield from (v for v, p in placed if p is not None and _in_project(p[0], roots))
+            continue
         if not isinstance(file, str) or not file.startswith(prefixes):
             continue  # most modules are the libraries': not even resolved
-        if not _in_project(file, roots):
-            continue
-        for value in list(vars(module).values()):
-            if (
-                isinstance(value, type)
-                and getattr(value, "__module__", None) == module.__name__
-                and schema_kind(value) != "class"
-            ):
-                yield value
+        if _in_project(file, roots):
+            yield from _schemas(module)
+
+
+def _schemas(module: object) -> Iterator[type]:
+    """The state-like classes ``module`` defines itself."""
+    for value in list(vars(module).values()):
+        if (
+            isinstance(value, type)
+            and getattr(value, "__module__", None) == getattr(module, "__name__", None)
+            and schema_kind(value) != "class"
+        ):
+            yield value
 
 
 def state_classes(scope: GraphFacts, roots: tuple[Path, ...]) -> list[type]:
@@ -463,10 +478,7 @@ def _page(code: str) -> str:
 
 
 def _source(file: str) -> str | None:
-    try:
-        return Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+    return sources.read(file)
 
 
 def _top(scope: GraphFacts) -> GraphFacts:
@@ -531,8 +543,8 @@ def _import_of(cls: type, file: str) -> Name | None | str:
     place = _place(cls)
     if place is None:
         return f"`{cls.__name__}`'s source cannot be read"
-    if place[0] == file:
-        return None
+    if place[0] == file or (sources.is_cell(place[0]) and sources.is_cell(file)):
+        return None  # the same file, or two cells of one notebook (one namespace)
     module = sys.modules.get(cls.__module__)
     found = getattr(module, "__file__", None)
     if cls.__module__ == "__main__" or not found or str(Path(found).resolve()) != place[0]:
