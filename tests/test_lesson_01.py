@@ -2,9 +2,11 @@
 
 The lesson shows a few of these in cells; the exhaustive checks live here so a
 deepagents or LangGraph upgrade that changes any of them turns CI red, and so
-do the knob's fixed settings. The teaching tools and the knob are executed
-from the lesson's own source (``notebooks/_src/01_file_based_storage.py``),
-not copied.
+do the knob's fixed settings. The teaching tools are executed from the
+lesson's own source (``notebooks/_src/01_file_based_storage.py``), not
+copied; the pieces the lesson imports from the package (its fix's reader
+``get_collected_requirements``, the knob's ``fields_kept``) are checked here
+against them, sync and async.
 """
 
 from __future__ import annotations
@@ -21,9 +23,14 @@ from deepagents.middleware.filesystem import _file_data_delta_reducer
 from agentstate.doctor import diagnose
 from agentstate.hazards import hazard
 from agentstate.lessons.fixtures import (
+    FILE_LAYOUTS,
     POSTGRES_FIELDS,
     PerFieldFileStorage,
+    afields_kept,
+    fields_kept,
     file_fields,
+    get_collected_requirements,
+    label_fields,
     one_batch_model,
     one_call_per_step_model,
     one_reply_model,
@@ -41,16 +48,10 @@ ORDER = list(POSTGRES_FIELDS)
 TEACHING = (
     "store_requirement",
     "store_in_own_file",
-    "get_collected_requirements",
-    "holds",
     "PATH",
     "FOLDER",
     "TURN",
-    "stores",
-    "one_reply",
-    "fields_kept",
     "LAYOUTS",
-    "show_reads",
     "fields_in",
     "replace_path",
     "ToyState",
@@ -59,7 +60,7 @@ TEACHING = (
 
 
 def teaching() -> dict:
-    """The lesson's tools, helpers and knob, executed from its own source."""
+    """The lesson's tools and helpers, executed from its own source."""
     return definitions("01", TEACHING)
 
 
@@ -102,16 +103,12 @@ def test_five_calls_run_in_one_step_on_five_threads_and_the_last_in_the_message_
     lesson, mode
 ):
     timeline = ToolTimeline()
-    lesson["holds"].append(FinishOrder(timeline, ORDER[::-1]))
-    try:
-        agent = create_deep_agent(
-            one_batch_model(POSTGRES_FIELDS),
-            tools=[lesson["store_requirement"]],
-            middleware=[timeline],
-        )
-        state = run(agent, user_turn(), mode)
-    finally:
-        lesson["holds"].clear()
+    agent = create_deep_agent(
+        one_batch_model(POSTGRES_FIELDS),
+        tools=[lesson["store_requirement"]],
+        middleware=[timeline, FinishOrder(timeline, ORDER[::-1])],  # as the lesson lists them
+    )
+    state = run(agent, user_turn(), mode)
     assert in_file(state) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
     assert [m.content for m in tool_replies(state)] == [f"Stored {f}." for f in ORDER]
     assert {e.step for e in timeline.events} == {3}
@@ -230,7 +227,7 @@ def test_a_custom_read_modify_write_tool_is_not_guarded(lesson):
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_the_teaching_fix_and_the_package_per_field_storage_keep_the_same_files(lesson, mode):
-    tools = [lesson["store_in_own_file"], lesson["get_collected_requirements"]]
+    tools = [lesson["store_in_own_file"], get_collected_requirements]
     teaching_state = run(
         create_deep_agent(store_then_read_model(POSTGRES_FIELDS), tools=tools), user_turn(), mode
     )
@@ -259,24 +256,81 @@ def test_the_package_per_field_storage_refuses_a_bad_value_and_writes_nothing():
     assert sorted(per_field_files(state)) == ["/requirements/engine.json"]
 
 
-# --- the knob, at fixed settings ---
+# --- the fix's reader, imported from the package ---
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_packages_reader_merges_only_the_per_field_files_in_path_order(mode):
+    files = {
+        "/requirements/engine.json": create_file_data(json.dumps({"engine": "postgres"})),
+        "/requirements/zz.json": create_file_data(json.dumps({"engine": "mysql"})),  # later path
+        "/requirements/broken.json": create_file_data("not json"),
+        REQUIREMENTS_PATH: create_file_data(json.dumps({"username": "elsewhere"})),
+    }
+    model = ScriptedChatModel(
+        script=[reply(tool_call("get_collected_requirements")), reply(text="ok")]
+    )
+    agent = create_deep_agent(model, tools=[get_collected_requirements])
+    state = run(agent, {**user_turn(), "files": files}, mode)
+    (answer,) = tool_replies(state, "get_collected_requirements")
+    assert answer.status == "success"
+    assert json.loads(answer.content) == {"engine": "mysql"}  # the later path wins, nothing else
+
+
+def test_the_packages_reader_answers_an_empty_object_before_any_store():
+    model = ScriptedChatModel(
+        script=[reply(tool_call("get_collected_requirements")), reply(text="ok")]
+    )
+    state = create_deep_agent(model, tools=[get_collected_requirements]).invoke(user_turn())
+    assert tool_replies(state, "get_collected_requirements")[0].content == "{}"
+
+
+# --- the prove cell and the knob: the package's fields_kept, at fixed settings ---
 
 
 @pytest.mark.parametrize("parallel_calls", [1, 5, 20])
-def test_the_knob_keeps_one_field_in_the_shared_file_and_every_field_in_files_per_field(
+def test_fields_kept_keeps_one_field_in_the_shared_file_and_every_field_in_files_per_field(
     lesson, parallel_calls
 ):
-    kept = {layout: lesson["fields_kept"](layout, parallel_calls) for layout in lesson["LAYOUTS"]}
+    assert list(FILE_LAYOUTS) == lesson["LAYOUTS"]  # the knob's choices are the package's
+    kept = {layout: fields_kept(layout, parallel_calls) for layout in lesson["LAYOUTS"]}
     assert kept == {"one file": 1, "one file per field": parallel_calls}
 
 
-def test_one_call_per_reply_costs_a_model_call_per_field_with_the_lessons_tool(lesson):
-    model = lesson["ScriptedChatModel"](
-        script=[*(lesson["reply"](c) for c in lesson["stores"](POSTGRES_FIELDS)), reply(text="ok")]
-    )
-    state = create_deep_agent(model, tools=[lesson["store_requirement"]]).invoke(user_turn())
-    assert lesson["fields_in"](state["files"]) == POSTGRES_FIELDS
-    assert model.position == len(POSTGRES_FIELDS) + 1
+@pytest.mark.parametrize("parallel_calls", [1, 5, 20])
+def test_fields_kept_counts_what_the_lessons_own_tools_keep(lesson, parallel_calls):
+    """The package's two layouts keep as many fields as the page's two tools."""
+    page_tools = {"one file": "store_requirement", "one file per field": "store_in_own_file"}
+    for layout, name in page_tools.items():
+        state = create_deep_agent(
+            one_batch_model(label_fields(parallel_calls)), tools=[lesson[name]]
+        ).invoke(user_turn())
+        files = state["files"]
+        on_page = {f for data in files.values() for f in json.loads(file_data_to_string(data))}
+        assert fields_kept(layout, parallel_calls) == len(on_page)
+
+
+def test_fields_kept_async_twin_agrees():
+    kept = {layout: asyncio.run(afields_kept(layout, 7)) for layout in FILE_LAYOUTS}
+    assert kept == {"one file": 1, "one file per field": 7}
+
+
+@pytest.mark.parametrize(
+    ("layout", "parallel_calls", "message"),
+    [
+        ("two files", 5, "layout must be one of 'one file', 'one file per field', not 'two files'"),
+        ("one file", 0, "parallel_calls must be a whole number of at least 1, not 0"),
+        ("one file", True, "parallel_calls must be a whole number of at least 1, not True"),
+        ("one file", "5", "parallel_calls must be a whole number of at least 1, not '5'"),
+    ],
+)
+def test_fields_kept_refuses_bad_settings_with_one_line(layout, parallel_calls, message):
+    with pytest.raises(ValueError) as caught:
+        fields_kept(layout, parallel_calls)
+    assert str(caught.value) == message
+    with pytest.raises(ValueError) as caught:
+        asyncio.run(afields_kept(layout, parallel_calls))
+    assert str(caught.value) == message
 
 
 # --- the toy, the printed reads, the reducer by hand and the doctor (shown, not asserted) ---
@@ -299,26 +353,21 @@ def test_the_toy_keeps_one_field_in_files_and_both_writes_in_the_log(lesson):
         ]
 
 
-def test_the_tool_prints_what_it_read_in_the_order_the_calls_finish(lesson, capsys):
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_tool_prints_what_it_read_in_the_order_the_calls_finish(lesson, capsys, mode):
+    """Each call runs after the ones FinishOrder let finish first, and still reads nothing."""
     timeline = ToolTimeline()
-    lesson["holds"].append(FinishOrder(timeline, ORDER[::-1]))
-    lesson["show_reads"] = True  # the lesson turns it off after the reproduction
-    try:
-        agent = create_deep_agent(
-            one_batch_model(POSTGRES_FIELDS),
-            tools=[lesson["store_requirement"]],
-            middleware=[timeline],
-        )
-        agent.invoke(user_turn())
-    finally:
-        lesson["holds"].clear()
-        lesson["show_reads"] = False
+    agent = create_deep_agent(
+        one_batch_model(POSTGRES_FIELDS),
+        tools=[lesson["store_requirement"]],
+        middleware=[timeline, FinishOrder(timeline, ORDER[::-1])],
+    )
+    run(agent, user_turn(), mode)
     printed = capsys.readouterr().out.splitlines()
     assert printed == [f"store_requirement({f}) read {{}}" for f in reversed(ORDER)]
 
 
 def test_the_recorded_writes_folded_by_the_agents_own_reducer_keep_the_last_call(lesson):
-    lesson["show_reads"] = False
     timeline = ToolTimeline()
     agent = create_deep_agent(
         one_batch_model(POSTGRES_FIELDS),
@@ -340,7 +389,7 @@ def test_the_doctor_names_the_shared_file_tool_and_passes_one_file_per_field(les
     broken = create_deep_agent(one_batch_model({}), tools=[lesson["store_requirement"]])
     fixed = create_deep_agent(
         one_batch_model({}),
-        tools=[lesson["store_in_own_file"], lesson["get_collected_requirements"]],
+        tools=[lesson["store_in_own_file"], get_collected_requirements],
     )
     assert diagnose(broken).codes() == ["file-read-modify-write"]
     assert diagnose(fixed).codes() == []

@@ -98,10 +98,9 @@ print("the file after the step:", result["files"][PATH])
 # function the model asks to run.
 
 # %% [markdown]
-# This tool reads the file from the state (`runtime.state`), adds one field,
-# and returns the whole file in a `Command`, the object that updates the
-# state. `holds` stands for the work between read and write: a call waits
-# there for its turn while the lesson puts a `FinishOrder` in it.
+# This tool reads the file from the state (`runtime.state`), prints what it
+# read, adds one field, and returns the whole file in a `Command`, the object
+# that updates the state.
 
 # %%
 import json
@@ -113,9 +112,6 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-holds: list = []  # each is called with the field between the read and the write
-show_reads = True
-
 
 def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
     return json.loads(file_data_to_string(files[PATH])) if files and PATH in files else {}
@@ -125,10 +121,7 @@ def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
 def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
     """Store one requirement in /requirements.json."""
     current = fields_in(runtime.state.get("files"))
-    for wait_turn in holds:
-        wait_turn(field_name)
-    if show_reads:
-        print(f"store_requirement({field_name}) read {current}")
+    print(f"store_requirement({field_name}) read {current}")
     current[field_name] = value
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
     data = create_file_data(json.dumps(current))
@@ -137,39 +130,29 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 
 # %% [markdown]
 # The model is **scripted**: it replays fixed replies, offline, with no API
-# key. Its first reply holds five **tool calls**, one per field.
+# key. `one_batch_model`'s first reply holds five **tool calls**, one per field.
 
 # %% [markdown]
-# - `FinishOrder` holds each call after its read until all five are
-#   running (so they run at once, on five threads), then lets the **last**
-#   call finish **first**: each waits for the calls after it to end.
-# - `ToolTimeline` is a **middleware**, an object that hooks into the
-#   agent's loop. It records what each call read and wrote, its super-step
+# Two **middleware**, objects that hook into the agent's loop:
+# - `ToolTimeline` records what each call read and wrote, its super-step
 #   and its thread.
+# - `FinishOrder` holds each call until all five are running (so they run
+#   at once, on five threads), then runs them **last** call **first**.
 
 # %%
 from deepagents import create_deep_agent
 
-from agentstate.lessons.fixtures import POSTGRES_FIELDS
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_batch_model
 from agentstate.lessons.simulation import FinishOrder
-from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.tracing import ToolTimeline
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
-
-
-def stores(fields: dict) -> list:  # one call per field
-    return [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
-
-
-def one_reply(*calls) -> ScriptedChatModel:  # these calls at once, then an answer
-    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
-
-
 timeline = ToolTimeline()
-holds.append(FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1]))  # last call first
+last_first = FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1])
 broken_agent = create_deep_agent(
-    one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], middleware=[timeline]
+    one_batch_model(POSTGRES_FIELDS),
+    tools=[store_requirement],
+    middleware=[timeline, last_first],
 )
 state = broken_agent.invoke(TURN)
 kept = fields_in(state["files"])
@@ -180,8 +163,9 @@ print("threads used:", timeline.thread_count())
 kept
 
 # %% [markdown]
-# Every tool said "Stored", and the file holds one field. Why super-step 3?
-# deepagents adds a node before the model:
+# Every tool said "Stored", and the file holds one field. `engine` ran after
+# the other four had ended, yet read `{}`: each call reads the state from
+# before the step. Why super-step 3? deepagents adds a node before the model:
 #
 # ```mermaid
 # flowchart LR
@@ -241,66 +225,31 @@ def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
     return Command(update={"files": {path: data}, "messages": [done]})
 
 
-@tool
-def get_collected_requirements(runtime: ToolRuntime) -> str:
-    """Every requirement stored so far, as JSON."""
-    files = runtime.state.get("files") or {}
-    merged = {}
-    for path in sorted(p for p in files if p.startswith(FOLDER)):
-        merged.update(json.loads(file_data_to_string(files[path])))
-    return json.dumps(merged, sort_keys=True)
-
-
 # %% [markdown]
-# Five calls in one reply, read back by the model's next reply:
+# Five calls in one reply; the model's next reply reads them back with the
+# package's `get_collected_requirements`, which merges the files:
 
 # %%
-show_reads = False  # quiet and unheld from here on
-holds.clear()
-store_then_read = [reply(*stores(POSTGRES_FIELDS)), reply(tool_call("get_collected_requirements"))]
+from agentstate.lessons.fixtures import get_collected_requirements, store_then_read_model
+
 fixed_agent = create_deep_agent(
-    ScriptedChatModel(script=[*store_then_read, reply(text="All five stored.")]),
+    store_then_read_model(POSTGRES_FIELDS),
     tools=[store_in_own_file, get_collected_requirements],
 )
 fixed_state = fixed_agent.invoke(TURN)
 json.loads(fixed_state["messages"][-2].content)
 
 # %% [markdown]
-# The package's `PerFieldFileStorage` is this layout under the full agent's
-# six tools, and checks every value against the database spec:
-
-# %%
-from agentstate.lessons.fixtures import PerFieldFileStorage
-from agentstate.rds import assemble_rds_agent
-
-package_model = ScriptedChatModel(script=[*store_then_read, reply(text="All five stored.")])
-package_state = assemble_rds_agent(package_model, PerFieldFileStorage()).invoke(TURN)
-package_files, teaching_files = (
-    {path: json.loads(file_data_to_string(data)) for path, data in out["files"].items()}
-    for out in (package_state, fixed_state)
-)
-print("the same files, holding the same fields:", package_files == teaching_files)
-
-# %% [markdown]
 # ## 5. Prove: any number of parallel calls
-# `fields_kept` runs one reply of `parallel_calls` stores with either tool
-# and counts the fields the files hold. With 20 calls:
-
+# The package holds both layouts (its tests check they keep what this page's
+# tools keep). `fields_kept` runs one reply of `parallel_calls` stores with
+# either and counts the fields the files hold. With 20 calls:
 
 # %%
-LAYOUTS = {"one file": store_requirement, "one file per field": store_in_own_file}
+from agentstate.lessons.fixtures import fields_kept
 
-
-def fields_kept(layout: str = "one file", parallel_calls: int = 5) -> int:
-    fields = {f"labels.k{i:02d}": str(i) for i in range(parallel_calls)}
-    agent = create_deep_agent(one_reply(*stores(fields)), tools=[LAYOUTS[layout]])
-    files = agent.invoke(TURN)["files"]
-    return len({f for data in files.values() for f in json.loads(file_data_to_string(data))})
-
-
-at_twenty = {layout: fields_kept(layout, 20) for layout in LAYOUTS}
-assert at_twenty == {"one file": 1, "one file per field": 20}
-at_twenty
+LAYOUTS = ["one file", "one file per field"]
+{layout: fields_kept(layout, 20) for layout in LAYOUTS}
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
@@ -329,7 +278,7 @@ import ipywidgets as widgets
 WIDE = {"description_width": "initial"}
 knob_widget = widgets.interact(
     fields_kept,
-    layout=widgets.Dropdown(options=list(LAYOUTS), description="layout", style=WIDE),
+    layout=widgets.Dropdown(options=LAYOUTS, description="layout", style=WIDE),
     parallel_calls=widgets.IntSlider(
         value=5, min=1, max=20, description="parallel calls", style=WIDE
     ),

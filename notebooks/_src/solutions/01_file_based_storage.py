@@ -2,9 +2,9 @@
 # # 01 · File-based storage: exercise solutions
 #
 # Each exercise of notebook 01, answered with the lesson's own code: the toy
-# graph, `store_requirement`, `store_in_own_file` and the helpers, written
-# again here as the lesson has them. Everything runs offline and asserts its
-# answer.
+# graph, `store_requirement` (without its print), `store_in_own_file` and
+# `fields_in`, written again here, and the package's scripted models the
+# lesson imports. Everything runs offline and asserts its answer.
 
 # %%
 import json
@@ -19,8 +19,8 @@ from langchain_core.tools import tool
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
-from agentstate.lessons.fixtures import POSTGRES_FIELDS
-from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_call_per_step_model, one_reply_model
+from agentstate.models import tool_call
 
 PATH = "/requirements.json"
 FOLDER = "/requirements/"
@@ -34,8 +34,7 @@ def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
 @tool
 def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
     """Store one requirement in /requirements.json."""
-    files = runtime.state.get("files") or {}
-    current = json.loads(file_data_to_string(files[PATH])) if PATH in files else {}
+    current = fields_in(runtime.state.get("files"))
     current[field_name] = value
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
     data = create_file_data(json.dumps(current))
@@ -49,14 +48,6 @@ def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
     data = create_file_data(json.dumps({field_name: value}))
     return Command(update={"files": {path: data}, "messages": [done]})
-
-
-def stores(fields: dict) -> list:  # one call per field
-    return [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
-
-
-def one_reply(*calls) -> ScriptedChatModel:  # these calls at once, then an answer
-    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
 
 
 # %% [markdown]
@@ -112,7 +103,7 @@ print("the file after the step:", result["files"][PATH])
 # %%
 def engine_kept(*values: str) -> str:
     calls = [tool_call("store_requirement", field_name="engine", value=v) for v in values]
-    out = create_deep_agent(one_reply(*calls), tools=[store_in_own_file]).invoke(TURN)
+    out = create_deep_agent(one_reply_model(*calls), tools=[store_in_own_file]).invoke(TURN)
     return json.loads(file_data_to_string(out["files"][f"{FOLDER}engine.json"]))["engine"]
 
 
@@ -137,7 +128,7 @@ kept
 from agentstate.tracing import ToolTimeline, draw_superstep
 
 timeline = ToolTimeline()
-model = ScriptedChatModel(script=[*(reply(c) for c in stores(POSTGRES_FIELDS)), reply(text="ok")])
+model = one_call_per_step_model(POSTGRES_FIELDS)
 agent = create_deep_agent(model, tools=[store_requirement], middleware=[timeline])
 state = agent.invoke(TURN)
 tool_steps = sorted({event.step for event in timeline.events})

@@ -35,7 +35,12 @@ with needs("lessons", "agentstate.lessons.fixtures"):
     from deepagents import create_deep_agent
 
     from agentstate.persistence import sqlite_checkpointer
-    from agentstate.rds.agents import COLLECTOR, assemble_rds_agent, fixed_middleware
+    from agentstate.rds.agents import (
+        COLLECTOR,
+        assemble_rds_agent,
+        build_file_storage_agent,
+        fixed_middleware,
+    )
     from agentstate.rds.state import RdsAgentState
     from agentstate.rds.storage import (
         NAIVE_KEY,
@@ -301,6 +306,59 @@ class PerFieldFileStorage:
         for path in sorted(p for p in files if p.startswith(self.PREFIX)):
             merged.update(read_json_file(files, path))
         return merged
+
+
+@tool
+def get_collected_requirements(runtime: ToolRuntime) -> str:
+    """Every requirement stored so far, as JSON."""
+    # Lesson 01's fix reads its one-file-per-field layout back with this tool: the files
+    # under /requirements/, merged in path order (PerFieldFileStorage.read).
+    return json.dumps(PerFieldFileStorage().read(runtime.state, runtime), sort_keys=True)
+
+
+# Lesson 01's two file layouts, as its knob names them.
+FILE_LAYOUTS = ("one file", "one file per field")
+
+
+def _layout_agent(layout: str, parallel_calls: int) -> Any:
+    if layout not in FILE_LAYOUTS:
+        raise ValueError(
+            f"layout must be one of {', '.join(map(repr, FILE_LAYOUTS))}, not {layout!r}"
+        )
+    if (
+        isinstance(parallel_calls, bool)
+        or not isinstance(parallel_calls, int)
+        or parallel_calls < 1
+    ):
+        raise ValueError(
+            f"parallel_calls must be a whole number of at least 1, not {parallel_calls!r}"
+        )
+    model = one_batch_model(label_fields(parallel_calls))
+    if layout == "one file":
+        return build_file_storage_agent(model)
+    return assemble_rds_agent(model, PerFieldFileStorage())
+
+
+def _distinct_fields(state: Mapping[str, Any]) -> int:
+    files = state.get("files") or {}
+    return len({field for path in files for field in read_json_file(files, path)})
+
+
+def fields_kept(layout: str = "one file", parallel_calls: int = 5) -> int:
+    """How many fields the files hold after one reply of ``parallel_calls`` parallel stores.
+
+    Lesson 01's knob and its "any number of parallel calls" proof. ``layout``
+    is ``"one file"`` (the package's copy of the lesson's ``store_requirement``,
+    :func:`~agentstate.rds.build_file_storage_agent`) or ``"one file per field"``
+    (its ``store_in_own_file``: :class:`PerFieldFileStorage`);
+    ``tests/test_lesson_01.py`` checks each keeps what the page's tool keeps.
+    """
+    return _distinct_fields(_layout_agent(layout, parallel_calls).invoke(user_turn()))
+
+
+async def afields_kept(layout: str = "one file", parallel_calls: int = 5) -> int:
+    """The async twin of :func:`fields_kept` (the agent runs under ``ainvoke``)."""
+    return _distinct_fields(await _layout_agent(layout, parallel_calls).ainvoke(user_turn()))
 
 
 def store_then_read_model(fields: Mapping[str, Any]) -> ScriptedChatModel:
