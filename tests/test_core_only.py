@@ -146,6 +146,7 @@ PARTS = {
     "agentstate.servers.postgres": ("agentstate.servers.postgres", "persistence"),
     "agentstate.lessons.fixtures": ("agentstate.lessons.fixtures", "lessons"),
     "agentstate.lessons.served": ("agentstate.lessons.fixtures", "lessons"),
+    "agentstate.lessons.purity": ("agentstate.lessons.fixtures", "lessons"),
 }
 
 

@@ -36,6 +36,7 @@ from agentstate.lessons.fixtures import (
     reader_batch_model,
     user_turn,
 )
+from agentstate.lessons.purity import areader_saw, reader_saw
 from agentstate.rds import (
     StateStorage,
     assemble_rds_agent,
@@ -54,16 +55,10 @@ TEACHING = {
     "merge_fields",
     "RequirementsState",
     "TURN",
-    "one_reply",
     "agent_with",
     "SCHEMAS",
     "kept_with",
-    "early_calls",
-    "early_call",
     "merge_in_place",
-    "merge_new",
-    "count_requirements",
-    "reader_saw",
 }
 
 
@@ -361,13 +356,18 @@ def test_the_hazard_rows_the_lesson_links_agree_with_what_it_shows(lesson):
     assert "requirements" not in undeclared and "no error" in results["undeclared-key"].evidence
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_the_impure_reducer_leaks_the_five_writes_to_a_same_step_reader_and_the_pure_one_none(
-    lesson,
+    lesson, mode
 ):
-    """The lesson's purity cell, from its own source, three times: 0 and 5 fields every time."""
+    """The lesson's purity cell: its own reducers through the package's reader_saw (and
+    areader_saw), three times: 0 and 5 fields every time."""
     for _ in range(3):
-        saw = {r: lesson["reader_saw"](lesson[r]) for r in ("merge_new", "merge_in_place")}
-        assert saw == {"merge_new": "0 fields", "merge_in_place": "5 fields"}
+        saw = {
+            r: reader_saw(lesson[r]) if mode == "sync" else asyncio.run(areader_saw(lesson[r]))
+            for r in ("merge_fields", "merge_in_place")
+        }
+        assert saw == {"merge_fields": 0, "merge_in_place": 5}
 
 
 def test_the_tools_of_create_agent_run_in_super_step_2(lesson):

@@ -58,22 +58,14 @@ class PlainState(AgentState):
 # in one reply, as in lesson 01:
 
 # %%
-from agentstate.lessons.fixtures import POSTGRES_FIELDS
-from agentstate.models import ScriptedChatModel, reply, tool_call
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_batch_model
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 
 
-def one_reply(fields: dict) -> ScriptedChatModel:
-    """A model whose first reply stores every field at once, then answers."""
-    calls = [tool_call("store_requirement", field_name=f, value=v) for f, v in fields.items()]
-    return ScriptedChatModel(script=[reply(*calls), reply(text="Stored.")])
-
-
 def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
-    return create_agent(
-        one_reply(fields), tools=[store_requirement], state_schema=schema, **options
-    )
+    model = one_batch_model(fields)  # first reply: one store_requirement call per field
+    return create_agent(model, tools=[store_requirement], state_schema=schema, **options)
 
 
 # %% [markdown]
@@ -198,54 +190,20 @@ draw_superstep(
 
 # %% [markdown]
 # So a reducer that changes `current` in place shows a write to a tool that
-# should not see it yet. Below, a reader in the writers' reply waits for the
-# five early calls (made on the tools' threads), then counts the fields:
+# should not see it yet. `reader_saw(reducer)` runs the agent above with
+# that reducer: one reply stores the five fields and, in the same step,
+# counts them after the five early calls:
 
 # %%
-import threading
-
-early_calls = threading.Semaphore(0)
-
-
-def early_call() -> None:  # on a tool's thread: before the step ends
-    if threading.current_thread() is not threading.main_thread():
-        early_calls.release()
+from agentstate.lessons.purity import reader_saw
 
 
 def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes current
     current.update(write)
-    early_call()
     return current
 
 
-def merge_new(current: dict, write: dict) -> dict:  # pure: a new dict
-    early_call()
-    return merge_fields(current, write)
-
-
-@tool
-def count_requirements(runtime: ToolRuntime) -> str:
-    """Count the requirements, after the reducer's five early calls."""
-    for _ in range(5):
-        early_calls.acquire(timeout=5)
-    return f"{len(runtime.state['requirements'])} fields"
-
-
-# %%
-def reader_saw(reducer) -> str:
-    class State(AgentState):
-        requirements: Annotated[NotRequired[dict[str, Any]], reducer]
-
-    stores = [
-        tool_call("store_requirement", field_name=f, value=v) for f, v in POSTGRES_FIELDS.items()
-    ]
-    model = ScriptedChatModel(script=[reply(*stores, tool_call("count_requirements")), reply()])
-    agent = create_agent(model, [store_requirement, count_requirements], state_schema=State)
-    state = agent.invoke({**TURN, "requirements": {}})
-    return next(m.text for m in state["messages"] if m.name == "count_requirements")
-
-
-{r.__name__: reader_saw(r) for r in (merge_new, merge_in_place)}
+{r.__name__: reader_saw(r) for r in (merge_fields, merge_in_place)}
 
 # %% [markdown]
 # The in-place merge leaked all five writes to a reader that should have
@@ -263,7 +221,7 @@ from agentstate.rds import build_reducer_agent
 
 labels = {f"labels.k{i:03d}": str(i) for i in range(500)}
 teaching = agent_with(RequirementsState, labels).invoke(TURN)["requirements"]
-package = build_reducer_agent(one_reply(labels)).invoke(TURN)["requirements"]
+package = build_reducer_agent(one_batch_model(labels)).invoke(TURN)["requirements"]
 print(f"teaching agent kept {len(teaching)} of 500, the package kept {len(package)}")
 print("the same fields and values:", teaching == package == labels)
 

@@ -4,7 +4,8 @@ Readers' own agents import ``agentstate.core``, ``agentstate.doctor``,
 ``agentstate.models``, ``agentstate.tracing``, ``agentstate.persistence`` and
 the systems (``rds``, ``experts``, ``engine``, ``memory``); the lessons (notebooks
 01-06) import these too: ``fixtures`` (the scenarios and scripted models),
-``display`` (tables, progress, the doctor's reports side by side),
+``display`` (tables, progress, the doctor's reports side by side), ``purity``
+(what a reader in its writers' super-step sees under a reducer),
 ``simulation`` (tool latency), ``datafiles`` (the shipped data files),
 ``served`` (the graphs ``langgraph.json`` serves) and ``serve`` (``langgraph
 dev`` with private threads, for ``make serve``). Nothing in ``agentstate.core``
