@@ -394,3 +394,84 @@ def test_the_lessons_plain_agent_shows_what_the_hazard_reproduction_shows(lesson
     assert result.outcome == "reproduced", result.evidence
     state = lesson["my_agent"]().invoke(lesson["TURN"])
     assert seen(state) == 0 and len(state["requirements"]) == 5
+
+
+# --- what lesson 03 takes from the package, and the library behaviour its notes state ---
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("next_reply", [False, True])
+def test_same_turn_model_scripts_the_lessons_replies(mode, next_reply):
+    """``same_turn_model``: the stores and the readers in one reply (or the readers in the
+    next), each turn ending in "Done."; run through a plain agent with ``invoke`` and
+    ``ainvoke``."""
+    from agentstate.lessons.fixtures import RequirementsState, same_turn_model, store_requirement
+
+    readers = ["get_collected_requirements"]
+    model = same_turn_model(POSTGRES_FIELDS, readers, next_reply=next_reply, turns=2)
+    ai = [m for m in model.script if m.tool_calls or m.text]
+    names = [[c["name"] for c in m.tool_calls] for m in ai]
+    one_turn = (
+        [["store_requirement"] * 5, readers, []]
+        if next_reply
+        else [["store_requirement"] * 5 + readers, []]
+    )
+    assert names == one_turn * 2 and ai[-1].text == "Done."
+    lister = definitions("03", ("get_collected_requirements",))["get_collected_requirements"]
+    agent = create_agent(model, tools=[store_requirement, lister], state_schema=RequirementsState)
+    run = agent.invoke(user_turn()) if mode == "sync" else asyncio.run(agent.ainvoke(user_turn()))
+    assert fields_seen_by_reader(run) == (5 if next_reply else 0)
+    assert run["requirements"] == POSTGRES_FIELDS
+
+
+def test_same_turn_model_refuses_a_string_of_readers_and_no_turns():
+    from agentstate.lessons.fixtures import same_turn_model
+
+    with pytest.raises(TypeError, match="list of tool names"):
+        same_turn_model(POSTGRES_FIELDS, "validate_manifest")
+    with pytest.raises(ValueError, match="turns must be at least 1"):
+        same_turn_model(POSTGRES_FIELDS, ["validate_manifest"], turns=0)
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_tool_reads_runtime_state_which_overriding_state_alone_leaves(lesson, both):
+    """The lesson's note on ``override``: a tool's ``runtime.state`` is not the request's
+    ``state``; a middleware that overrides only ``state`` leaves the reader blind."""
+    from dataclasses import replace
+
+    from langchain.agents.middleware import AgentMiddleware
+
+    class View(AgentMiddleware):
+        def wrap_tool_call(self, request, handler):
+            view = {**request.state, "requirements": {"engine": "postgres"}}
+            runtime = replace(request.runtime, state=view) if both else request.runtime
+            return handler(request.override(state=view, runtime=runtime))
+
+    model = ScriptedChatModel(
+        script=[reply(tool_call("get_collected_requirements")), reply(text="Done.")]
+    )
+    agent = create_agent(
+        model, tools=lesson["TOOLS"], state_schema=lesson["RequirementsState"], middleware=[View()]
+    )
+    assert seen(agent.invoke(lesson["TURN"])) == (1 if both else 0)
+
+
+def test_the_teaching_cache_forgets_each_batch_and_records_a_readers_finish(lesson):
+    """The drop condition of the page: every call of the reply (readers too) leaves an entry,
+    and the call that completes the set deletes the batch, so nothing is left after a turn."""
+    cache = teaching_cache(lesson)
+    recorded = []
+    original = cache.changed.notify_all
+
+    def spy():
+        recorded.append({k: dict(v) for k, v in cache.batches.items()})
+        original()
+
+    cache.changed.notify_all = spy
+    state = lesson["my_agent"](cache).invoke(lesson["TURN"])
+    last = next(iter(recorded[-1].values()))
+    readers = {
+        c["id"]: c["name"] for m in state["messages"] if m.type == "ai" for c in m.tool_calls
+    }
+    assert len(last) == 7 and cache.batches == {}
+    assert [last[i] for i, n in readers.items() if n in lesson["READS"]] == [None, None]
