@@ -22,9 +22,9 @@
 
 # %% [markdown]
 # ## 1. Reproduce: readers next to the writers
-# Lesson 02's state and writer, imported: `RequirementsState`
-# (`requirements` merged by `merge_fields`) and `store_requirement`. New
-# here: two readers of `runtime.state`.
+# Lesson 02's `RequirementsState` (`requirements` merged by `merge_fields`)
+# and `store_requirement`, imported; new here, two readers of
+# `runtime.state`.
 
 # %%
 import json
@@ -77,12 +77,9 @@ print("fields get_collected_requirements listed:", fields_seen_by_reader(state))
 print("fields in the state after the turn:", len(state["requirements"]))
 
 # %% [markdown]
-# The reader listed nothing, yet the state held all five fields after the
-# turn.
-
-# %% [markdown]
 # ## 2. Look inside: one super-step, read from the state before it
-# The same run, drawn: every call got the state from before the step.
+# The reader listed nothing; the state after the turn held all five fields.
+# Drawn: every call got the state from before the step.
 
 # %%
 from agentstate.tracing import draw_superstep
@@ -111,14 +108,14 @@ next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
 
 # %% [markdown]
-# The seven calls ran in one super-step on several threads: the tools are
-# not "single-threaded". The late reader still saw nothing: writes apply
-# when the **super-step** ends, not the turn.
+# The seven calls ran in one super-step, on several threads: not
+# "single-threaded". The late reader still saw nothing: writes apply when
+# the **super-step** ends, not the turn.
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
-# The cheap fix is above: the readers in the next reply (a prompt line). A
-# turn cache pays only when you cannot choose the order.
+# The cheap fix is above (readers in the next reply); a turn cache pays when
+# you cannot choose the order.
 #
 # ```mermaid
 # flowchart LR
@@ -185,8 +182,8 @@ class TurnCache(AgentMiddleware):
 
 # %% [markdown]
 # Where a reader stalls:
-# - **`override`**: the tool reads `runtime.state`, which overriding `state`
-#   alone leaves as it was; the view goes in both.
+# - **`override`**: the tool reads `runtime.state`; overriding `state` alone
+#   leaves it as it was.
 # - **None**: a reader writes nothing; its entry says it finished.
 # - **Drop**: once every call of the batch has an entry, the batch goes.
 
@@ -255,14 +252,14 @@ knob_widget = widgets.interact(
 # ## Summary
 # - A reader in the writers' reply sees the state from before the
 #   super-step, even when it starts after them.
-# - Readers in the next reply fix it; a turn cache, when you cannot choose
+# - Fix: readers in the next reply, or a turn cache when you cannot choose
 #   the order.
 # - A shared dict races ([going further](going_further/03_caches_that_fail.ipynb)).
 
 # %% [markdown]
 # ## Exercises
 # 1. Readers *first* in the reply: what does the cached reader see, and why?
-# 2. `{"max_concurrency": 4}`: which calls start late, and why does no
+# 2. With `{"max_concurrency": 4}`, which calls start late? Why does no
 #    reader time out?
 # 3. Without step 2 (`wait_for` returns `True` at once), how many fields
 #    does the reader see over 100 turns?
