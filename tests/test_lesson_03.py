@@ -172,7 +172,7 @@ def test_the_teaching_cache_is_one_cell_of_a_screen_at_most():
     cells = [c for c in code_cells("03") if "\nclass TurnCache(" in f"\n{c}"]
     lines = [sum(1 for line in c.splitlines() if line.strip()) for c in cells]
     assert len(cells) == 1, "the teaching cache of notebook 03 was renamed or split"
-    assert lines[0] <= 45, lines
+    assert lines[0] <= 30, lines  # issue 42: the idea only, about 23 lines of class
 
 
 def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
