@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import PrivateAttr
 
 from agentstate.experts.personas import EXPERTS
-from agentstate.lessons.fixtures import POSTGRES_FIELDS, shared_prefix
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, fields_seen_by_reader, shared_prefix
 from agentstate.lessons.served import (
     build_served_reducer,
     build_served_subagents,
@@ -284,7 +284,6 @@ def prove_read_last(source: str) -> None:
     from tests.test_lesson_03 import TEACHING
 
     lesson = definitions("03_same", TEACHING)
-    lesson["show_reads"] = False
     printed = []
     for workers in (7, 16):
         timeline = ToolTimeline()
@@ -299,7 +298,7 @@ def prove_read_last(source: str) -> None:
                 reader.start > stores_done,
                 sorted({e.step for e in timeline.events}),
                 timeline.thread_count() > 1,
-                lesson["seen"](state),
+                fields_seen_by_reader(state),
             )
         )
     assert printed == [(True, [2], True, 0)] * 2

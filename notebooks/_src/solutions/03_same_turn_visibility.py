@@ -15,12 +15,17 @@ from functools import reduce
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime
-from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
 
 from agentstate.core import merge_fields
-from agentstate.lessons.fixtures import POSTGRES_FIELDS, RequirementsState, store_requirement
+from agentstate.lessons.fixtures import (
+    POSTGRES_FIELDS,
+    RequirementsState,
+    fields_seen_by_reader,
+    reader_replies,
+    store_requirement,
+)
 from agentstate.lessons.simulation import SlowToolMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
 
@@ -44,12 +49,8 @@ def validate_manifest(runtime: ToolRuntime) -> str:
 TOOLS = [store_requirement, get_collected_requirements, validate_manifest]
 
 
-def reply_of(state: dict, tool_name: str) -> str:
-    return next(m.text for m in reversed(state["messages"]) if m.name == tool_name)
-
-
-def seen(state: dict) -> int:
-    return len(json.loads(reply_of(state, "get_collected_requirements")))
+def reply_of(state: dict, tool_name: str) -> str:  # a tool's last reply
+    return reader_replies(state)[tool_name]
 
 
 # %% [markdown]
@@ -60,40 +61,28 @@ def seen(state: dict) -> int:
 # %%
 class TurnCache(AgentMiddleware):
     def __init__(self, writers, readers, key, reducer, timeout=10.0):
-        self.writers, self.readers, self.key = set(writers), set(readers), key
-        self.reducer, self.timeout = reducer, timeout
-        self.batches, self.changed = {}, threading.Condition()  # reply id -> batch
+        self.writers, self.readers, self.key, self.reducer = writers, readers, key, reducer
+        self.timeout, self.batches, self.changed = timeout, {}, threading.Condition()
 
     def wrap_tool_call(self, request, handler):
-        name, call_id = request.tool_call["name"], request.tool_call["id"]
-        if name not in self.writers | self.readers:
-            return handler(request)
-        batch = next(m for m in reversed(request.state["messages"]) if m.type == "ai")
-        ours = [c for c in batch.tool_calls if c["name"] in self.writers | self.readers]
-        writer_ids = [c["id"] for c in ours if c["name"] in self.writers]
+        call, state = request.tool_call, request.state
+        batch = next(m for m in reversed(state["messages"]) if m.type == "ai")  # its reply
+        writer_ids = [c["id"] for c in batch.tool_calls if c["name"] in self.writers]
         with self.changed:
             done = self.batches.setdefault(batch.id, {})  # call id -> what it wrote
-        wrote = None
-        try:
-            if name in self.writers:  # 1. record
-                result = handler(request)
-                wrote = result.update.get(self.key) if isinstance(result, Command) else None
-                return result
-            with self.changed:  # 2. wait
+            if call["name"] in self.readers:  # 2. wait, 3. merge
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
-                    error = f"Error: {name} timed out waiting for the writers of its reply."
-                    return ToolMessage(error, tool_call_id=call_id, name=name, status="error")
-                writes = [done[i] for i in writer_ids if done.get(i) is not None]
-            merged = reduce(self.reducer, writes, request.state.get(self.key))  # 3. merge
-            view = {**request.state, self.key: merged}
-            runtime = replace(request.runtime, state=view)
-            return handler(request.override(state=view, runtime=runtime))
-        finally:
-            with self.changed:  # 4. drop
-                done[call_id] = wrote
-                self.changed.notify_all()
-                if len(done) == len(ours):
-                    del self.batches[batch.id]
+                    raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
+                merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
+                view = {**state, self.key: merged}
+                request = request.override(state=view, runtime=replace(request.runtime, state=view))
+        result = handler(request)
+        with self.changed:  # 1. record, 4. drop
+            done[call["id"]] = result.update.get(self.key) if isinstance(result, Command) else None
+            self.changed.notify_all()
+            if len(done) == len(batch.tool_calls):
+                del self.batches[batch.id]
+        return result
 
 
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements", reducer=merge_fields)
@@ -115,8 +104,8 @@ def readers_first_agent(*middleware, fields=POSTGRES_FIELDS):
 
 # %%
 first = readers_first_agent(TurnCache(**CACHE)).invoke(TURN)
-assert seen(first) == 5 and reply_of(first, "validate_manifest") == "valid"
-print("fields get_collected_requirements saw:", seen(first))
+assert fields_seen_by_reader(first) == 5 and reply_of(first, "validate_manifest") == "valid"
+print("fields get_collected_requirements saw:", fields_seen_by_reader(first))
 print("validate_manifest said:", reply_of(first, "validate_manifest"))
 
 # %% [markdown]
@@ -128,10 +117,10 @@ print("validate_manifest said:", reply_of(first, "validate_manifest"))
 # %% [markdown]
 # ## Exercise 2
 # One `TurnCache` turn (the readers after the stores) with
-# `max_concurrency=4` instead of 7: at most four calls run at a time. In
-# place of the exercise's 50 ms per store, `FinishOrder` (lesson 01) holds the
-# first four stores until all four are running, so they surely fill the
-# four places together, however busy the machine. A `ToolTimeline` records
+# `max_concurrency=4` instead of 7: at most four calls run at a time.
+# `FinishOrder` (lesson 01) holds the first four stores until all four are
+# running, so they surely fill the four places together, however busy the
+# machine. A `ToolTimeline` records
 # when each call started:
 
 # %%
@@ -157,10 +146,10 @@ assert (
         "#6 get_collected_requirements",
         "#7 validate_manifest",
     ]
-    and seen(four) == 5
+    and fields_seen_by_reader(four) == 5
 )
 print("started only after a call had finished:", late)
-print("fields the reader saw:", seen(four))
+print("fields the reader saw:", fields_seen_by_reader(four))
 draw_run(
     timeline, four, key="requirements", title="7 calls, at most 4 at a time (max_concurrency=4)"
 )
@@ -203,7 +192,7 @@ racing = create_agent(
     state_schema=RequirementsState,
     middleware=[no_wait, ToolLatencyMiddleware(0.005, seed=3)],
 )
-saw = Counter(seen(racing.invoke(TURN)) for _ in range(100))
+saw = Counter(fields_seen_by_reader(racing.invoke(TURN)) for _ in range(100))
 assert set(saw) != {5}
 {f"saw {k} of 5": n for k, n in sorted(saw.items())}
 

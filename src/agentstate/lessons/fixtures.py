@@ -117,6 +117,29 @@ def reader_batch_model(
     return ScriptedChatModel(script=turn * trials, model_name="reader-batch")
 
 
+def same_turn_model(
+    fields: Mapping[str, Any],
+    readers: Sequence[str],
+    *,
+    next_reply: bool = False,
+    turns: int = 1,
+) -> ScriptedChatModel:
+    """The scripted model of lesson 03 (``notebooks/03_same_turn_visibility.ipynb``).
+
+    Each of ``turns`` user turns: one reply storing ``fields`` in parallel with
+    the ``readers`` after the stores in the same reply (or, ``next_reply``, in
+    the reply after), then "Done.". The lesson builds its agent on the page
+    around it; the replies are data, so they live here.
+    """
+    if isinstance(readers, str):
+        raise TypeError(f"readers is a list of tool names, got the string {readers!r}")
+    if turns < 1:
+        raise ValueError(f"turns must be at least 1, got {turns!r}")
+    stores, reads = store_calls(fields), [tool_call(name) for name in readers]
+    replies = [reply(*stores), reply(*reads)] if next_reply else [reply(*stores, *reads)]
+    return ScriptedChatModel(script=[*replies, reply(text="Done.")] * turns, model_name="same-turn")
+
+
 def reader_replies(state: Mapping[str, Any]) -> dict[str, str]:
     """The last reply of each tool in a state, by tool name (its text, whatever its form)."""
     return {m.name: m.text for m in tool_replies(state) if m.name}
