@@ -73,7 +73,7 @@ Table(r for r in damage if r["verdict"] != "ok")
 
 # %% [markdown]
 # Each row sits where the schedule put a fault: the loop runs every call as
-# proposed, so it is exactly as correct as its model.
+# proposed.
 
 # %% [markdown]
 # ## 3. The fix: a guard in code
