@@ -43,8 +43,8 @@ print(system_prompt(VAULT, "react.trip"))
 # **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
 # the report at fixed positions, whatever the prompt says. Its fault
 # schedule, then the run: `observe` sends the agent each event of the chat
-# as one invoke and returns the store's entries. `msg_idx` is a message's
-# position in the chat.
+# as one invoke and returns the store's entries, read from `server.db`, its
+# SQLite file. `msg_idx` is a message's position in the chat.
 
 # %%
 from IPython.display import display
@@ -229,7 +229,6 @@ compare_findings(reports)
 # ## Try it: the two stores, message by message
 # Pick a `msg_idx`: what the ReAct loop and the guard stored for it, with
 # section 2's verdicts.
-
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
