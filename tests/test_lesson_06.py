@@ -75,6 +75,23 @@ def teaching_guard():
     return cells.build_guarded_capture
 
 
+PAGE_LOOP = (
+    'rules = system_prompt(VAULT, "react.trip")',
+    "create_agent(replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())",
+)
+
+
+def react_loop(model, tools, memory_id: str):
+    """The ReAct loop as the page builds it (``PAGE_LOOP``, checked to be on the page): the
+    prebuilt ``create_agent`` with the capture rules of ``memory_id`` as its system prompt."""
+    from langchain.agents import create_agent
+
+    source = LESSON.read_text()
+    assert all(line in source for line in PAGE_LOOP), "the page's ReAct loop changed"
+    rules = system_prompt(VAULT, memory_id)
+    return create_agent(model, tools, system_prompt=rules, checkpointer=InMemorySaver())
+
+
 BUILDERS = {
     "teaching": lambda model, tools: teaching_guard()(model, tools, InMemorySaver()),
     "package": lambda model, tools: build_capture_graph(model, tools, InMemorySaver()),
@@ -224,29 +241,28 @@ async def test_teaching_guard_leaves_a_refused_message_unstored(server):
 async def test_the_knob_shows_each_message_in_both_stores(server):
     """The knob's fixed settings: at every ``msg_idx`` the guard's store holds one ``ok``
     entry, and the ReAct loop's rows are wrong exactly where the replay's schedule puts a
-    fault (message 8: the wrong role, then stored twice)."""
+    fault (message 8: the wrong role, then stored twice). The knob cell runs as on the page;
+    ``widgets.interact`` hands back the function it shows."""
     from agentstate.lessons.display import Table
-    from agentstate.memory import replay_model, store_rows
+    from agentstate.memory import observe, replay_model, store_rows
 
     travel = load("solo_travel")
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        loop = react_loop(replay_model(), tools, "react.trip")
+        await observe(loop, client, server.db, travel.events, "react.trip")
+        guard = teaching_guard()(replay_model(), tools, InMemorySaver())
+        await observe(guard, client, server.db, travel.events, "teaching.trip")
+    damage = store_rows(server.db, "react.trip", travel, "trip")  # section 2's rows
     page = lesson_cells(
-        "def react_agent",
-        "def build_guarded_capture",
-        "def stored_for",
+        "import ipywidgets",
         server=server,
-        system_prompt=system_prompt,
-        VAULT=VAULT,
         travel=travel,
+        damage=damage,
         store_rows=store_rows,
         Table=Table,
     )
-    async with MemoryClient(server.url) as client:
-        tools = await client.tools()
-        loop = page.react_agent(replay_model(), tools, "react.trip")
-        await page.observe(loop, client, travel.events, "react.trip")
-        guard = page.build_guarded_capture(replay_model(), tools, InMemorySaver())
-        await page.observe(guard, client, travel.events, "teaching.trip")
-    rows = {i: page.stored_for(i).rows for i in range(1, 15)}
+    rows = {i: page.knob_widget(i).rows for i in range(1, 15)}
     for i, shown in rows.items():
         guard_rows = [
             (r["verdict"], r["chat said"] == r["stored"]) for r in shown if r["agent"] == "guard"
@@ -267,16 +283,10 @@ async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
     from agentstate.doctor import diagnose
     from agentstate.memory import replay_model
 
-    page = lesson_cells(
-        "def react_agent",
-        "def build_guarded_capture",
-        system_prompt=system_prompt,
-        VAULT=VAULT,
-    )
     async with MemoryClient(server.url) as client:
         tools = await client.tools()
-        loop = page.react_agent(replay_model(), tools, "doctor.trip")
-        guard = page.build_guarded_capture(replay_model(), tools, InMemorySaver())
+        loop = react_loop(replay_model(), tools, "doctor.trip")
+        guard = teaching_guard()(replay_model(), tools, InMemorySaver())
     assert diagnose(loop).codes() == ["memory-in-react-loop"]
     assert diagnose(guard).codes() == []
 
@@ -318,15 +328,14 @@ async def test_the_replayed_store_table_says_stored_twice_where_the_schedule_say
     reads it. Every wrong entry sits where ``replay_schedule`` put its fault, and a message
     stored twice reads "stored twice" on its second row (message 8, also tagged with the wrong
     role, read "wrong role" on both rows before), beside what the chat said."""
-    from agentstate.memory import replay_model, replay_schedule, store_rows
+    from agentstate.memory import observe, replay_model, replay_schedule, store_rows
 
     travel = load("solo_travel")
-    page = lesson_cells("def react_agent", system_prompt=system_prompt, VAULT=VAULT, server=server)
     memory_id = f"sched{next(_memories)}.trip"
     async with MemoryClient(server.url) as client:
         tools = await client.tools()
-        agent = page.react_agent(replay_model(), tools, memory_id)
-        await page.observe(agent, client, travel.events, memory_id)
+        agent = react_loop(replay_model(), tools, memory_id)
+        await observe(agent, client, server.db, travel.events, memory_id)
     rows = store_rows(server.db, memory_id, travel, "trip")
     eight = [r["verdict"] for r in rows if r["msg_idx"] == 8]
     assert eight == ["wrong role (was assistant)", "stored twice"]
@@ -349,29 +358,22 @@ async def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(serve
     message and stores a message twice; the page's guard, on the same replay, does neither."""
     import re as regex
 
-    from agentstate.memory import replay_model, store_rows
+    from agentstate.memory import observe, replay_model, store_rows
 
     result = hazard("memory-in-react-loop").run()
     assert result.outcome == "reproduced", result.evidence
     found = regex.search(r"\((\d+) the agent's text, (\d+) stored twice\)", result.evidence)
     assert found and int(found[1]) > 0 and int(found[2]) > 0, result.evidence
     travel = load("solo_travel")
-    page = lesson_cells(
-        "def react_agent",
-        "def build_guarded_capture",
-        system_prompt=system_prompt,
-        VAULT=VAULT,
-        server=server,
-    )
     verdicts, n = {}, next(_memories)
     async with MemoryClient(server.url) as client:
         tools = await client.tools()
         agents = {
-            f"hz{n}.loop": page.react_agent(replay_model(), tools, f"hz{n}.loop"),
-            f"hz{n}.guard": page.build_guarded_capture(replay_model(), tools, InMemorySaver()),
+            f"hz{n}.loop": react_loop(replay_model(), tools, f"hz{n}.loop"),
+            f"hz{n}.guard": teaching_guard()(replay_model(), tools, InMemorySaver()),
         }
         for memory_id, agent in agents.items():
-            await page.observe(agent, client, travel.events, memory_id)
+            await observe(agent, client, server.db, travel.events, memory_id)
             rows = store_rows(server.db, memory_id, travel, "trip")
             verdicts[memory_id.split(".")[1]] = {r["verdict"] for r in rows}
     assert {"not this message's text", "stored twice"} <= verdicts["loop"]
@@ -394,3 +396,89 @@ def test_the_random_proposers_kinds_are_every_proposal_kind():
     from agentstate.memory import RandomProposals
 
     assert RandomProposals(seed=0).KINDS == PROPOSAL_KINDS and len(PROPOSAL_KINDS) == 11
+
+
+# --- the pieces the lesson imports instead of defining them (issue 42, item 7's trim) ---
+
+
+async def test_observe_feeds_a_chat_and_returns_the_store_async(server):
+    """``observe`` (moved from the page into the package): one invoke per event, the memory
+    created first, the store read back once the server has written its queue. On the replayed
+    report the ReAct loop's store is what ``store_rows`` reads (the page's section 2) and not
+    the chat; the package's capture graph stores exactly the chat."""
+    from agentstate.memory import observe, replay_model, store_rows
+
+    travel, n = load("solo_travel"), next(_memories)
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        loop = react_loop(replay_model(), tools, f"obs{n}.loop")
+        looped = await observe(loop, client, server.db, travel.events, f"obs{n}.loop")
+        graph = build_capture_graph(replay_model(), tools, InMemorySaver())
+        captured = await observe(graph, client, server.db, travel.events, f"obs{n}.graph")
+    rows = store_rows(server.db, f"obs{n}.loop", travel, "trip")
+    assert [(r["msg_idx"], r["stored"]) for r in rows] == [
+        (idx, f"{role}: {text}") for idx, role, text in looped
+    ]
+    assert looped != expected_entries(travel, "trip")
+    assert captured == expected_entries(travel, "trip")
+
+
+def test_observe_sync_stores_what_observe_stores(server):
+    """The sync observer, on a sync client's tools (``invoke`` all the way down), leaves the
+    same store as the async one for the same ReAct loop and replay."""
+    import anyio
+
+    from agentstate.memory import SyncMemoryClient, observe, observe_sync, replay_model
+
+    travel, n = load("solo_travel"), next(_memories)
+    with SyncMemoryClient(server.url) as client:
+        loop = react_loop(replay_model(), client.tools(), f"sync{n}.trip")
+        synced = observe_sync(loop, client, server.db, travel.events, f"sync{n}.trip")
+
+    async def run_async():
+        async with MemoryClient(server.url) as client:
+            loop = react_loop(replay_model(), await client.tools(), f"async{n}.trip")
+            return await observe(loop, client, server.db, travel.events, f"async{n}.trip")
+
+    assert synced == anyio.run(run_async)
+    assert len(synced) > len(expected_entries(travel, "trip"))  # the replay's duplicates
+
+
+async def test_an_observer_refuses_the_other_kind_of_client_before_creating_anything(server):
+    from agentstate.memory import SyncMemoryClient, observe, observe_sync, replay_model
+
+    travel, memory_id = load("solo_travel"), f"wrong{next(_memories)}.trip"
+    async with MemoryClient(server.url) as client:
+        loop = react_loop(replay_model(), await client.tools(), memory_id)
+        with pytest.raises(TypeError, match="needs a SyncMemoryClient, not MemoryClient: use"):
+            observe_sync(loop, client, server.db, travel.events, memory_id)
+        with SyncMemoryClient(server.url) as sync_client:
+            with pytest.raises(TypeError, match="needs a MemoryClient, not SyncMemoryClient"):
+                await observe(loop, sync_client, server.db, travel.events, memory_id)
+        assert await client.call("create_memory", vault_id=VAULT, memory_id=memory_id) == "created"
+
+
+async def test_random_model_replays_its_seed_sync_and_async():
+    """``random_model`` (the page's proof model): the same seed proposes the same calls
+    through ``invoke`` and ``ainvoke``, and its policy counts the replies and the kinds."""
+    from agentstate.memory import random_model
+
+    prompt = SystemMessage(system_prompt(VAULT, "r.chat"))
+    turns = [
+        ChatMessage(role="user", content=f"m{i}", additional_kwargs={"msg_idx": i})
+        for i in range(1, 9)
+    ]
+
+    def calls(reply: AIMessage) -> list[tuple[str, dict]]:
+        return [(c["name"], c["args"]) for c in reply.tool_calls]
+
+    sync, async_ = random_model(seed=6), random_model(seed=6)
+    by_invoke = [calls(sync.invoke([prompt, t])) for t in turns]
+    by_ainvoke = [calls(await async_.ainvoke([prompt, t])) for t in turns]
+    assert by_invoke == by_ainvoke and any(by_invoke)
+    assert sync.policy.tried == async_.policy.tried == 8
+    assert sync.policy.kinds == async_.policy.kinds and sync.policy.kinds <= set(PROPOSAL_KINDS)
+    other = random_model(seed=7)
+    assert [calls(other.invoke([prompt, t])) for t in turns] != by_invoke
+    with pytest.raises(TypeError, match="seed must be an int, got str"):
+        random_model(seed="6")

@@ -1,12 +1,12 @@
 # %% [markdown]
 # # 06 · Tool-only memory capture: code decides what is stored
 #
-# An agent watches a user's chat with an assistant and keeps its memory:
-# one entry per message on a memory server, with its role and text. A
-# post-mortem built it as a prebuilt agent with the rules in its prompt:
-# "even with strong guidance, the ReAct loop still produced assistant chat
-# and duplicate `add_entry`". We replay that report against a real memory
-# server, then write a guard in code that keeps the store right.
+# An agent watches a user's chat with an assistant and stores one memory
+# entry per message, with its role and text. A post-mortem built it as a
+# prebuilt agent with the rules in its prompt: "even with strong guidance,
+# the ReAct loop still produced assistant chat and duplicate `add_entry`".
+# We replay that report against a real memory server, then write a guard in
+# code.
 
 # %% [markdown]
 # ## Recap
@@ -40,55 +40,30 @@ VAULT = "agentstate"
 print(system_prompt(VAULT, "react.trip"))
 
 # %% [markdown]
-# `observe` sends the agent each event of the chat as one invoke, the new
-# message only (`messages` for the ReAct loop, `turn` for section 3's
-# guard), then returns what the store holds. `msg_idx` is a message's
-# position in the chat.
-
-# %%
-from langchain.agents import create_agent
-from langgraph.checkpoint.memory import InMemorySaver
-
-from agentstate.memory import expected_entries, stored_entries
-
-
-def react_agent(model, tools, memory_id):
-    prompt = system_prompt(VAULT, memory_id)  # the rules, and which memory to write
-    return create_agent(model, tools, system_prompt=prompt, checkpointer=InMemorySaver())
-
-
-async def observe(agent, client, events, memory_id):
-    await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
-    ids = {"thread_id": memory_id, "vault_id": VAULT, "memory_id": memory_id}
-    for event in events:
-        message = event.to_message()  # a chat message, or a control message
-        await agent.ainvoke({"messages": [message], "turn": message}, {"configurable": ids})
-    await client.call("await_consistency", memory_id=memory_id)  # its writes are queued
-    return stored_entries(server.db, memory_id)
-
-
-# %% [markdown]
 # **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
-# the report at fixed positions, whatever the prompt says: it shows what the
-# loop does with such calls. Its fault schedule, then the run:
+# the report at fixed positions, whatever the prompt says. Its fault
+# schedule, then the run: `observe` sends the agent each event of the chat
+# as one invoke and returns the store's entries, read from `server.db`, its
+# SQLite file. `msg_idx` is a message's position in the chat.
 
 # %%
 from IPython.display import display
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate.lessons.display import Table
-from agentstate.memory import load, replay_model, replay_schedule
+from agentstate.memory import load, observe, replay_model, replay_schedule
 
 travel = load("solo_travel")
 display(Table(replay_schedule(travel, "trip")))
-react_store = await observe(
-    react_agent(replay_model(), tools, "react.trip"), client, travel.events, "react.trip"
-)
+rules = system_prompt(VAULT, "react.trip")  # the rules, and which memory to write
+loop = create_agent(replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())
+react_store = await observe(loop, client, server.db, travel.events, "react.trip")
 {"messages in the chat": len(travel.messages("trip")), "entries in the store": len(react_store)}
 
 # %% [markdown]
 # ## 2. Look inside: the store
-# One row per wrong entry: what the chat said, what the store holds, and
-# the fault.
+# Each wrong entry beside what the chat said:
 
 # %%
 from agentstate.memory import store_rows
@@ -98,22 +73,7 @@ Table(r for r in damage if r["verdict"] != "ok")
 
 # %% [markdown]
 # Each row sits where the schedule put a fault: the loop runs every call as
-# proposed. A model that follows the rules (`replay_model("none")`) leaves
-# the store clean: the loop is exactly as correct as its model.
-
-# %%
-good_store = await observe(
-    react_agent(replay_model("none"), tools, "good.trip"), client, travel.events, "good.trip"
-)
-stores = {"replayed report": react_store, "well-behaved": good_store}
-Table(
-    {
-        "model": m,
-        "entries": len(s),
-        "the chat, once, in order": s == expected_entries(travel, "trip"),
-    }
-    for m, s in stores.items()
-)
+# proposed.
 
 # %% [markdown]
 # ## 3. The fix: a guard in code
@@ -134,8 +94,6 @@ from typing import Annotated, TypedDict
 from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
 
-from agentstate.memory import turn_line
-
 
 class GuardState(TypedDict, total=False):
     turn: BaseMessage  # the one new message of this invoke
@@ -143,24 +101,20 @@ class GuardState(TypedDict, total=False):
     stored: Annotated[list[int], operator.add]  # msg_idx already stored in this thread
 
 
-def usable(summary) -> bool:  # a summary the model may supply: one printable line, 1-200 chars
-    text = summary if isinstance(summary, str) else ""
-    return text.strip() != "" and text.isprintable() and len(text) <= 200
-
-
 def build_guarded_capture(model, tools, checkpointer):
     model, add_entry = model.bind_tools(tools), {t.name: t for t in tools}["add_entry"]
 
     async def decide(state: GuardState, config) -> dict:
         turn, ids = state["turn"], config["configurable"]
-        rules = system_prompt(ids["vault_id"], ids["memory_id"]) + "\n" + turn_line(turn)
+        rules = system_prompt(ids["vault_id"], ids["memory_id"])
         reply = await model.ainvoke([SystemMessage(rules), turn])  # it may propose anything
         chat = isinstance(turn, ChatMessage) and turn.role in ("user", "assistant")
         idx = turn.additional_kwargs.get("msg_idx")
         if not chat or idx in state.get("stored", []):
             return {"plan": []}  # a control message, or one sent again: nothing to store
         offered = [c["args"].get("summary") for c in reply.tool_calls if c["name"] == "add_entry"]
-        summary = next((s for s in offered if usable(s)), f"{turn.role} #{idx}")
+        usable = [s for s in offered if isinstance(s, str) and s.strip() and s.isprintable()]
+        summary = next((s for s in usable if len(s) <= 200), f"{turn.role} #{idx}")  # or ours
         where = {"vault_id": ids["vault_id"], "memory_id": ids["memory_id"]}
         tags = {"role": turn.role, "msg_idx": idx}
         return {"plan": [{**where, "raw_entry": turn.content, "summary": summary, "tags": tags}]}
@@ -220,12 +174,12 @@ def build_guarded_capture(model, tools, checkpointer):
 # The same replay behind both:
 
 # %%
-from agentstate.memory import build_capture_graph
+from agentstate.memory import build_capture_graph, expected_entries
 
 guarded = build_guarded_capture(replay_model(), tools, InMemorySaver())
-teaching_store = await observe(guarded, client, travel.events, "teaching.trip")
+teaching_store = await observe(guarded, client, server.db, travel.events, "teaching.trip")
 package = build_capture_graph(replay_model(), tools, InMemorySaver())
-package_store = await observe(package, client, travel.events, "package.trip")
+package_store = await observe(package, client, server.db, travel.events, "package.trip")
 expected = expected_entries(travel, "trip")
 Table(
     {"guard": g, "entries": len(s), "the chat, once, in order": s == expected}
@@ -241,17 +195,18 @@ Table(
 # resends. Twelve seeded runs:
 
 # %%
-from agentstate.memory import RandomProposals, random_events
-from agentstate.models import PolicyChatModel
+from agentstate.memory import random_events, random_model
 
-proposer, sent_total, exact = RandomProposals(seed=6), 0, 0
+model, sent_total, exact = random_model(seed=6), 0, 0  # one random sequence for all runs
 for seed in range(12):
     chat, sent = random_events(seed, n_messages=8)
-    graph = build_guarded_capture(PolicyChatModel(policy=proposer), tools, InMemorySaver())
-    exact += await observe(graph, client, sent, f"random.{seed}") == expected_entries(chat, "chat")
+    graph = build_guarded_capture(model, tools, InMemorySaver())
+    stored = await observe(graph, client, server.db, sent, f"random.{seed}")
+    exact += stored == expected_entries(chat, "chat")
     sent_total += len(sent)
-counted = {"random chats": 12, "events sent": sent_total, "model replies": proposer.tried}
-kinds = f"{len(proposer.kinds)} of {len(proposer.KINDS)}"
+proposals = model.policy  # what it proposed: how many replies, which kinds
+counted = {"random chats": 12, "events sent": sent_total, "model replies": proposals.tried}
+kinds = f"{len(proposals.kinds)} of {len(proposals.KINDS)}"
 Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}])
 
 # %% [markdown]
@@ -267,7 +222,6 @@ Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}
 from agentstate.doctor import diagnose
 from agentstate.lessons.display import compare_findings
 
-loop = react_agent(replay_model(), tools, "react.trip")
 reports = {"ReAct loop": diagnose(loop), "guard": diagnose(guarded)}
 compare_findings(reports)
 
@@ -276,20 +230,14 @@ compare_findings(reports)
 # Pick a `msg_idx`: what the ReAct loop and the guard stored for it, with
 # section 2's verdicts.
 
-
-# %%
-def stored_for(msg_idx=8):
-    rows = []
-    for agent, memory in {"ReAct loop": "react.trip", "guard": "teaching.trip"}.items():
-        rows += [{"agent": agent, **r} for r in store_rows(server.db, memory, travel, "trip")]
-    return Table(r for r in rows if r["msg_idx"] == msg_idx)
-
-
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+rows = [{"agent": "ReAct loop", **r} for r in damage]  # section 2's rows
+rows += [{"agent": "guard", **r} for r in store_rows(server.db, "teaching.trip", travel, "trip")]
 knob_widget = widgets.interact(
-    stored_for, msg_idx=widgets.IntSlider(value=8, min=1, max=14, description="msg_idx")
+    lambda msg_idx: Table(r for r in rows if r["msg_idx"] == msg_idx),
+    msg_idx=widgets.IntSlider(value=8, min=1, max=14, description="msg_idx"),
 )
 
 # %% [markdown]
@@ -300,11 +248,9 @@ knob_widget = widgets.interact(
 # ## Summary
 # - Replayed through `create_agent`, the report lands in the store: the
 #   loop runs every proposed call.
-# - The fix, a guard in code: one `add_entry` per message, built from the
-#   message, and a `stored` list against resends. It holds over random
-#   proposals and chats.
-# - The teaching guard stores entries only; `build_capture_graph` adds the
-#   bootstrap, flushes and idempotent retries.
+# - The guard in code builds one `add_entry` per message from the message;
+#   its `stored` list stops resends. It holds over random proposals.
+# - `build_capture_graph` adds the bootstrap, flushes and idempotent retries.
 # - Going further: [the auditor's rules, three conversations and the kill
 #   tests](going_further/06_audit_and_kill_tests.ipynb); [the memory service
 #   for a fleet](going_further/06_memory_fleet.ipynb), several replicas over

@@ -22,10 +22,9 @@ from agentstate.memory import (
     RandomProposals,
     ServerProcess,
     expected_entries,
+    observe,
     random_events,
-    stored_entries,
     system_prompt,
-    turn_line,
 )
 from agentstate.models import PolicyChatModel
 
@@ -44,19 +43,13 @@ class GuardState(TypedDict, total=False):
     stored: Annotated[list[int], operator.add]
 
 
-def usable(summary) -> bool:
-    if not isinstance(summary, str):
-        return False
-    return summary.strip() != "" and summary.isprintable() and len(summary) <= 200
-
-
 def build_guard(model, tools, trust_text=False, check_stored=True, bootstrap=False):
     """The lesson's guard; trust_text: take the model's raw_entry; bootstrap: exercise 3."""
     model, by_name = model.bind_tools(tools), {t.name: t for t in tools}
 
     async def decide(state: GuardState, config) -> dict:
         turn, ids = state["turn"], config["configurable"]
-        rules = system_prompt(ids["vault_id"], ids["memory_id"]) + "\n" + turn_line(turn)
+        rules = system_prompt(ids["vault_id"], ids["memory_id"])
         reply = await model.ainvoke([SystemMessage(rules), turn])
         where = {"vault_id": ids["vault_id"], "memory_id": ids["memory_id"]}
         if bootstrap and isinstance(turn, SystemMessage) and turn.content == "SESSION_START":
@@ -67,7 +60,9 @@ def build_guard(model, tools, trust_text=False, check_stored=True, bootstrap=Fal
         if check_stored and idx in state.get("stored", []):
             return {"plan": []}
         offered = [c["args"] for c in reply.tool_calls if c["name"] == "add_entry"]
-        summary = next((a.get("summary") for a in offered if usable(a.get("summary"))), "s")
+        usable = [a.get("summary") for a in offered if isinstance(a.get("summary"), str)]
+        usable = [s for s in usable if s.strip() and s.isprintable() and len(s) <= 200]
+        summary = next(iter(usable), f"{turn.role} #{idx}")
         text = turn.content
         if trust_text:
             text = next(
@@ -99,17 +94,6 @@ def build_guard(model, tools, trust_text=False, check_stored=True, bootstrap=Fal
     return builder.compile(checkpointer=InMemorySaver())
 
 
-async def observe(agent, client, events, memory_id, vault_id="agentstate"):
-    """The lesson's observer: each event as one invoke, then what the store holds."""
-    await client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
-    ids = {"thread_id": memory_id, "vault_id": vault_id, "memory_id": memory_id}
-    for event in events:
-        message = event.to_message()
-        await agent.ainvoke({"messages": [message], "turn": message}, {"configurable": ids})
-    await client.call("await_consistency", memory_id=memory_id)
-    return stored_entries(server.db, memory_id)
-
-
 async def random_runs(label, seeds=range(12), **switches):
     proposer, rows = RandomProposals(seed=6), []
     for seed in seeds:
@@ -117,6 +101,7 @@ async def random_runs(label, seeds=range(12), **switches):
         got = await observe(
             build_guard(PolicyChatModel(policy=proposer), tools, **switches),
             client,
+            server.db,
             sent,
             f"{label}.{seed}",
         )
@@ -157,7 +142,11 @@ unchecked = Table(await random_runs("unchecked", check_stored=False))
 assert [r["exact"] for r in unchecked.rows] == [r["resends"] == 0 for r in unchecked.rows]
 travel = load("solo_travel")
 report = await observe(
-    build_guard(replay_model(), tools, check_stored=False), client, travel.events, "unchecked.trip"
+    build_guard(replay_model(), tools, check_stored=False),
+    client,
+    server.db,
+    travel.events,
+    "unchecked.trip",
 )
 assert report == expected_entries(travel, "trip")
 unchecked
@@ -171,7 +160,11 @@ unchecked
 from agentstate.memory import audit, counts
 
 await observe(
-    build_guard(replay_model(), tools, bootstrap=True), client, travel.events, "boot.trip"
+    build_guard(replay_model(), tools, bootstrap=True),
+    client,
+    server.db,
+    travel.events,
+    "boot.trip",
 )
 found = counts(audit(server.db, travel, {"trip": "boot.trip"}))
 assert not {"missing_bootstrap", "repeated_bootstrap", "bootstrap_incomplete"} & set(found)

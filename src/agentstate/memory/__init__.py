@@ -18,7 +18,7 @@ Two halves that meet only over MCP:
 Between them, ``client`` (the agent side of the wire: tools through
 langchain-mcp-adapters over one kept session, retries made safe by each write's
 ``idempotency_key``; with several URLs it fails over between replicas); on top,
-``lesson`` (the notebook's helpers), ``drawing`` (a memory drawn message by
+``lesson`` (the notebook's helpers, its observer among them), ``drawing`` (a memory drawn message by
 message beside the rules) and ``fleet`` (replicas started together, the
 recorded fleet benchmark).
 
@@ -93,7 +93,10 @@ _HOMES = {
     "PROPOSAL_KINDS": "lesson",  # the kinds of tool call a random model proposes
     "RandomProposals": "lesson",  # a model proposing random tool calls (the guard's property test)
     "expected_entries": "lesson",  # the entries the capture rules call for
+    "observe": "lesson",  # feed an agent a chat, one event per invoke; return the store
+    "observe_sync": "lesson",  # the same for sync agents and a SyncMemoryClient
     "random_events": "lesson",  # a random conversation for the property test
+    "random_model": "lesson",  # a chat model playing RandomProposals (the lesson's proof)
     "replay_model": "lesson",  # the scripted model replaying the reported faults
     "replay_schedule": "lesson",  # where that replay's faults fire in a chat
     "store_rows": "lesson",  # a memory's stored entries as table rows

@@ -1,5 +1,6 @@
-"""Helpers that keep notebook 06's cells short: the replayed report's model and its faults,
-the store as table rows, side-by-side runs, the guard removed for the proof that breaks it,
+"""Helpers that keep notebook 06's cells short: the observer that feeds an agent a chat and
+reads back the store, the replayed report's model and its faults, the store as table rows,
+side-by-side runs, the guard removed for the proof that breaks it,
 and the random proposals and chats of the proof that the guard holds whatever the model
 proposes (notebook 06 and tests/test_lesson_06.py)."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,11 @@ from agentstate.memory.capture.baselines.auditor import (
     read_memory,
 )
 from agentstate.memory.capture.conversations import CONTROLS, Conversation, Event, parse
-from agentstate.memory.capture.observer import CaptureRun, ReactRun
+from agentstate.memory.capture.observer import VAULT, CaptureRun, ReactRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
 from agentstate.memory.capture.prompt import ids_from
-from agentstate.memory.client import MemoryClient
+from agentstate.memory.client import MemoryClient, SyncMemoryClient
+from agentstate.models import PolicyChatModel
 
 FAULTS = {
     "none": Faults(),
@@ -219,6 +221,20 @@ class RandomProposals:
         return AIMessage(content=chat, tool_calls=tool_calls)
 
 
+def random_model(seed: int, max_kinds: int = 3) -> PolicyChatModel:
+    """An offline chat model that proposes random misbehaviours, seeded (notebook 06's proof).
+
+    Its ``policy`` is a :class:`RandomProposals`, which counts the replies (``tried``) and
+    which kinds of proposal came up (``kinds``). ``invoke`` and ``ainvoke`` both work; a
+    guard built on it several times shares one random sequence, as the lesson's loop does.
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"random_model: seed must be an int, got {type(seed).__name__}")
+    return PolicyChatModel(
+        policy=RandomProposals(seed, max_kinds), model_name=f"random proposals {seed}"
+    )
+
+
 def random_events(seed: int, n_messages: int) -> tuple[Conversation, list[Event]]:
     """A random one-thread conversation and the events an observer sends for it, seeded.
 
@@ -244,6 +260,59 @@ def random_events(seed: int, n_messages: int) -> tuple[Conversation, list[Event]
 
 
 Entry = tuple[int | None, str | None, str]  # (msg_idx, role, text)
+
+
+def _observer_config(client: Any, wanted: type, memory_id: str, vault_id: str) -> dict:
+    """The invoke config of one observed chat; a client of the wrong kind is refused first."""
+    if not isinstance(client, wanted):
+        other = "await observe(...)" if wanted is SyncMemoryClient else "observe_sync(...)"
+        raise TypeError(
+            f"this observer needs a {wanted.__name__}, not {type(client).__name__}: use {other}"
+        )
+    return {"configurable": {"thread_id": memory_id, "vault_id": vault_id, "memory_id": memory_id}}
+
+
+async def observe(
+    agent: Any,
+    client: MemoryClient,
+    db: str | Path,
+    events: Iterable[Event],
+    memory_id: str,
+    vault_id: str = VAULT,
+) -> list[Entry]:
+    """Notebook 06's observer: feed ``agent`` a chat, one event per invoke; return the store.
+
+    Creates ``memory_id`` on the server, sends each event as the new message only (as
+    ``messages`` for a ReAct loop and ``turn`` for a guard) on the checkpointer thread
+    ``memory_id``, waits until the server has written its queue (``await_consistency``), and
+    returns the memory's entries as (msg_idx, role, text) from the server's SQLite file ``db``.
+    ``observe_sync`` is the same for sync agents and a :class:`SyncMemoryClient`.
+    """
+    config = _observer_config(client, MemoryClient, memory_id, vault_id)
+    await client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
+    for event in events:
+        message = event.to_message()  # a chat message, or a control message
+        await agent.ainvoke({"messages": [message], "turn": message}, config)
+    await client.call("await_consistency", memory_id=memory_id)  # its writes are queued
+    return stored_entries(db, memory_id)
+
+
+def observe_sync(
+    agent: Any,
+    client: SyncMemoryClient,
+    db: str | Path,
+    events: Iterable[Event],
+    memory_id: str,
+    vault_id: str = VAULT,
+) -> list[Entry]:
+    """:func:`observe` for sync code: ``agent.invoke`` and a :class:`SyncMemoryClient`."""
+    config = _observer_config(client, SyncMemoryClient, memory_id, vault_id)
+    client.call("create_memory", vault_id=vault_id, memory_id=memory_id)
+    for event in events:
+        message = event.to_message()
+        agent.invoke({"messages": [message], "turn": message}, config)
+    client.call("await_consistency", memory_id=memory_id)
+    return stored_entries(db, memory_id)
 
 
 def stored_entries(db: str | Path, memory_id: str) -> list[Entry]:
