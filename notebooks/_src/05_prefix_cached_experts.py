@@ -43,7 +43,7 @@ from typing import Annotated, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from agentstate.experts import EXPERTS, load_manual, system_prefix
+from agentstate.experts import EXPERTS, load_manual
 
 manual = load_manual()
 QUESTION = "The overnight batch outage: what must we report to the regulator?"
@@ -83,6 +83,7 @@ from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from agentstate.experts import system_prefix
 from agentstate.lessons.display import Table
 from agentstate.lessons.fixtures import shared_prefix
 from agentstate.models import ScriptedChatModel
