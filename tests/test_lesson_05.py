@@ -3,9 +3,11 @@
 The lesson's code cells are executed from its jupytext source (all but the
 live engine cell, the chart and the widget), so a change on the page is
 tested here: the teaching ``expert_prompt`` must give the package's bytes for
-every expert, the page's desk must share the manual only with the fixed
-order, and the knob's ``request_id_after`` must share one more chapter at each
-of its positions. The LangGraph behaviours the
+every expert (the page says so in a sentence; this is the comparison), the
+page's desk must share the manual only with the fixed order, and the knob's
+``request_id_after`` (in ``agentstate.lessons.fixtures``) must share one more
+chapter at each of its positions. The recorded figures default to the
+recorded run, so the page shows them with one import. The LangGraph behaviours the
 old lesson asserted cell by cell (super-steps per execution mode, update
 chunks, ``InvalidUpdateError`` without a reducer) are pinned here, and the
 README's cold/warm figures are checked against ``data/results``.
@@ -13,6 +15,7 @@ README's cold/warm figures are checked against ``data/results``.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -64,30 +67,86 @@ def lesson() -> dict:
 def test_teaching_prompt_is_the_package_prompt_byte_for_byte(lesson, expert):
     history = [HumanMessage("Who approves a waiver?"), AIMessage("The desk lead, chapter 4.")]
     for turn in ((), history):
-        taught = lesson["expert_prompt"](MANUAL.text, EXPERTS[expert].system_text(), ALL3, turn)
+        taught = lesson["expert_prompt"](MANUAL, EXPERTS[expert].system_text(), ALL3, turn)
         package = build_messages(system_prefix(MANUAL), expert, ALL3, turn)
         assert prompt_text(taught) == prompt_text(package)
 
 
-def test_the_pages_package_comparison_is_over_the_prompts_its_desk_sent(lesson):
-    """The page compares what its fixed desk sent (one call per expert) with the package's
-    ``build_messages``; a desk that sent another order would print False."""
-    assert len(lesson["sent"]) == len(EXPERTS) and lesson["same"] is True
-    clock = ScriptedChatModel(script=[AIMessage("a note")] * 3)
-    lesson["build_desk"](clock, lesson["clock_first"]).invoke({"question": lesson["QUESTION"]})
-    assert sorted([m.content for m in c] for c in clock.seen) != lesson["sent"]
+def test_the_pages_fixed_desk_sends_the_packages_messages_sync_and_async(lesson):
+    """ "The package's ``build_messages`` sends the same bytes", the page says: what its fixed
+    desk sent (one call per expert, run with ``invoke`` and ``ainvoke``) is, byte for byte,
+    ``build_messages(system_prefix(manual), expert, question)``; the clock desk's is not."""
+    import asyncio
+
+    question = lesson["QUESTION"]
+    package = sorted(
+        prompt_text(build_messages(system_prefix(MANUAL), e, question)) for e in EXPERTS
+    )
+
+    def sent(prompt, run):
+        model = ScriptedChatModel(script=[AIMessage("a note")] * 3)
+        run(lesson["build_desk"](model, prompt), {"question": question})
+        return sorted(prompt_text(call) for call in model.seen)
+
+    def sync(desk, state):
+        return desk.invoke(state)
+
+    def in_a_loop(desk, state):
+        return asyncio.run(desk.ainvoke(state))
+
+    for run in (sync, in_a_loop):
+        assert sent(lesson["expert_prompt"], run) == package
+        assert sent(lesson["clock_first"], run) != package
 
 
-def test_the_knob_shares_one_more_chapter_at_each_position(lesson):
-    """The knob's whole range teaches: every position shares more, and stops at the id line."""
-    knob, chapters = lesson["request_id_after"], lesson["chapters"]
-    rows = [knob(c).rows[0] for c in range(len(chapters) + 1)]
+def test_the_knob_shares_one_more_chapter_at_each_position():
+    """The knob's whole range teaches: every position shares more, and stops at the id line
+    (the slider's range, 0 to 28 on the page, is checked in tests/test_readable_outputs.py)."""
+    from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS
+    from agentstate.lessons.fixtures import request_id_after
+
+    chapters = MANUAL.chapter_titles()
+    rows = [request_id_after(c).rows[0] for c in range(len(chapters) + 1)]
     shared = [r["bytes shared"] for r in rows]
     assert shared == sorted(set(shared))  # strictly more at each position
-    before = len(f"system: {lesson['GLOBAL_INSTRUCTIONS']}Request id: 000".encode())
+    before = len(f"system: {GLOBAL_INSTRUCTIONS}Request id: 000".encode())
     assert shared[0] == before and rows[0]["of the prompt"] == "0.3%"
     assert shared[-1] == before + MANUAL.size and rows[-1]["of the prompt"] == "99.7%"
     assert all("Request id: 000|0" in r["they part at"] for r in rows)
+    assert [r["id line after"] for r in rows] == ["(nothing: before the manual)", *chapters]
+    # each position adds exactly the chapter the line moved past
+    sizes = [0] + [MANUAL.leading(c).size for c in range(1, len(chapters) + 1)]
+    assert [s - before for s in shared] == sizes
+
+
+@pytest.mark.parametrize("chapter", [-1, 29, 1.0, True, "3", None])
+def test_the_knob_refuses_a_chapter_the_manual_has_not(chapter):
+    from agentstate.lessons.fixtures import request_id_after
+
+    with pytest.raises(ValueError, match=r"^chapter must be an int from 0 to 28, got "):
+        request_id_after(chapter)
+
+
+def test_the_recorded_figures_default_to_the_recorded_run():
+    """The page calls ``question_seconds()`` and ``plot_ttft()`` with no argument: the same
+    rows and the same picture as with ``load_results()`` passed in; other results are used
+    when given."""
+    import io
+
+    results = load_results()
+    assert question_seconds() == question_seconds(results)
+    assert ttft_points() == ttft_points(results)
+    assert question_seconds(experts=1) == question_seconds(results, experts=1)
+    pngs = []
+    for figure in (plot_ttft(), plot_ttft(results)):
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        pngs.append(buffer.getvalue())
+    assert pngs[0] == pngs[1]
+    halved = json.loads(json.dumps(results))
+    for point in halved["sweep"]["points"]:
+        point["cold_ms"] /= 2
+    assert question_seconds(halved) != question_seconds()
 
 
 def test_the_desk_on_the_page_shares_the_manual_only_with_the_fixed_order(lesson):

@@ -55,14 +55,13 @@ class DeskState(TypedDict, total=False):
     notes: Annotated[dict, operator.or_]  # each expert adds its own key
 
 
-def build_desk(model, prompt, manual_text=manual.text):
+def build_desk(model, prompt, manual=manual):
     def fan_out(state):
-        task = {"question": state["question"], "history": state.get("history", [])}
-        return [Send("expert", {**task, "expert": e}) for e in EXPERTS]
+        return [Send("expert", {**state, "expert": e}) for e in EXPERTS]
 
     def expert(task):
         persona = EXPERTS[task["expert"]].system_text()
-        reply = model.invoke(prompt(manual_text, persona, task["question"], task["history"]))
+        reply = model.invoke(prompt(manual, persona, task["question"], task.get("history", [])))
         return {"notes": {task["expert"]: reply.text}}
 
     graph = StateGraph(DeskState)
@@ -73,25 +72,26 @@ def build_desk(model, prompt, manual_text=manual.text):
 
 
 # %% [markdown]
-# A common first prompt starts with the current time. The scripted model
-# answers "a note" and keeps every prompt. `shared_prefix` compares them
-# (sorted: the experts run in parallel). The clock changes every run, and
-# so does this output:
+# A common first prompt puts the current time before
+# `system_prefix(manual)` (the desk's instructions and the manual). The
+# scripted model answers "a note" and keeps every prompt; `shared_prefix`
+# compares them, sorted (the experts run in parallel). The clock changes
+# every run, and so does this output:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS, MANUAL_END
+from agentstate.experts import system_prefix
 from agentstate.lessons.display import Table
 from agentstate.lessons.fixtures import shared_prefix
 from agentstate.models import ScriptedChatModel
 
 
-def clock_first(manual_text, persona, question, history=()):
+def clock_first(manual, persona, question, history=()):
     clock = f"Current time: {datetime.now(UTC).isoformat(timespec='microseconds')}\n"
-    first = SystemMessage(clock + GLOBAL_INSTRUCTIONS + manual_text + MANUAL_END)
+    first = SystemMessage(clock + system_prefix(manual).text)
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
@@ -118,29 +118,25 @@ Table([busted])
 # ```
 
 # %% [markdown]
-# The two orders, part by part, coloured by what a prefix cache does with
-# each part on the second and third expert's call:
+# Both orders, part by part, coloured by what the cache does with each
+# part on the second and third expert's call:
 
 # %%
 from agentstate.experts import plot_prompt_layouts
 
-plot_prompt_layouts(len((GLOBAL_INSTRUCTIONS + manual.text + MANUAL_END).encode()))
+plot_prompt_layouts(system_prefix(manual).size)
 
 # %% [markdown]
 # ## 3. The fix: the prompt order, written whole
-# System message 1 holds the fixed instructions and the manual, nothing
-# else: no clock, id or name. The persona, history and question follow, so
-# a thread's growing history never moves the manual.
+# System message 1 holds only `system_prefix(manual)`: no clock, id or
+# name. The persona (per expert), history (per thread) and question (per
+# turn) follow, so a thread's growing history never moves the manual.
 
 
 # %%
-def expert_prompt(manual_text, persona, question, history=()):
-    return [
-        SystemMessage(GLOBAL_INSTRUCTIONS + manual_text + MANUAL_END),  # the same for every call
-        SystemMessage(persona),  # differs per expert, after the manual
-        *history,  # differs per thread and turn
-        HumanMessage(question),  # differs per turn
-    ]
+def expert_prompt(manual, persona, question, history=()):
+    first = SystemMessage(system_prefix(manual).text)  # the same for every call: no clock
+    return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
 recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
@@ -149,30 +145,19 @@ fixed = shared_prefix(recorder.seen)
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
-# Now the three prompts share all 109,128 bytes of system message 1, and
-# part at each expert's title.
-
-# %% [markdown]
-# The package's `build_messages(system_prefix(manual), expert, question)`
-# builds the same messages (its graph adds a router and a synthesis):
-
-# %%
-from agentstate.experts import build_messages, system_prefix
-
-sent = sorted([m.content for m in call] for call in recorder.seen)
-package = [build_messages(system_prefix(manual), expert, QUESTION) for expert in EXPERTS]
-same = sent == sorted([m.content for m in call] for call in package)
-Table([{"expert calls": len(sent), "same messages as the package": same}])
+# Now the three prompts share all 109,128 bytes of system message 1 and
+# part at each expert's title. The package's `build_messages` sends the
+# same bytes (a test checks it); its graph adds a router and a synthesis.
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
-# The desk on llama.cpp with SmolLM2-135M (`make engine`), through
-# `ChatOpenAI`, once per order, one expert at a time, after an unrelated
-# prompt. The engine logs the prompt tokens each request reused.
+# The desk on llama.cpp with SmolLM2-135M (`make engine`), once per order,
+# one expert at a time, after an unrelated prompt. The engine logs the
+# prompt tokens each request reused.
 
 # %% [markdown]
-# With the manual's first chapter only, the cell took 32 s in CI and up to
-# 7 minutes on a busy machine (it starts the server and loads the model
+# With the manual's first chapter only, it took 32 s in CI and up to 7
+# minutes on a busy machine (it starts the server and loads the model
 # first). It prints its own time.
 
 # %% tags=["nbval-ignore-output"]
@@ -193,7 +178,7 @@ if engine_installed():
         live = []
         for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
             model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
-            seen, desk = len(server.prefix_hits()), build_desk(model, prompt, chapter1.text)
+            seen, desk = len(server.prefix_hits()), build_desk(model, prompt, chapter1)
             desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at a time
             reused = max(server.prefix_hits()[seen:], default=0)
             live.append({"prompt": name, "most tokens a call reused": reused})
@@ -221,11 +206,10 @@ live
 # %%
 from IPython.display import display
 
-from agentstate.experts import load_results, plot_ttft, question_seconds
+from agentstate.experts import plot_ttft, question_seconds
 
-results = load_results()
-display(Table(question_seconds(results)))
-plot_ttft(results)
+display(Table(question_seconds()))  # the recorded run: data/results/experts_benchmark.json
+plot_ttft()
 
 # %% [markdown]
 # Per question (the table, the left panel) the invariant prefix is 2.3 to
@@ -242,42 +226,29 @@ plot_ttft(results)
 from agentstate.doctor import Watch
 from agentstate.lessons.display import compare_findings
 
-
-def watched(prompt):
+reports = {}
+for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
     desk = build_desk(ScriptedChatModel(script=[AIMessage("a note")] * 3), prompt)
     watch = Watch(desk)
     desk.invoke({"question": QUESTION}, {"callbacks": [watch]})
-    return watch.report()
-
-
-reports = {"clock first": watched(clock_first), "manual first": watched(expert_prompt)}
+    reports[name] = watch.report()
 compare_findings(reports)
 
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual
-# A per-call line (a request id) goes after the first `chapter` chapters
-# of the manual (0: before it): what the three prompts share.
-
-# %%
-chapters = manual.chapter_titles()
-
-
-def request_id_after(chapter=0):
-    cut = len(manual.leading(chapter).text) if chapter else 0
-    prompts = []
-    for n, expert in enumerate(EXPERTS):  # the line differs per call
-        text = manual.text[:cut] + f"Request id: {n:04d}\n" + manual.text[cut:]
-        prompts.append(expert_prompt(text, EXPERTS[expert].system_text(), QUESTION))
-    after = chapters[chapter - 1] if chapter else "(nothing: before the manual)"
-    return Table([{"id line after": after, **shared_prefix(prompts)}])
-
+# `request_id_after(chapter)` puts a per-call request id after the
+# manual's first `chapter` chapters (0: before it) and shows what the
+# three prompts share.
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+from agentstate.lessons.fixtures import request_id_after
+
+chapters = len(manual.chapter_titles())
 knob_widget = widgets.interact(
     request_id_after,
-    chapter=widgets.IntSlider(value=0, min=0, max=len(chapters), description="chapter"),
+    chapter=widgets.IntSlider(value=0, min=0, max=chapters, description="chapter"),
 )
 
 # %% [markdown]
@@ -304,6 +275,6 @@ knob_widget = widgets.interact(
 #    `history`. Does system message 1 change, and do two turns of one
 #    expert still share the manual?
 # 3. The router often sends a question to one or two experts. From the
-#    recorded points (`ttft_points(results)`), how many seconds does the
+#    recorded points (`ttft_points()`), how many seconds does the
 #    invariant prefix save on a question of 1, 2 and 3 experts at the
 #    largest prefix? Why is one of them zero?

@@ -7,8 +7,7 @@
 # %%
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agentstate.experts import EXPERTS, load_manual, load_results
-from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS, MANUAL_END
+from agentstate.experts import EXPERTS, load_manual, load_results, system_prefix
 from agentstate.lessons.display import Table
 from agentstate.lessons.fixtures import prompt_text, shared_by_all
 
@@ -16,13 +15,9 @@ manual = load_manual()
 QUESTION = "The overnight batch outage: what must we report to the regulator?"
 
 
-def expert_prompt(manual_text: str, persona: str, question: str, history=()) -> list:
-    return [
-        SystemMessage(GLOBAL_INSTRUCTIONS + manual_text + MANUAL_END),
-        SystemMessage(persona),
-        *history,
-        HumanMessage(question),
-    ]
+def expert_prompt(manual, persona, question, history=()):
+    first = SystemMessage(system_prefix(manual).text)  # the same for every call: no clock
+    return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
 len(EXPERTS)
@@ -37,7 +32,7 @@ len(EXPERTS)
 # %%
 swapped = []
 for expert in EXPERTS:
-    system1, system2, *rest = expert_prompt(manual.text, EXPERTS[expert].system_text(), QUESTION)
+    system1, system2, *rest = expert_prompt(manual, EXPERTS[expert].system_text(), QUESTION)
     swapped.append(prompt_text([system2, system1, *rest]))
 persona_first = shared_by_all(swapped)
 assert persona_first < 100 < manual.size
@@ -51,9 +46,9 @@ assert persona_first < 100 < manual.size
 
 # %%
 persona = EXPERTS["compliance_auditor"].system_text()
-turn1 = expert_prompt(manual.text, persona, QUESTION)
+turn1 = expert_prompt(manual, persona, QUESTION)
 answer = AIMessage("Report it under chapter 7 within 4 hours.")
-turn2 = expert_prompt(manual.text, persona, "And to whom?", [HumanMessage(QUESTION), answer])
+turn2 = expert_prompt(manual, persona, "And to whom?", [HumanMessage(QUESTION), answer])
 common = shared_by_all([prompt_text(turn1), prompt_text(turn2)])
 unchanged = turn1[0].content == turn2[0].content
 assert unchanged and common > manual.size + len(persona)

@@ -15,9 +15,22 @@ WARM = "warm: invariant prefix (2nd and 3rd expert)"
 FLOOR = "floor: the same call without the manual"
 
 
-def ttft_points(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The sweep's sizes, smallest first: prefix tokens and cold, warm and floor seconds."""
-    points = sorted(results["sweep"]["points"], key=lambda p: p["prefix_tokens"])
+def _recorded(results: dict[str, Any] | None) -> dict[str, Any]:
+    """``results``, or the recorded run (``load_results()``) when it is None."""
+    if results is not None:
+        return results
+    from agentstate.experts.results import load_results
+
+    return load_results()
+
+
+def ttft_points(results: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The sweep's sizes, smallest first: prefix tokens and cold, warm and floor seconds.
+
+    ``results`` defaults to the recorded run (``load_results()``), as do
+    :func:`question_seconds` and :func:`plot_ttft`, so notebook 05 shows it in one import.
+    """
+    points = sorted(_recorded(results)["sweep"]["points"], key=lambda p: p["prefix_tokens"])
     if not points:
         raise ValueError("the results hold no sweep points: run scripts/bench_experts.py")
     return [
@@ -32,7 +45,9 @@ def ttft_points(results: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def question_seconds(results: dict[str, Any], experts: int = 3) -> list[dict[str, Any]]:
+def question_seconds(
+    results: dict[str, Any] | None = None, experts: int = 3
+) -> list[dict[str, Any]]:
     """Seconds to first token summed over one question's expert calls, per prefix size.
 
     With a line that differs per call before the manual, every expert pays the cold time;
@@ -55,7 +70,7 @@ def question_seconds(results: dict[str, Any], experts: int = 3) -> list[dict[str
     return rows
 
 
-def plot_ttft(results: dict[str, Any]) -> Any:
+def plot_ttft(results: dict[str, Any] | None = None) -> Any:
     """The recorded benchmark in two panels, as a matplotlib Figure.
 
     Left, what a reader waits per question of three experts (``question_seconds``): the
@@ -68,6 +83,7 @@ def plot_ttft(results: dict[str, Any]) -> Any:
     """
     import matplotlib.pyplot as plt
 
+    results = _recorded(results)
     rows, per_question = ttft_points(results), question_seconds(results)
     prov = results["provenance"]
     tokens = [r["prefix tokens"] for r in rows]

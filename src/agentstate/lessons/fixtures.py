@@ -687,6 +687,43 @@ def shared_prefix(prompts: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
     }
 
 
+DESK_QUESTION = "The overnight batch outage: what must we report to the regulator?"
+
+
+def request_id_after(chapter: int = 0) -> Any:
+    """Notebook 05's knob: a per-call line inside the manual, and what the experts still share.
+
+    A request id, different for each expert's call, goes after the manual's first
+    ``chapter`` chapters (0: before the manual) in system message 1 of the fixed order
+    (``build_messages(system_prefix(...))``). The one-row table names the chapter and
+    says what the three experts' prompts share and where they part (:func:`shared_prefix`):
+    each chapter the line moves down adds that chapter to what every call shares, and
+    nothing after the line is shared. Only ``chapter`` is a parameter, so
+    ``ipywidgets.interact`` draws one slider.
+    """
+    import dataclasses
+
+    from agentstate.experts import EXPERTS, build_messages, load_manual, system_prefix
+    from agentstate.lessons.display import Table
+
+    manual = load_manual()
+    chapters = manual.chapter_titles()
+    if (
+        isinstance(chapter, bool)
+        or not isinstance(chapter, int)
+        or not 0 <= chapter <= len(chapters)
+    ):
+        raise ValueError(f"chapter must be an int from 0 to {len(chapters)}, got {chapter!r}")
+    cut = manual.leading(chapter).size if chapter else 0
+    prompts = []
+    for n, expert in enumerate(EXPERTS):  # the line differs per call
+        data = manual.data[:cut] + f"Request id: {n:04d}\n".encode() + manual.data[cut:]
+        prefix = system_prefix(dataclasses.replace(manual, data=data))
+        prompts.append(build_messages(prefix, expert, DESK_QUESTION))
+    after = chapters[chapter - 1] if chapter else "(nothing: before the manual)"
+    return Table([{"id line after": after, **shared_prefix(prompts)}])
+
+
 def super_steps(graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> list[list[str]]:
     """The nodes run in each real super-step, from the ``debug`` stream (notebook 05).
 
