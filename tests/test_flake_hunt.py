@@ -153,3 +153,23 @@ def test_a_venv_installed_from_another_tree_is_refused_before_any_run(
 
 def test_this_checkout_s_venv_is_installed_from_this_tree():
     assert flake_hunt.installed_tree() == (ROOT / "src").resolve()
+
+
+def test_the_docs_are_rendered_after_each_run_into_the_record(tmp_path, monkeypatch):
+    """A hunt writes its record into the tree it tests: each later run's check that the
+    docs match their data failed until the docs followed the record after each run."""
+    record = tmp_path / "flake_hunt.json"
+    rendered_after = []
+    monkeypatch.setattr(flake_hunt, "RECORD", record)
+    monkeypatch.setattr(flake_hunt, "one_run", lambda n, *a: run_record(n))
+    monkeypatch.setattr(flake_hunt, "installed_tree", lambda: (ROOT / "src").resolve())
+    monkeypatch.setattr(
+        flake_hunt,
+        "rendered",
+        lambda: rendered_after.append(len(json.loads(record.read_text())["runs"])),
+    )
+    flake_hunt.main(["--runs", "2", "--out", str(record)])
+    assert rendered_after == [1, 2]  # once after each run was recorded
+    rendered_after.clear()
+    flake_hunt.main(["--runs", "1", "--out", str(tmp_path / "elsewhere.json")])
+    assert rendered_after == []  # a record kept elsewhere leaves the docs alone

@@ -42,6 +42,8 @@ SOURCES = ROOT / "notebooks" / "_src"
 PARALLEL = re.compile(
     r"Send\(|max_concurrency|asyncio\.gather|\bgather\(|threading\.Thread|ThreadPoolExecutor"
     r"|\.batch\(|\*stores\(|store_calls\(|delegate\(|parallel_calls"
+    # the package's scripted replies whose first reply holds parallel tool calls
+    r"|one_batch_model\(|store_then_read_model\(|same_turn_model\(|fields_kept\(|reader_saw\("
 )
 
 
@@ -67,12 +69,30 @@ COVERED = {
     f"{DESK}: " + 'return [Send("expert", {**state, "expert": e}) for e in EXPERTS]': "desk",
     f"{DESK}: " + 'desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at '
     "a time": "ignored_timing",
-    "01_file_based_storage.py: one_reply(*stores(POSTGRES_FIELDS)), tools=[store_requirement], "
-    "middleware=[timeline]": "held_reads",
-    "01_file_based_storage.py: store_then_read = [reply(*stores(POSTGRES_FIELDS)), "
-    'reply(tool_call("get_collected_requirements"))]': "files",
-    '01_file_based_storage.py: def fields_kept(layout: str = "one file", parallel_calls: int '
-    "= 5) -> int:": "files",
+    "01_file_based_storage.py: one_batch_model(POSTGRES_FIELDS),": "held_reads",
+    "01_file_based_storage.py: store_then_read_model(POSTGRES_FIELDS),": "files",
+    "01_file_based_storage.py: {layout: fields_kept(layout, 20) for layout in LAYOUTS}": "files",
+    "02_state_reducer.py: model = one_batch_model(fields)  # first reply: one "
+    "store_requirement call per field": "rds",
+    '02_state_reducer.py: package = build_reducer_agent(one_batch_model(labels)).invoke(TURN)["'
+    'requirements"]': "rds",
+    "02_state_reducer.py: {r.__name__: reader_saw(r) for r in (merge_fields, merge_in_place)}": (
+        "purity"
+    ),
+    "03_same_turn_visibility.py: model = same_turn_model(fields, READS, next_reply=next_reply, "
+    "turns=turns)": "same_turn",
+    "going_further/01_inside_a_super_step.py: agent = build_file_storage_agent(one_batch_model("
+    "POSTGRES_FIELDS), checkpointer=InMemorySaver())": "files",
+    "going_further/01_inside_a_super_step.py: one_batch_model(POSTGRES_FIELDS),": "drawn",
+    "going_further/01_inside_a_super_step.py: serial = build_file_storage_agent(one_batch_model("
+    "POSTGRES_FIELDS), middleware=[timeline])": "drawn",
+    'going_further/02_file_sync_and_secrets.py: one_batch_model({**VALID_REQUIREMENTS, "password":'
+    " plain}),": "rds",
+    "going_further/02_file_sync_and_secrets.py: state = build_reducer_agent(one_batch_model(mixed))"
+    ".invoke(user_turn())": "rds",
+    "going_further/03_caches_that_fail.py: one_batch_model(POSTGRES_FIELDS, extra=readers),": (
+        "drawn"
+    ),
     "01_file_based_storage.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
     "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
     "fields kept, or the error": "rds",
@@ -82,15 +102,12 @@ COVERED = {
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
-    "going_further/01_inside_a_super_step.py: serial_state = serial.invoke(user_turn(), "
-    '{"max_concurrency": 1})': "rds",
     "going_further/02_file_sync_and_secrets.py: calls = [*store_calls(POSTGRES_FIELDS), "
     "*([overwrite] if model_writes_file else [])]": "rds",
     "going_further/02_file_sync_and_secrets.py: reply(*store_calls({**VALID_REQUIREMENTS, "
     '"password": plain})),': "rds",
     'going_further/02_file_sync_and_secrets.py: script=[reply(*store_calls({"engine": '
     '"postgres", "engine_version": "15.5"})), reply(text="ok")]': "rds",
-    'going_further/03_caches_that_fail.py: ).invoke(user_turn(), {"max_concurrency": 7})': ("rds"),
     'going_further/03_caches_that_fail.py: user_turn(), {"max_concurrency": 1}': "rds",
     'going_further/03_caches_that_fail.py: calls = [tool_call("get_collected_requirements"), '
     "*store_calls(POSTGRES_FIELDS)]": "rds",
@@ -158,20 +175,24 @@ def prove_desk(source: str) -> None:
 
 @cache
 def tool_batch_files() -> list[dict]:
-    """Lesson 01's one reply of 20 stores, run on 1, 3 and 20 threads, with each tool."""
+    """Lesson 01's two tools on one reply of 20 stores, run on 1, 3 and 20 threads."""
+    import contextlib
+    import io
+
     from deepagents import create_deep_agent
 
-    names = ["TURN", "stores", "one_reply", "LAYOUTS", "store_requirement", "store_in_own_file"]
-    more = ["PATH", "FOLDER", "fields_in", "holds", "show_reads"]
-    lesson = definitions("01_file", [*names, *more])
-    lesson["show_reads"] = False
+    from agentstate.lessons.fixtures import one_batch_model
+
+    names = ["TURN", "store_requirement", "store_in_own_file", "PATH", "FOLDER", "fields_in"]
+    lesson = definitions("01_file", names)
     fields = {f"labels.k{i:02d}": str(i) for i in range(20)}
     results = []
     for threads in (1, 3, 20):
         kept = {}
-        for layout, tool in lesson["LAYOUTS"].items():
-            agent = create_deep_agent(lesson["one_reply"](*lesson["stores"](fields)), tools=[tool])
-            files = agent.invoke(lesson["TURN"], {"max_concurrency": threads})["files"]
+        for layout in ("store_requirement", "store_in_own_file"):
+            agent = create_deep_agent(one_batch_model(fields), tools=[lesson[layout]])
+            with contextlib.redirect_stdout(io.StringIO()):  # the broken tool prints its read
+                files = agent.invoke(lesson["TURN"], {"max_concurrency": threads})["files"]
             kept[layout] = [(path, data["content"]) for path, data in files.items()]
         results.append(kept)
     return results
@@ -180,7 +201,7 @@ def tool_batch_files() -> list[dict]:
 def prove_files(source: str) -> None:
     one, three, twenty = tool_batch_files()
     assert one == three == twenty
-    assert len(one["one file"]) == 1 and len(one["one file per field"]) == 20
+    assert len(one["store_requirement"]) == 1 and len(one["store_in_own_file"]) == 20
 
 
 @cache
@@ -243,34 +264,86 @@ def prove_held_reads(source: str) -> None:
 
     from deepagents import create_deep_agent
 
+    from agentstate.lessons.fixtures import one_batch_model
     from agentstate.lessons.simulation import FinishOrder
     from agentstate.tracing import ToolTimeline
 
-    names = ["TURN", "stores", "one_reply", "store_requirement", "holds", "PATH"]
-    lesson = definitions("01_file", [*names, "fields_in", "show_reads"])
-    lesson["show_reads"] = True  # the lesson turns it off later on the page
-    assert "holds.append(FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1]))" in source
+    lesson = definitions("01_file", ["TURN", "store_requirement", "PATH", "fields_in"])
+    assert "last_first = FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1])" in source
     order = list(POSTGRES_FIELDS)
     printed, threads = [], []
     for concurrency in (5, 16, 2):
         timeline, out = ToolTimeline(), io.StringIO()
         hold = FinishOrder(timeline, order[::-1], timeout=1 if concurrency == 2 else 60)
-        lesson["holds"][:] = [hold]
         agent = create_deep_agent(
-            lesson["one_reply"](*lesson["stores"](POSTGRES_FIELDS)),
+            one_batch_model(POSTGRES_FIELDS),
             tools=[lesson["store_requirement"]],
-            middleware=[timeline],
+            middleware=[timeline, hold],
         )
         with contextlib.redirect_stdout(out):
             if concurrency == 2:  # a timeout on a path that can never pass: no race
                 with pytest.raises(TimeoutError, match=r"[234] of 5 calls ran at once"):
                     agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
                 continue
-            agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
-        printed.append(out.getvalue())
+            state = agent.invoke(lesson["TURN"], {"max_concurrency": concurrency})
+        printed.append((out.getvalue(), lesson["fields_in"](state["files"])))
         threads.append(timeline.thread_count())
     assert printed[0] == printed[1] and threads == [5, 5]
-    assert printed[0].splitlines() == [f"store_requirement({f}) read {{}}" for f in order[::-1]]
+    assert printed[0][0].splitlines() == [f"store_requirement({f}) read {{}}" for f in order[::-1]]
+    assert printed[0][1] == {"username": "dbadmin"}
+
+
+def prove_purity(source: str) -> None:
+    """Lesson 02's impure reducer: ``reader_saw`` holds the reader until the stores ran
+    (``HoldReaderMiddleware``, a wait on a condition), so the counts are the same run
+    after run."""
+    from agentstate.lessons.purity import reader_saw
+
+    lesson = definitions("02_state", ["merge_fields", "merge_in_place"])
+    runs = [
+        {r.__name__: reader_saw(r) for r in (lesson["merge_fields"], lesson["merge_in_place"])}
+        for _ in range(3)
+    ]
+    assert runs == [{"merge_fields": 0, "merge_in_place": 5}] * 3
+
+
+def prove_same_turn(source: str) -> None:
+    """Lesson 03's first run: the reader in the stores' own reply sees the state from before
+    the step, 0 fields, whatever the worker count; the five stores all land."""
+    from agentstate.tracing import ToolTimeline
+    from tests.test_lesson_03 import TEACHING
+
+    lesson = definitions("03_same", TEACHING)
+    seen = []
+    for workers in (1, 7, 16):
+        state = lesson["my_agent"](ToolTimeline()).invoke(
+            lesson["TURN"], {"max_concurrency": workers}
+        )
+        seen.append((fields_seen_by_reader(state), len(state["requirements"])))
+    assert seen == [(0, 5)] * 3
+
+
+def prove_drawn(source: str) -> None:
+    """The cell's text output is only a figure's repr (nbval compares no pixels); what
+    depends on the order is asserted in the cell itself, under the hold it sets up."""
+    cells = [c for c in all_built_cells() if c.source == source]
+    assert cells, "the cell is not in any built notebook"
+    for cell in cells:
+        texts = [o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", [])]
+        texts += [o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream"]
+        assert all(t.startswith("<Figure size") for t in texts if t), texts
+
+
+@cache
+def all_built_cells() -> list[Any]:
+    import nbformat
+
+    return [
+        cell
+        for path in sorted((ROOT / "notebooks").rglob("*.ipynb"))
+        if ".ipynb_checkpoints" not in path.parts
+        for cell in nbformat.read(path, as_version=4).cells
+    ]
 
 
 def prove_read_last(source: str) -> None:
@@ -307,6 +380,9 @@ def prove_read_last(source: str) -> None:
 PROOFS = {
     "read_last": prove_read_last,
     "held_reads": prove_held_reads,
+    "purity": prove_purity,
+    "same_turn": prove_same_turn,
+    "drawn": prove_drawn,
     "desk": prove_desk,
     "files": prove_files,
     "rds": prove_rds,
