@@ -1,4 +1,4 @@
-"""The walk over one function's code: its parameters, names, helpers and calls (01-04).
+"""The walk over one function's code: its parameters, names, helpers and calls (notebooks 01-04).
 
 Each kind of fact is its own reader (``reads_state``, ``reads_files``,
 ``reads_disk``, ``reads_store``, ``reads_gather``, ``reads_updates``), all mixins
