@@ -161,13 +161,11 @@ class Scanner(ReadsUpdates, ReadsDisk, ReadsStore):
         self, call: ast.Call, fn: types.FunctionType, bound: object
     ) -> frozenset[str]:
         """The helper's parameters that receive what the model chose at this call."""
-        tree = function_ast(fn)
-        if tree is None:
+        params = _parameters(fn, bound)
+        if params is None:
             return frozenset()
-        positional = [a.arg for a in [*tree.args.posonlyargs, *tree.args.args]]
-        if bound is not None and positional:
-            positional = positional[1:]
-        named = positional + [a.arg for a in tree.args.kwonlyargs]
+        positional, keyword_only = params
+        named = positional + keyword_only
         seeds: set[str] = set()
         given: set[str] = set()
         for index, arg in enumerate(call.args):
@@ -194,13 +192,11 @@ class Scanner(ReadsUpdates, ReadsDisk, ReadsStore):
     ) -> frozenset[Role]:
         """What each of the helper's parameters is given at this call: the state, the files,
         a backend, the store, a string constant, and every argument's code as a path."""
-        tree = function_ast(fn)
-        if tree is None:
+        params = _parameters(fn, bound)
+        if params is None:
             return frozenset()
-        positional = [a.arg for a in [*tree.args.posonlyargs, *tree.args.args]]
-        if bound is not None and positional:
-            positional = positional[1:]
-        named = {*positional, *(a.arg for a in tree.args.kwonlyargs)}
+        positional, keyword_only = params
+        named = {*positional, *keyword_only}
         pairs: list[tuple[str, ast.expr]] = []
         for index, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred) or index >= len(positional):
@@ -295,3 +291,15 @@ class Scanner(ReadsUpdates, ReadsDisk, ReadsStore):
                 line = node.end_lineno if node.end_lineno is not None else node.lineno
                 column = node.end_col_offset if node.end_col_offset is not None else 0
                 self.facts.merge(helper, at=(line, column))
+
+
+def _parameters(fn: types.FunctionType, bound: object) -> tuple[list[str], list[str]] | None:
+    """A helper's positional parameters (``self`` dropped when it is bound) and its
+    keyword-only ones, or None when its code cannot be read."""
+    tree = function_ast(fn)
+    if tree is None:
+        return None
+    positional = [a.arg for a in [*tree.args.posonlyargs, *tree.args.args]]
+    if bound is not None and positional:
+        positional = positional[1:]
+    return positional, [a.arg for a in tree.args.kwonlyargs]
