@@ -2,9 +2,9 @@
 # # 02 · The reducer: exercise solutions
 #
 # Each exercise of notebook 02, answered with the lesson's own code:
-# `store_requirement`, `merge_fields`, `RequirementsState`, `one_reply` and
-# `agent_with`, written again here as the lesson has them. Everything runs
-# offline and asserts its answer.
+# `store_requirement`, `merge_fields` and `RequirementsState` as the lesson
+# has them, `one_reply` (the lesson's `one_batch_model`, written out) and
+# `agent_with`. Everything runs offline and asserts its answer.
 
 # %%
 import copy
