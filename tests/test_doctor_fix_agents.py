@@ -415,6 +415,17 @@ BUILT_IN = """\
         ],
 """
 
+IMPORT_BUILT_INS = (
+    "from langchain.agents import AgentState, create_agent\n",
+    "from langchain.agents import AgentState, create_agent\n"
+    "from langchain.agents.middleware import (\n"
+    "    HumanInTheLoopMiddleware,\n"
+    "    ModelCallLimitMiddleware,\n"
+    "    SummarizationMiddleware,\n"
+    "    ToolRetryMiddleware,\n"
+    ")\n",
+)
+
 # The reply the replay server plays to the real provider client: both calls in one reply.
 PROVIDER_RUN = """\
 from agentstate.models import tool_call
@@ -431,6 +442,10 @@ CLIENTS = {
     "ChatAnthropic": "from agentstate.models.anthropic_replay "
     "import AnthropicReplayServer as Server\n"
     "from langchain_anthropic import ChatAnthropic as Client\n",
+    "ChatOpenAI_responses": "from functools import partial\n"
+    "from agentstate.models.openai_replay import ReplayServer as Server\n"
+    "from langchain_openai import ChatOpenAI\n"
+    "Client = partial(ChatOpenAI, use_responses_api=True)\n",
 }
 RUNS = {
     "invoke": "build(model).invoke({'messages': [('user', 'go')]})",
@@ -463,16 +478,7 @@ def test_the_turn_cache_fix_holds_beside_langchain_middleware_with_a_real_provid
         SAME_BATCH.replace(
             "        state_schema=NotesState,\n", "        state_schema=NotesState,\n" + BUILT_IN
         )
-        .replace(
-            "from langchain.agents import AgentState, create_agent\n",
-            "from langchain.agents import AgentState, create_agent\n"
-            "from langchain.agents.middleware import (\n"
-            "    HumanInTheLoopMiddleware,\n"
-            "    ModelCallLimitMiddleware,\n"
-            "    SummarizationMiddleware,\n"
-            "    ToolRetryMiddleware,\n"
-            ")\n",
-        )
+        .replace(*IMPORT_BUILT_INS)
         .replace(*OWN_MODEL),
     )
     run = CLIENTS[client] + LAST + PROVIDER_RUN.replace("RUN", RUNS[call])
@@ -482,6 +488,65 @@ def test_the_turn_cache_fix_holds_beside_langchain_middleware_with_a_real_provid
     fixed = path.read_text()
     assert all(line in fixed for line in BUILT_IN.splitlines()[1:-1])  # the built-ins kept
     assert _run(path, run) == [{"a": "1"}, ["Saved.", "a"]]  # the reader saw the write
+    _proven_clean(path, "same-batch-read")
+
+
+# One agent, one loopback server, runs that may overlap: the reply is a function of the run's
+# own user message (``go <title>``: save that note and list the notes in one reply), so two runs
+# at once each get their own calls. A note titled ``boom`` fails to save.
+OVERLAP_RUN = """\
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from agentstate.models import PolicyChatModel, tool_call
+def policy(messages):
+    if messages[-1].type != 'human':
+        return reply(text='done')
+    title = messages[-1].text.split()[-1]
+    return reply(tool_call('save_note', title=title, text='1'), tool_call('read_notes'))
+def seen(out):
+    return [out.get('notes', {}), [m.text for m in out['messages'] if m.type == 'tool']]
+with Server(PolicyChatModel(policy=policy)) as server:
+    agent = build(Client(base_url=server.base_url, api_key='x', model='replay', max_retries=0))
+    go = lambda title: seen(agent.invoke({'messages': [('user', 'go ' + title)]}))
+    failed = go('boom')
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(go, ['a', 'b']))
+    async def two():
+        runs = [agent.ainvoke({'messages': [('user', 'go ' + t)]}) for t in ('c', 'd')]
+        return [seen(out) for out in await asyncio.gather(*runs)]
+    both_async = asyncio.run(two())
+print(json.dumps([failed, both, both_async]))
+"""
+FAILING_SAVE = (
+    '    """Save one note."""\n',
+    '    """Save one note."""\n    if title == "boom":\n        raise OSError("disk full")\n',
+)
+
+
+def test_the_fixed_agent_holds_for_two_runs_at_once_and_after_a_failed_writer(tmp_path):
+    """After ``--fix``: a writer that raises does not hang its reader (the retry middleware
+    turns the error into the tool's reply; the reader reads nothing and says which writer
+    failed), and then two runs of the one agent at once, threads and ``asyncio.gather``, each
+    see their own note only."""
+    path = tmp_path / "overlap.py"
+    _write(
+        path,
+        SAME_BATCH.replace(
+            "        state_schema=NotesState,\n", "        state_schema=NotesState,\n" + BUILT_IN
+        )
+        .replace(*IMPORT_BUILT_INS)
+        .replace(*OWN_MODEL)
+        .replace(*FAILING_SAVE),
+    )
+    run = CLIENTS["ChatOpenAI"] + OVERLAP_RUN
+    _fix(path, unsafe=True)
+    failed, both, both_async = _run(path, run)
+    assert failed[0] == {}  # nothing stored
+    assert "disk full" in failed[1][0]  # the writer's error, as its reply
+    assert failed[1][1].startswith("Error: read_notes did not read 'notes': a writer of the")
+    assert "(OSError: disk full)), so what it would read now" in failed[1][1]  # not a stale read
+    assert both == [[{"a": "1"}, ["Saved.", "a"]], [{"b": "1"}, ["Saved.", "b"]]]
+    assert both_async == [[{"c": "1"}, ["Saved.", "c"]], [{"d": "1"}, ["Saved.", "d"]]]
     _proven_clean(path, "same-batch-read")
 
 
