@@ -6,6 +6,7 @@ teaching turn cache, executed from the notebook's own source, against the packag
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 
 import pytest
@@ -385,10 +386,42 @@ def test_readers_first_on_two_threads_hold_them_until_their_timeout(lesson):
 def test_what_lesson_03_prints_instead_of_asserting(lesson):
     timeline = ToolTimeline()
     hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
-    late = lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 7})
+    late = lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 6})
     assert seen(late) == 0 and timeline.thread_count() > 1
     nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
     assert seen(nxt) == 5
+
+
+def _late_run(lesson, stores: int, threads: int, timeout: float = 60.0) -> int:
+    """The page's late-reader run with ``stores`` stores on ``threads`` threads: what it saw."""
+    timeline = ToolTimeline()
+    hold = ReadLast(
+        timeline, "get_collected_requirements", "store_requirement", stores, timeout=timeout
+    )
+    fields = dict(list(POSTGRES_FIELDS.items())[:stores])
+    agent = lesson["my_agent"](hold, timeline, fields=fields)
+    return seen(agent.invoke(lesson["TURN"], {"max_concurrency": threads}))
+
+
+@pytest.mark.parametrize("stores", [3, 5])
+def test_the_late_reader_needs_a_thread_for_each_store_and_one_for_itself(lesson, stores):
+    """The page's rule for its ``max_concurrency``: ``ReadLast`` holds the stores until the
+    reader runs, and the reader comes after them in the reply, so the stores and the reader
+    run at once. One thread fewer, and every thread holds a store waiting for a reader that
+    never gets one (the last call, a second reader, needs no thread of its own)."""
+    assert _late_run(lesson, stores, stores + 1) == 0
+    with pytest.raises(TimeoutError, match="no get_collected_requirements call came to wait"):
+        _late_run(lesson, stores, stores, timeout=0.5)  # no thread left: a certain deadlock
+
+
+def test_the_pages_max_concurrency_is_the_fewest_threads_its_late_reader_runs_on(lesson):
+    """The page passes what its comment says it needs (5 stores + the reader), not more."""
+    cell = next(c for c in code_cells("03") if "ReadLast(" in c and "max_concurrency" in c)
+    threads = int(re.search(r'"max_concurrency": (\d+)', cell)[1])
+    assert f"{threads} calls at once need {threads} threads" in cell  # its one-line reason
+    assert _late_run(lesson, 5, threads) == 0
+    with pytest.raises(TimeoutError, match="no get_collected_requirements call came to wait"):
+        _late_run(lesson, 5, threads - 1, timeout=0.5)
 
 
 def test_the_lessons_plain_agent_shows_what_the_hazard_reproduction_shows(lesson):

@@ -98,7 +98,7 @@ COVERED = {
     "fields kept, or the error": "rds",
     "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
     "03_same_turn_visibility.py: late = my_agent(read_last, late_timeline).invoke(TURN, "
-    '{"max_concurrency": 7})  # 7 threads': "read_last",
+    '{"max_concurrency": 6})': "read_last",
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
@@ -348,8 +348,8 @@ def all_built_cells() -> list[Any]:
 
 def prove_read_last(source: str) -> None:
     """Lesson 03's late reader: ``ReadLast`` holds it until the timeline recorded all five
-    stores (and the stores until it waits), so what the cell prints is the same with 7
-    workers or 16, with no sleep to outlast."""
+    stores (and the stores until it waits), so what the cell prints is the same with the
+    cell's 6 workers or 16, with no sleep to outlast."""
     from agentstate.lessons.simulation import ReadLast
     from agentstate.tracing import ToolTimeline
 
@@ -358,7 +358,7 @@ def prove_read_last(source: str) -> None:
 
     lesson = definitions("03_same", TEACHING)
     printed = []
-    for workers in (7, 16):
+    for workers in (6, 16):
         timeline = ToolTimeline()
         hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
         state = lesson["my_agent"](hold, timeline).invoke(

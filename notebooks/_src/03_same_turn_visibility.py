@@ -46,7 +46,7 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 def validate_manifest(runtime: ToolRuntime) -> str:
     """Check that every field of a Postgres manifest has been collected."""
     missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
-    return f"invalid: missing {', '.join(missing)}" if missing else "valid"
+    return f"invalid: {len(missing)} fields missing" if missing else "valid"
 
 
 # %% [markdown]
@@ -71,7 +71,7 @@ def my_agent(*middleware, fields=POSTGRES_FIELDS, next_reply=False, turns=1):
     return create_agent(model, tools=TOOLS, state_schema=RequirementsState, middleware=[*used])
 
 
-timeline = ToolTimeline()
+timeline = ToolTimeline()  # a middleware that records each tool call, for the figure below
 state = my_agent(timeline).invoke(TURN)
 print("fields get_collected_requirements listed:", fields_seen_by_reader(state))
 print("fields in the state after the turn:", len(state["requirements"]))
@@ -87,17 +87,16 @@ from agentstate.tracing import draw_superstep
 draw_superstep(timeline, key="requirements", reducer=merge_fields, title="one reply")
 
 # %% [markdown]
-# Is the reader just too early? `ReadLast` starts it after every store
-# returned; the stores wait for it, so each of the 7 calls needs a thread
-# (the default pool: `cpu_count + 4`, 6 on 2 cores). Then readers in the
-# next reply.
+# Is the reader just too early? `ReadLast` holds it until every store has
+# returned. Then a second run: the readers in the next reply.
 
 # %%
 from agentstate.lessons.simulation import ReadLast
 
 late_timeline = ToolTimeline()
 read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
-late = my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 7})  # 7 threads
+# ReadLast also holds each store until the reader has started: 6 calls at once need 6 threads
+late = my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 6})
 reader = next(e for e in late_timeline.events if e.name == "get_collected_requirements")
 stores_done = max(e.end for e in late_timeline.events if e.name == "store_requirement")
 print("the reader started after every store finished:", reader.start > stores_done)
@@ -108,9 +107,10 @@ next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
 
 # %% [markdown]
-# The seven calls ran in one super-step, on several threads: not
-# "single-threaded". The late reader still saw nothing: writes apply when
-# the **super-step** ends, not the turn.
+# The reader was held until every store had returned, and it still saw
+# nothing: timing is not the cause. Writes apply when the **super-step**
+# ends, not the turn. And the calls ran on several threads: not
+# "single-threaded".
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
@@ -165,27 +165,21 @@ class TurnCache(AgentMiddleware):
         writer_ids = [c["id"] for c in batch.tool_calls if c["name"] in self.writers]
         with self.changed:
             done = self.batches.setdefault(batch.id, {})  # call id -> what it wrote
-            if call["name"] in self.readers:  # 2. wait, 3. merge
+            if call["name"] in self.readers:  # 2. wait for every writer of the reply
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
                     raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
+                # 3. merge: each writer's value folded into the state's, in the model's call order
                 merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
-                view = {**state, self.key: merged}
+                view = {**state, self.key: merged}  # tools read runtime.state: override both
                 request = request.override(state=view, runtime=replace(request.runtime, state=view))
         result = handler(request)
-        with self.changed:  # 1. record, 4. drop
+        with self.changed:  # 1. record (a reader records None: it wrote nothing), 4. drop
             done[call["id"]] = result.update.get(self.key) if isinstance(result, Command) else None
             self.changed.notify_all()
-            if len(done) == len(batch.tool_calls):
+            if len(done) == len(batch.tool_calls):  # every call of the reply has finished
                 del self.batches[batch.id]
         return result
 
-
-# %% [markdown]
-# Where a reader stalls:
-# - **`override`**: the tool reads `runtime.state`; overriding `state` alone
-#   leaves it as it was.
-# - **None**: a reader writes nothing; its entry says it finished.
-# - **Drop**: once every call of the batch has an entry, the batch goes.
 
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
@@ -206,15 +200,15 @@ for name, cache in {
     "teaching TurnCache": TurnCache(**CACHE),
     "package TurnCacheMiddleware": TurnCacheMiddleware(**CACHE),
 }.items():
-    agent = my_agent(cache, ToolLatencyMiddleware(0.005, seed=3), turns=100)
+    agent = my_agent(cache, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 scripted turns
     saw = Counter(fields_seen_by_reader(agent.invoke(TURN)) for _ in range(100))
     print(f"{name}:", ", ".join(f"saw {k} of 5 in {n} turns" for k, n in sorted(saw.items())))
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
-# reads an agent's code without running it. On the plain agent and the same
-# agent with the package's turn cache, after the diff `--fix` would write,
-# run:
+# reads an agent's code without running it. Below: the diff its `--fix`
+# would write, the fixed agent run once, and the doctor's findings on the
+# plain agent and on the agent with the package's turn cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
@@ -267,8 +261,9 @@ knob_widget = widgets.interact(
 # %% [markdown]
 # ## Exercises
 # 1. Readers *first* in the reply: what does the cached reader see, and why?
-# 2. With `{"max_concurrency": 4}`, which calls start late? Why does no
-#    reader time out?
+# 2. Run `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`
+#    with `t = ToolTimeline()`: which calls start late (`t.events`)? Why does
+#    no reader time out?
 # 3. Without step 2 (`wait_for` returns `True` at once), how many fields
 #    does the reader see over 100 turns?
 # 4. One `TurnCache` agent run from two threads, each with its own fields:

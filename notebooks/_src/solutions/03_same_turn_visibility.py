@@ -43,7 +43,7 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 def validate_manifest(runtime: ToolRuntime) -> str:
     """Check that every field of a Postgres manifest has been collected."""
     missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
-    return f"invalid: missing {', '.join(missing)}" if missing else "valid"
+    return f"invalid: {len(missing)} fields missing" if missing else "valid"
 
 
 TOOLS = [store_requirement, get_collected_requirements, validate_manifest]
@@ -70,17 +70,18 @@ class TurnCache(AgentMiddleware):
         writer_ids = [c["id"] for c in batch.tool_calls if c["name"] in self.writers]
         with self.changed:
             done = self.batches.setdefault(batch.id, {})  # call id -> what it wrote
-            if call["name"] in self.readers:  # 2. wait, 3. merge
+            if call["name"] in self.readers:  # 2. wait for every writer of the reply
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
                     raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
+                # 3. merge: each writer's value folded into the state's, in the model's call order
                 merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
-                view = {**state, self.key: merged}
+                view = {**state, self.key: merged}  # tools read runtime.state: override both
                 request = request.override(state=view, runtime=replace(request.runtime, state=view))
         result = handler(request)
-        with self.changed:  # 1. record, 4. drop
+        with self.changed:  # 1. record (a reader records None: it wrote nothing), 4. drop
             done[call["id"]] = result.update.get(self.key) if isinstance(result, Command) else None
             self.changed.notify_all()
-            if len(done) == len(batch.tool_calls):
+            if len(done) == len(batch.tool_calls):  # every call of the reply has finished
                 del self.batches[batch.id]
         return result
 
@@ -116,8 +117,8 @@ print("validate_manifest said:", reply_of(first, "validate_manifest"))
 
 # %% [markdown]
 # ## Exercise 2
-# One `TurnCache` turn (the readers after the stores) with
-# `max_concurrency=4` instead of 7: at most four calls run at a time.
+# The lesson's `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`
+# (the readers after the stores): at most four calls run at a time.
 # `FinishOrder` (lesson 01) holds the first four stores until all four are
 # running, so they surely fill the four places together, however busy the
 # machine. A `ToolTimeline` records
