@@ -103,17 +103,18 @@ Table([busted])
 
 # %% [markdown]
 # ## 2. Look inside: the clock, and the layout of a prompt
-# The three calls read the clock microseconds apart:
+# The three calls read the clock a millisecond or two apart (the digits
+# after `they part at` above), and the cache compares bytes:
 #
 # ```mermaid
 # sequenceDiagram
 #     participant E as expert calls
 #     participant K as prefix cache
-#     E->>K: call 1: time ...000101, manual
+#     E->>K: call 1: time ...30.611995, manual
 #     Note over K: reads the manual
-#     E->>K: call 2: time ...000187, manual
+#     E->>K: call 2: time ...30.614483, manual
 #     Note over K: parts at the digits: reads it again
-#     E->>K: call 3: time ...000240, manual
+#     E->>K: call 3: time ...30.616061, manual
 #     Note over K: a third full read
 # ```
 
@@ -145,9 +146,10 @@ fixed = shared_prefix(recorder.seen)
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
-# Now the three prompts share all 109,128 bytes of system message 1 and
-# part at each expert's title. The package's `build_messages` sends the
-# same bytes (a test checks it); its graph adds a router and a synthesis.
+# Now the three prompts share all of system message 1 (its size in the
+# last column) and part only at each expert's title, in system message 2.
+# The package's `build_messages` sends the same bytes (a test checks it);
+# its graph adds a router and a synthesis.
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
