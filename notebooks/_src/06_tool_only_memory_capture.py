@@ -62,6 +62,10 @@ react_store = await observe(loop, client, server.db, travel.events, "react.trip"
 {"messages in the chat": len(travel.messages("trip")), "entries in the store": len(react_store)}
 
 # %% [markdown]
+# Seven too many: beside the message, the loop stored its own answer at
+# the 4 places it answers the user and a second copy at the 3 places it
+# writes twice (the schedule's first two rows).
+#
 # ## 2. Look inside: the store
 # Each wrong entry beside what the chat said:
 
