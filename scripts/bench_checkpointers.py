@@ -1,6 +1,6 @@
 """What a checkpointer costs per turn: in memory, a SQLite file, a real Postgres server.
 
-Each round runs one stage 02 turn (N parallel ``store_requirement`` calls,
+Each round runs one lesson 02 turn (N parallel ``store_requirement`` calls,
 then a final reply) on a new thread with each checkpointer, the order
 rotated every round, and prints the median wall time per turn and the
 median ratio to the in-memory saver, all from this one run. It also times

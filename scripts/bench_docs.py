@@ -10,7 +10,7 @@ The block's name up to its first ``/`` names the data file (written by
 ``scripts/bench_<name>.py``; ``engine_restart`` names
 ``data/results/engine_restart.json``, the restart case ``scripts/bench_experts.py``
 writes apart). Every figure is computed here from the raw samples the file
-records (medians, per-round ratios, quartiles), or, for the experts (stage 05),
+records (medians, per-round ratios, quartiles), or, for the experts (lesson 05),
 by the tables of ``agentstate.experts.results`` and
 ``agentstate.experts.restart_benchmark``, so a figure changes only when its
 benchmark is re-run. ``tests/test_benchmark_docs.py`` runs the check.
@@ -49,7 +49,7 @@ BLOCK = re.compile(
 )
 # what the memory server was asked to reach (issue 16), in messages per second
 TARGETS = {"direct": 150, "capture": 100}
-# the share of the ideal saving the prefix-cached experts aim for (stage 05)
+# the share of the ideal saving the prefix-cached experts aim for (lesson 05)
 EXPERTS_TARGET = 0.98
 # data files not named <name>_benchmark.json
 DATA_FILES = {
@@ -101,7 +101,7 @@ def ratio_stats(numerators: list[float], denominators: list[float]) -> tuple[flo
     return median, q1, q3
 
 
-# --- stage 06: memory capture (scripts/bench_memory.py) -------------------------------------
+# --- lesson 06: memory capture (scripts/bench_memory.py) -------------------------------------
 
 
 def memory_medians(data: Data) -> dict[str, float]:
@@ -218,7 +218,7 @@ def render_memory_profile(data: Data) -> str:
     ])  # fmt: skip
 
 
-# --- stage 06's fleet: replicas on one Postgres (scripts/bench_memory.py --fleet) ----------
+# --- lesson 06's fleet: replicas on one Postgres (scripts/bench_memory.py --fleet) ----------
 
 
 def render_memory_fleet(data: Data) -> str:
@@ -349,7 +349,7 @@ def render_memory_fleet_rerun(data: Data) -> str:
     ])  # fmt: skip
 
 
-# --- stage 03: the turn cache (scripts/bench_turn_cache.py) ---------------------------------
+# --- lesson 03: the turn cache (scripts/bench_turn_cache.py) ---------------------------------
 
 
 def render_turn_cache(data: Data) -> str:
@@ -413,7 +413,7 @@ def render_checkpointers(data: Data) -> str:
     return "\n".join([
         provenance_line(data, f"; {data['provenance']['postgres']}"),
         "",
-        f"One stage 02 turn ({data['fields']} parallel fields), {data['rounds']} rounds:",
+        f"One lesson 02 turn ({data['fields']} parallel fields), {data['rounds']} rounds:",
         "",
         table(header, rows, "lrrr"),
         "",
@@ -460,7 +460,7 @@ def render_doctor_watch(data: Data) -> str:
     ])  # fmt: skip
 
 
-# --- stage 05: the prefix-cached experts and the restart case (scripts/bench_experts.py) ----
+# --- lesson 05: the prefix-cached experts and the restart case (scripts/bench_experts.py) ----
 
 
 def span(values: Iterable[float], fmt: str, unit: str = "") -> str:
@@ -766,7 +766,7 @@ def render_redaction_encryption(data: Data) -> str:
     ratio, q1, q3 = ratio_stats(enc["encrypted_s"], enc["plain_s"])
     plain, encrypted = (statistics.median(enc[k]) for k in ("plain_s", "encrypted_s"))
     return (
-        f"What it costs: one stage 02 turn ({enc['fields']} parallel fields) on a SQLite file "
+        f"What it costs: one lesson 02 turn ({enc['fields']} parallel fields) on a SQLite file "
         f"took {duration(plain)} plain and {duration(encrypted)} encrypted (medians of "
         f"{len(enc['plain_s'])} rounds, the order alternated; `scripts/bench_redaction.py`, the "
         f"run of the table above), {ratio:.2f}x per round (q1-q3 {q1:.2f}-{q3:.2f})."

@@ -9,8 +9,8 @@
   handler that does nothing (what LangChain's callback machinery costs by
   itself) and with a watch (``report()`` included), ``--turns`` times each in
   one run; the ratio of the medians with and without is the overhead (the
-  issue asks for under 10%). Two turns: stage 03's fixed RDS agent (five parallel writers and a
-  reader, scripted model) and stage 05's experts with the timestamp before the
+  issue asks for under 10%). Two turns: lesson 03's fixed RDS agent (five parallel writers and a
+  reader, scripted model) and lesson 05's experts with the timestamp before the
   manual (three model calls of about 110 k characters each, scripted model, so
   the prompt comparison is as large as it gets and the model costs nothing).
 
@@ -111,12 +111,12 @@ class NoOp(BaseCallbackHandler):
 
 
 def rds_agent(turns: int) -> Any:
-    """Stage 03's fixed agent with a script for ``3 * turns`` turns of 5 writers and a reader."""
+    """Lesson 03's fixed agent with a script for ``3 * turns`` turns of 5 writers and a reader."""
     return rds.build_turn_cache_agent(reader_batch_model(dict(POSTGRES_FIELDS), 3 * turns))
 
 
 def experts_graph(turns: int) -> Any:
-    """Stage 05's experts, timestamp first, on a scripted model (the prompts are real)."""
+    """Lesson 05's experts, timestamp first, on a scripted model (the prompts are real)."""
     ticks = itertools.count()
     model = ScriptedChatModel(script=[reply(text="note")] * (12 * turns))
     config = ExpertsConfig(

@@ -1,4 +1,4 @@
-"""Benchmark stage 05's prefix caching on the real local engine and record the results.
+"""Benchmark lesson 05's prefix caching on the real local engine and record the results.
 
 Starts llama.cpp's server on 127.0.0.1 (or uses --base-url), runs the same
 3-expert query cache-busted, sequential, parallel, primed and without the

@@ -1,4 +1,4 @@
-"""Benchmark stage 06: messages captured per second, each layer beside its floor, in one run.
+"""Benchmark lesson 06: messages captured per second, each layer beside its floor, in one run.
 
 Starts ``agentstate.memory.service.server`` over streamable HTTP on 127.0.0.1 and
 measures, per message of a generated conversation (SESSION_START, N messages,

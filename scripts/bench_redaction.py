@@ -6,7 +6,7 @@ an unwatched call) with 0 to 1,000 values known for the thread. Then (issue
 33) what a reply that brings a new value costs with 1,000 and 10,000 values
 known, what loading 10,000 and 50,000 values costs (puts, then the first
 reply), 600 values that are prefixes of one another, and a 40 KB free-text
-argument starting with ``[`` and broken 40 KB arguments. Then one stage 02
+argument starting with ``[`` and broken 40 KB arguments. Then one lesson 02
 turn on a SQLite file, plain and with ``encrypt=True`` (AES, a random key),
 the order alternated every round.
 
@@ -187,7 +187,7 @@ def turn(db: Path, encrypt: bool) -> float:
 
 
 def encryption(rounds: int) -> dict[str, Any]:
-    """Seconds per stage 02 turn, plain and encrypted, paired by round (order alternated)."""
+    """Seconds per lesson 02 turn, plain and encrypted, paired by round (order alternated)."""
     os.environ.setdefault(KEY_VAR, secrets.token_hex(16))
     plain, encrypted = [], []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,6 @@
 """What the turn cache costs: one turn with and without it, same scripted work.
 
-Each round invokes the stage 02 agent and the stage 03 turn-cached agent on
+Each round invokes the lesson 02 agent and the lesson 03 turn-cached agent on
 the same batch (N store_requirement calls plus the three readers in one
 reply), alternating which goes first, and prints the median wall time per
 turn and the median (and quartiles) of the per-round ratio, all measured in

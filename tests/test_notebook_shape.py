@@ -4,7 +4,8 @@ The shape (CONTRIBUTING.md, ``notebooks/_src/_template.py``) is marked by
 ``## `` headings in the notebook sources, matched by how they start:
 
     # NN · Title        first cell: the title, then the story (a paragraph)
-    ## Recap            exactly this, once
+    ## Recap            exactly this, once (the first lesson, with nothing to recap:
+                        "## Before you start")
     ## Goals            exactly this, once, with a bullet list
     ## Reproduce...     one or more, e.g. "## Reproduce: five fields in one reply"
     ## Look inside...   one or more, after the first Reproduce (before or after the fix)
@@ -38,7 +39,7 @@ NUMBERS = {p.name[:2] for p in SOURCES}
 
 ORDER = ("recap", "goals", "reproduce", "look inside", "fix", "prove", "summary", "exercises")
 STARTS = {
-    "recap": ("Recap",),
+    "recap": ("Recap", "Before you start"),
     "goals": ("Goals",),
     "reproduce": ("Reproduce",),
     "look inside": ("Look inside",),
@@ -119,7 +120,7 @@ def shape_problems(path: Path) -> list[str]:
         if name is None:
             continue
         firsts.setdefault(name, position)
-        if name in EXACT and text != STARTS[name][0]:
+        if name in EXACT and text not in STARTS[name]:
             problems.append(f"'## {text}': write it as '## {STARTS[name][0]}'")
     for name in EXACT:
         count = sum(1 for _, _, n in found if n == name)

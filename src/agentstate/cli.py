@@ -38,10 +38,10 @@ class System:
 
 
 SYSTEMS = (
-    System("experts", "agentstate.experts.cli", "prefix-cached experts (stage 05)", "experts"),
-    System("engine", "agentstate.engine.cli", "the local llama.cpp server (stage 05)", "engine"),
+    System("experts", "agentstate.experts.cli", "prefix-cached experts (lesson 05)", "experts"),
+    System("engine", "agentstate.engine.cli", "the local llama.cpp server (lesson 05)", "engine"),
     System(
-        "memory", "agentstate.memory.service.cli", "the MCP memory server of stage 06", "memory"
+        "memory", "agentstate.memory.service.cli", "the MCP memory server of lesson 06", "memory"
     ),
     System(
         "doctor",

@@ -8,7 +8,7 @@ persists a thread uses these helpers: notebooks 02-06 and the CLIs.
 When several processes or machines serve the same threads, they share a
 Postgres database instead (:func:`postgres_checkpointer`,
 :func:`async_postgres_checkpointer`); README "From one machine to many" and
-``tests/test_postgres.py`` show the stage 02-05 graphs on a real server.
+``tests/test_postgres.py`` show the lesson 02-05 graphs on a real server.
 
 Every checkpointer takes ``encrypt=True``: checkpoints and pending writes are
 then encrypted with LangGraph's own ``EncryptedSerializer`` and the key in

@@ -8,7 +8,7 @@ swaps only the storage:
   write the whole file back. Parallel calls each read the same old file and
   the file reducer keeps only one of their writes.
 - :class:`StateStorage` (notebook 02, the fix): write ``{field: value}`` to the
-  ``requirements`` key, whose reducer merges fields. Stage 03's turn cache
+  ``requirements`` key, whose reducer merges fields. Lesson 03's turn cache
   needs nothing more: its middleware merges the batch's writes into the state
   a reader sees.
 - :class:`NaiveSharedCacheStorage` (notebook 03, broken): a dict the caller
