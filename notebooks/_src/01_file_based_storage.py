@@ -14,7 +14,7 @@
 # [builtin-parallel-edit](../docs/hazards-by-version.md#builtin-parallel-edit).
 
 # %% [markdown]
-# ## Recap
+# ## Before you start
 # The first lesson: you need Python and one call to an LLM API behind you.
 # Terms are defined where they first appear, and in the
 # [glossary](../docs/glossary.md).
@@ -41,7 +41,8 @@
 # ```
 
 # %% [markdown]
-# The toy state has two keys:
+# The toy state has two keys; in `Annotated[type, reducer]` the second
+# argument is the key's reducer:
 # - `files` maps a path to its contents; a write to a path replaces it whole.
 # - `log` is a list; each write is appended.
 
@@ -98,7 +99,8 @@ print("the file after the step:", result["files"][PATH])
 # function the model asks to run.
 
 # %% [markdown]
-# This tool reads the file from the state (`runtime.state`), prints what it
+# This tool reads the file from the state (`runtime.state`; LangChain fills
+# in `runtime` when the tool runs, the model never sees it), prints what it
 # read, adds one field, and returns the whole file in a `Command`, the object
 # that updates the state.
 

@@ -192,7 +192,8 @@ draw_superstep(
 # So a reducer that changes `current` in place shows a write to a tool that
 # should not see it yet. `reader_saw(reducer)` runs the agent above with
 # that reducer: one reply stores the five fields and, in the same step,
-# counts them after the five early calls:
+# calls a reader tool, `count_requirements`, held until the five early
+# calls happened. It returns the reader's count:
 
 # %%
 from agentstate.lessons.purity import reader_saw
@@ -227,8 +228,10 @@ print("the same fields and values:", teaching == package == labels)
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
-# reads an agent's code without running it. On the broken and the fixed
-# agent, after the diff `--fix` would write (`preview_fix`), run:
+# reads an agent's code without running it. Below: the diff its `--fix`
+# would write (`preview_fix`), the fixed agent run once, and the doctor's
+# findings on the plain and the fixed agent. Its fix is `operator.or_`:
+# for dicts, `a | b` is the same field-level merge as `merge_fields`.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix

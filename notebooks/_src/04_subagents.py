@@ -87,21 +87,19 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # ## 2. Look inside: down and up the `task` boundary
 #
 # ```mermaid
-# sequenceDiagram
-#     participant P as parent
-#     participant C as collector
-#     P->>C: down: one human message, the task description
-#     Note over C: store_requirement x5 writes requirements
-#     Note over C: its schema has no requirements key: dropped
-#     C->>P: up: a ToolMessage "Stored 5 field(s)."
-#     C->>P: up: its declared keys that changed: none
-#     Note over P: reader gets {}
+# flowchart LR
+#     P["parent"] -- "down: its state but messages, todos;<br/>as messages, the task" --> C
+#     C["collector: 5 store_requirement<br/>write requirements; not in<br/>its schema: dropped"]
+#     C -- "up: ToolMessage 'Stored 5 field(s).'<br/>and its declared keys that changed: none" --> R
+#     R["parent's reader<br/>gets {}"]
 # ```
 
 # %% [markdown]
 # **Down.** In deepagents' default
-# [isolated mode](../docs/glossary.md#isolated-mode) the collector's model
-# is given the task description only. The user's message stays above:
+# [isolated mode](../docs/glossary.md#isolated-mode) the collector gets the
+# parent's state keys except `messages`, `todos` and a few private ones;
+# its messages are one human message, the task description. The user's
+# message stays above:
 
 # %%
 model = collector_model()
