@@ -62,9 +62,9 @@ react_store = await observe(loop, client, server.db, travel.events, "react.trip"
 {"messages in the chat": len(travel.messages("trip")), "entries in the store": len(react_store)}
 
 # %% [markdown]
-# Seven too many: beside the message, the loop stored its own answer at
-# the 4 places it answers the user and a second copy at the 3 places it
-# writes twice (the schedule's first two rows).
+# Seven too many: at the schedule's 4 answer rows the loop stored its own
+# answer, and at its 3 double-write rows a second copy (the table below:
+# "not this message's text", "stored twice").
 #
 # ## 2. Look inside: the store
 # Each wrong entry beside what the chat said:
