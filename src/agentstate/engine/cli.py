@@ -1,4 +1,4 @@
-"""``agentstate engine start|stop|status|serve|quantize``: the local llama.cpp server (stage 05).
+"""``agentstate engine start|stop|status|serve|quantize``: the local llama.cpp server (lesson 05).
 
 ``start`` launches a detached server on 127.0.0.1 (free port) and prints the
 ``AGENTSTATE_LLM_BASE_URL`` to export; ``stop`` ends exactly that process;
@@ -32,7 +32,7 @@ from agentstate.servers.loopback import LoopbackServerError, port_argument, serv
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``agentstate engine ...`` to the top-level parser."""
-    parser = subparsers.add_parser("engine", help="the local llama.cpp server (stage 05)")
+    parser = subparsers.add_parser("engine", help="the local llama.cpp server (lesson 05)")
     sub = parser.add_subparsers(dest="action", required=True)
     start = sub.add_parser("start", help="start a detached server on 127.0.0.1")
     serve = sub.add_parser("serve", help="run the server in the foreground until Ctrl-C")

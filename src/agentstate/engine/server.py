@@ -1,7 +1,7 @@
 """Start and stop llama.cpp's OpenAI-compatible server on loopback.
 
 One process, one slot: the server keeps the longest matching prefix of the
-last prompt in its KV cache, which is exactly what stage 05's invariant manual
+last prompt in its KV cache, which is exactly what lesson 05's invariant manual
 prefix exploits. The flags are the ones measured on a 2-core machine
 (``--n_threads 2 --n_threads_batch 2``) plus ``--interrupt_requests false``:
 with the default, a new request interrupts a running stream and concurrent

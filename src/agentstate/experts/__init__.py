@@ -1,4 +1,4 @@
-"""Stage 05: prefix-cached experts over a large operations manual.
+"""Lesson 05: prefix-cached experts over a large operations manual.
 
 A router picks 1-3 experts; each expert call sends the manual as a
 token-identical first system message, so a prefix-caching engine prefills it

@@ -1,4 +1,4 @@
-"""``agentstate experts manual-stats|prime|run`` (stage 05).
+"""``agentstate experts manual-stats|prime|run`` (lesson 05).
 
 ``prime`` hands the experts' own prefix (system message 1 over the first N
 chapters) to the running engine, which holds it and saves its state (the
@@ -34,7 +34,7 @@ from agentstate.experts.settings import make_config
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``agentstate experts ...`` to the top-level parser."""
-    parser = subparsers.add_parser("experts", help="prefix-cached experts (stage 05)")
+    parser = subparsers.add_parser("experts", help="prefix-cached experts (lesson 05)")
     sub = parser.add_subparsers(dest="action", required=True)
 
     stats = sub.add_parser("manual-stats", help="bytes, tokens (if known) and hashes")

@@ -170,7 +170,7 @@ def same_batch_reader_trials(
     ]
 
 
-# --- stage 04: the collector subagent and the parent that delegates to it ---
+# --- lesson 04: the collector subagent and the parent that delegates to it ---
 
 
 def collector_model(tasks: int = 1) -> ScriptedChatModel:
@@ -213,7 +213,7 @@ def parent_model(
     return ScriptedChatModel(script=[*script, reply(text="Done.")], model_name="main-agent")
 
 
-# --- stage 04: the list hazard, ``operator.add`` and a subagent that returns the whole list ---
+# --- lesson 04: the list hazard, ``operator.add`` and a subagent that returns the whole list ---
 
 
 class AddNotesState(RdsAgentState):
@@ -271,7 +271,7 @@ def build_notes_agent(state_schema: type, middleware: Sequence[Any] = ()) -> Any
     )
 
 
-# --- stage 04: who sees the subagent's fields, and when ---
+# --- lesson 04: who sees the subagent's fields, and when ---
 
 
 def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict[str, int]:
@@ -304,13 +304,13 @@ def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict
 
 
 class PerFieldFileStorage:
-    """Stage 01's smallest safe file layout: one file per field, never a shared file.
+    """Lesson 01's smallest safe file layout: one file per field, never a shared file.
 
     ``write`` puts each field in its own path (``/requirements/<field>.json``
     by default), so parallel calls write different keys of ``files`` and the
     files reducer keeps every one of them; ``read`` merges every file under
     ``/requirements/``. ``path_for`` chooses the path: give every field the
-    same path and the loss of stage 01 comes back.
+    same path and the loss of lesson 01 comes back.
     """
 
     PREFIX = "/requirements/"
@@ -587,7 +587,7 @@ class ConfigCacheStorage(NaiveSharedCacheStorage):
 
 
 def build_get_config_cache_agent(model: BaseChatModel, storage: ConfigCacheStorage) -> Any:
-    """The stage 02 agent with :class:`GetConfigCacheMiddleware` and tools over ``storage``."""
+    """The lesson 02 agent with :class:`GetConfigCacheMiddleware` and tools over ``storage``."""
     return assemble_rds_agent(
         model,
         storage,

@@ -3,18 +3,18 @@
 ``langgraph dev`` (or any LangGraph Agent Server) imports this module and
 serves, with its own checkpointer:
 
-- ``reducer``      stage 02: the field-merge reducer agent (notebook 02)
-- ``turn_cache``   stage 03: the same agent plus the turn cache (notebook 03)
-- ``subagents``    stage 04: parent and collector subagent sharing one schema (notebook 04)
-- ``memory_capture`` stage 06: the tool-only capture graph over the MCP memory server
+- ``reducer``      lesson 02: the field-merge reducer agent (notebook 02)
+- ``turn_cache``   lesson 03: the same agent plus the turn cache (notebook 03)
+- ``subagents``    lesson 04: parent and collector subagent sharing one schema (notebook 04)
+- ``memory_capture`` lesson 06: the tool-only capture graph over the MCP memory server
   (notebook 06), behind an input of one conversation event per run
-- ``experts`` (stage 05) lives in :mod:`agentstate.experts.server`.
+- ``experts`` (lesson 05) lives in :mod:`agentstate.experts.server`.
 
 Offline, each graph plays the lesson's replies with a :class:`PolicyChatModel`
 that never runs out: a user message that holds a JSON object of fields is
 answered with one reply storing every field in parallel plus a reader in the
 same batch, then a final text saying how many fields the reader saw (any
-other text is read as the lesson's request, the five Postgres fields). Stage
+other text is read as the lesson's request, the five Postgres fields). Lesson
 04's parent delegates the fields to the collector subagent, reads them back
 in the next step, then answers. The capture graph plays the well-behaved
 capture policy of notebook 06. With ``AGENTSTATE_LLM_BASE_URL`` set, every
@@ -101,7 +101,7 @@ def _seen_by_reader(after: list[BaseMessage]) -> int:
 
 
 def rds_policy(messages: list[BaseMessage]) -> AIMessage:
-    """Stages 02-03: store the user's fields in one parallel batch with a reader, then report."""
+    """Lessons 02-03: store the user's fields in one parallel batch with a reader, then report."""
     user, after = _this_turn(messages)
     if user is None:
         return reply(text="Send the fields to store, as a JSON object.")
@@ -115,7 +115,7 @@ def rds_policy(messages: list[BaseMessage]) -> AIMessage:
 
 
 def parent_policy(messages: list[BaseMessage]) -> AIMessage:
-    """Stage 04's parent: delegate the fields to the collector, read them back, answer."""
+    """Lesson 04's parent: delegate the fields to the collector, read them back, answer."""
     user, after = _this_turn(messages)
     if user is None:
         return reply(text="Send the fields to collect, as a JSON object.")
@@ -127,7 +127,7 @@ def parent_policy(messages: list[BaseMessage]) -> AIMessage:
 
 
 def collector_policy(messages: list[BaseMessage]) -> AIMessage:
-    """Stage 04's collector: store the JSON fields of its task in parallel, then report."""
+    """Lesson 04's collector: store the JSON fields of its task in parallel, then report."""
     task, after = _this_turn(messages)
     if task is None:
         return reply(text="No task given.")
@@ -158,7 +158,7 @@ def build_served_reducer(
     checkpointer: Any = None,
     secrets: SecretStore | None = None,
 ):
-    """Stage 02's fixed agent; served without a checkpointer (the server brings one)."""
+    """Lesson 02's fixed agent; served without a checkpointer (the server brings one)."""
     return build_reducer_agent(
         served_model(rds_policy, "reducer", environ),
         secrets=SECRETS if secrets is None else secrets,
@@ -172,7 +172,7 @@ def build_served_turn_cache(
     checkpointer: Any = None,
     secrets: SecretStore | None = None,
 ):
-    """Stage 03's fixed agent: its turn cache works when the server invokes the graph."""
+    """Lesson 03's fixed agent: its turn cache works when the server invokes the graph."""
     return build_turn_cache_agent(
         served_model(rds_policy, "turn-cache", environ),
         secrets=SECRETS if secrets is None else secrets,
@@ -186,7 +186,7 @@ def build_served_subagents(
     checkpointer: Any = None,
     secrets: SecretStore | None = None,
 ):
-    """Stage 04's fixed agent: parent and collector share one state schema."""
+    """Lesson 04's fixed agent: parent and collector share one state schema."""
     return build_shared_schema_agent(
         served_model(parent_policy, "main-agent", environ),
         served_model(collector_policy, COLLECTOR, environ),
@@ -195,7 +195,7 @@ def build_served_subagents(
     )
 
 
-# --- Stage 06: the tool-only capture graph, one conversation event per run ---
+# --- Lesson 06: the tool-only capture graph, one conversation event per run ---
 
 MEMORY_URL_VAR = "AGENTSTATE_MEMORY_URL"
 DEFAULT_MEMORY_URL = "http://127.0.0.1:8765/mcp"
@@ -356,7 +356,7 @@ class _CaptureRuntime:
 
 
 def build_served_capture(environ: Mapping[str, str] | None = None, *, checkpointer: Any = None):
-    """Stage 06's tool-only capture graph behind a JSON input of one event per run.
+    """Lesson 06's tool-only capture graph behind a JSON input of one event per run.
 
     The memory server is ``AGENTSTATE_MEMORY_URL`` (default ``http://127.0.0.1:8765/mcp``,
     ``agentstate memory serve --db memory.sqlite --transport http --port 8765``). The

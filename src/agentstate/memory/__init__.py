@@ -1,4 +1,4 @@
-"""Stage 06: tool-only memory capture over a real MCP memory server (notebook 06).
+"""Lesson 06: tool-only memory capture over a real MCP memory server (notebook 06).
 
 Two halves that meet only over MCP:
 
@@ -9,7 +9,7 @@ Two halves that meet only over MCP:
   ``process`` (start/stop it on 127.0.0.1); for a fleet, ``store_postgres``
   (one Postgres database behind several replicas) and ``fleet_writer``, with
   ``stores`` choosing the backend ``--db`` names and ``targets`` reading it.
-- ``capture/``: stage 06's fix, the tool-only graph (``graph``, its ``guard``),
+- ``capture/``: lesson 06's fix, the tool-only graph (``graph``, its ``guard``),
   the rules (``calls``, ``prompt``), offline models (``policy``), the recorded
   input (``conversations``), ``observer``, ``checkpoints``, ``worker``; and in
   ``capture/baselines/`` what it is measured against: the prebuilt ReAct agent

@@ -15,7 +15,7 @@ the messages it received, in the OpenAI wire format: parallel
 when the request says ``"stream": true`` (content split into several
 deltas, each call's arguments in two halves, so the client really
 reassembles them). It records every request body it receives, so a test can
-check what the client sent back on the next request (for stage 02: the
+check what the client sent back on the next request (for lesson 02: the
 secret reference, never the plain password).
 
 Incoming messages are converted back with their tool names restored from the

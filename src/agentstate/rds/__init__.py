@@ -1,11 +1,11 @@
-"""The RDS manifest generator of notebooks 01-04: domain, tools, and every stage's agent.
+"""The RDS manifest generator of notebooks 01-04: domain, tools, and every lesson's agent.
 
-- stage 01: broken :func:`build_file_storage_agent`; no fix (the lesson ends
-  on the loss).
-- stage 02: broken :func:`build_plain_dict_agent`; fixed :func:`build_reducer_agent`.
-- stage 03: broken :func:`build_original_cache_agent` and
+- lesson 01: broken :func:`build_file_storage_agent`; its fix, one file per
+  field, is :class:`agentstate.lessons.fixtures.PerFieldFileStorage`.
+- lesson 02: broken :func:`build_plain_dict_agent`; fixed :func:`build_reducer_agent`.
+- lesson 03: broken :func:`build_original_cache_agent` and
   :func:`build_naive_cache_agent`; fixed :func:`build_turn_cache_agent`.
-- stage 04: broken :func:`build_split_schema_agent`, the commonly proposed
+- lesson 04: broken :func:`build_split_schema_agent`, the commonly proposed
   :func:`build_cache_fix_agent` (same turn only); fixed
   :func:`build_shared_schema_agent`.
 

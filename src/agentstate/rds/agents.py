@@ -2,7 +2,7 @@
 
 Each builder returns a compiled deepagents graph with the six RDS tools over
 a storage (``rds.storage``), so a lesson changes one thing at a time. The
-fixed agents of stages 02-04 share :func:`fixed_middleware` (secret redaction
+fixed agents of lessons 02-04 share :func:`fixed_middleware` (secret redaction
 and the file sync) and use the generic pieces of :mod:`agentstate.core`.
 The table of builders is in the ``agentstate.rds`` package docstring.
 """
@@ -55,13 +55,13 @@ def rds_redaction(store: SecretStore | None = None) -> SecretRedactionMiddleware
         store if store is not None else SecretStore(),
         tool_name=WRITER_TOOLS[0],
         secret_fields=[n for n, f in load_spec().fields.items() if f.secret],
-        text_args={"task": ["description"]},  # what a parent hands its subagent (stage 04)
+        text_args={"task": ["description"]},  # what a parent hands its subagent (lesson 04)
         name_for=lambda field: f"rds-master-{field}",
     )
 
 
 def fixed_middleware(secrets: SecretStore | None = None) -> list[AgentMiddleware]:
-    """The stage 02 fixes every later stage keeps: secret redaction, then the file sync."""
+    """The lesson 02 fixes every later lesson keeps: secret redaction, then the file sync."""
     return [rds_redaction(secrets), RequirementsSyncMiddleware()]
 
 
@@ -89,7 +89,7 @@ def assemble_rds_agent(
 def collector_spec(
     model: BaseChatModel, storage: RequirementsStorage, middleware: Middleware = ()
 ) -> dict[str, Any]:
-    """The declarative ``requirements-collector`` subagent of stage 04."""
+    """The declarative ``requirements-collector`` subagent of lesson 04."""
     spec: dict[str, Any] = {
         "name": COLLECTOR,
         "description": "Collects RDS requirements and stores them with store_requirement.",
@@ -102,7 +102,7 @@ def collector_spec(
     return spec
 
 
-# --- stage 01 ---
+# --- lesson 01 ---
 
 
 def build_file_storage_agent(
@@ -112,7 +112,7 @@ def build_file_storage_agent(
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 01, broken: tools keep requirements in ``/requirements.json`` (loses writes).
+    """Lesson 01, broken: tools keep requirements in ``/requirements.json`` (loses writes).
 
     ``between(field)`` runs in each store between its read and its write (see
     :class:`~agentstate.rds.storage.FileStorage`).
@@ -122,13 +122,13 @@ def build_file_storage_agent(
     )
 
 
-# --- stage 02 ---
+# --- lesson 02 ---
 
 
 def build_plain_dict_agent(
     model: BaseChatModel, *, middleware: Middleware = (), checkpointer: Any = None
 ):
-    """Stage 02, broken: a ``requirements`` key without a reducer."""
+    """Lesson 02, broken: a ``requirements`` key without a reducer."""
     return assemble_rds_agent(
         model,
         StateStorage(),
@@ -145,7 +145,7 @@ def build_reducer_agent(
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 02, fixed: field-merge reducer, file synced after the turn, passwords redacted."""
+    """Lesson 02, fixed: field-merge reducer, file synced after the turn, passwords redacted."""
     return assemble_rds_agent(
         model,
         StateStorage(),
@@ -155,11 +155,11 @@ def build_reducer_agent(
     )
 
 
-# --- stage 03 ---
+# --- lesson 03 ---
 
 
 def build_original_cache_agent(model: BaseChatModel, *, checkpointer: Any = None):
-    """Stage 03, broken: the original ``before_agent`` cache in ``runtime.config`` (raises)."""
+    """Lesson 03, broken: the original ``before_agent`` cache in ``runtime.config`` (raises)."""
     return assemble_rds_agent(
         model,
         StateStorage(),
@@ -172,7 +172,7 @@ def build_original_cache_agent(model: BaseChatModel, *, checkpointer: Any = None
 def build_naive_cache_agent(
     model: BaseChatModel, *, middleware: Middleware = (), checkpointer: Any = None
 ):
-    """Stage 03, broken: a truly shared but unsynchronised cache (invoke with a dict in config)."""
+    """Lesson 03, broken: a truly shared but unsynchronised cache (invoke with a dict in config)."""
     return assemble_rds_agent(
         model,
         NaiveSharedCacheStorage(),
@@ -197,7 +197,7 @@ def build_turn_cache_agent(
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 03, fixed: the stage 02 agent plus the turn cache (readers see their batch)."""
+    """Lesson 03, fixed: the lesson 02 agent plus the turn cache (readers see their batch)."""
     return assemble_rds_agent(
         model,
         StateStorage(),
@@ -207,7 +207,7 @@ def build_turn_cache_agent(
     )
 
 
-# --- stage 04 ---
+# --- lesson 04 ---
 
 
 def build_split_schema_agent(
@@ -217,7 +217,7 @@ def build_split_schema_agent(
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 04, broken (the original failure): only the parent declares ``requirements``."""
+    """Lesson 04, broken (the original failure): only the parent declares ``requirements``."""
     return assemble_rds_agent(
         model,
         StateStorage(),
@@ -239,7 +239,7 @@ def build_cache_fix_agent(
     middleware: Middleware = (),
     checkpointer: Any = None,
 ):
-    """Stage 04, the commonly proposed cache fix: split schema plus a per-turn cache.
+    """Lesson 04, the commonly proposed cache fix: split schema plus a per-turn cache.
 
     The collector's tools write into the thread's turn cache, which the
     parent reads during the same turn; ``/requirements.json`` mirrors state
@@ -273,7 +273,7 @@ def build_shared_schema_agent(
     checkpointer: Any = None,
     state_schema: type = RdsAgentState,
 ):
-    """Stage 04, fixed: one state schema (and reducer) for parent and subagent.
+    """Lesson 04, fixed: one state schema (and reducer) for parent and subagent.
 
     ``state_schema`` is forwarded by deepagents to the declarative collector.
     ``state_schema=PlainRequirementsState`` shares the key without a reducer,

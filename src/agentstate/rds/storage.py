@@ -1,6 +1,6 @@
 """Every way the RDS tools keep requirements, broken and fixed, in one place.
 
-The six tools are written once (``rds.tools``) over a storage, so each stage
+The six tools are written once (``rds.tools``) over a storage, so each lesson
 swaps only the storage:
 
 - :class:`FileStorage` (notebook 01, broken on purpose): read
@@ -8,7 +8,7 @@ swaps only the storage:
   write the whole file back. Parallel calls each read the same old file and
   the file reducer keeps only one of their writes.
 - :class:`StateStorage` (notebook 02, the fix): write ``{field: value}`` to the
-  ``requirements`` key, whose reducer merges fields. Stage 03's turn cache
+  ``requirements`` key, whose reducer merges fields. Lesson 03's turn cache
   needs nothing more: its middleware merges the batch's writes into the state
   a reader sees.
 - :class:`NaiveSharedCacheStorage` (notebook 03, broken): a dict the caller

@@ -31,7 +31,7 @@ TOOL_NAMES = (
     "list_required_fields",
     "get_rds_field_info",
 )
-# What stage 03's turn cache coordinates: the tool that writes ``requirements``,
+# What lesson 03's turn cache coordinates: the tool that writes ``requirements``,
 # and the tools that read it.
 WRITER_TOOLS = ("store_requirement",)
 READER_TOOLS = ("get_collected_requirements", "validate_manifest", "generate_rds_manifest")

@@ -1,7 +1,7 @@
 """One way to run a real server process on 127.0.0.1: free port, readiness, clean stop.
 
-Stage 05's llama.cpp engine (:class:`agentstate.engine.EngineServer`) and
-stage 06's memory server (:class:`agentstate.memory.service.process.ServerProcess`)
+Lesson 05's llama.cpp engine (:class:`agentstate.engine.EngineServer`) and
+lesson 06's memory server (:class:`agentstate.memory.service.process.ServerProcess`)
 are both child processes listening on loopback that notebooks, tests and
 benchmarks start and stop. They share this helper so that they pick ports,
 report a failed start and leave nothing behind in the same way, and so that

@@ -1,4 +1,4 @@
-"""Stage 06's fix: the tool-only capture graph and what drives it (notebook 06).
+"""Lesson 06's fix: the tool-only capture graph and what drives it (notebook 06).
 
 ``graph`` (the LangGraph workflow; its ``guard`` builds each turn's plan),
 ``calls`` and ``prompt`` (the capture rules), ``policy`` (offline models,

@@ -25,7 +25,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def register(subparsers) -> None:
     """Add ``memory serve`` to the ``agentstate`` command."""
-    memory = subparsers.add_parser("memory", help="the MCP memory server of stage 06")
+    memory = subparsers.add_parser("memory", help="the MCP memory server of lesson 06")
     sub = memory.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     serve = sub.add_parser("serve", help="run the server (stdio by default)")
     add_serve_arguments(serve)

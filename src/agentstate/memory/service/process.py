@@ -7,7 +7,7 @@ picks a free loopback port, waits until the port answers, and on ``stop()``
 ``kill()`` is a real SIGKILL, for the restart lessons. The server's own log
 goes to ``<db>.log`` (0600, like the store), never to the notebook. Ports, readiness, stopping and
 errors (:class:`~agentstate.servers.loopback.LoopbackServerError`) come from
-:mod:`agentstate.servers.loopback`, shared with stage 05's engine. ``db`` may be a
+:mod:`agentstate.servers.loopback`, shared with lesson 05's engine. ``db`` may be a
 ``postgresql://`` URL: then the process is one replica of a fleet (start
 several on one URL), its log goes where ``log_path`` says, and a password in
 the URL reaches the child as ``PGPASSWORD``, never as an argument.
