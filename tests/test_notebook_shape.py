@@ -4,8 +4,8 @@ The shape (CONTRIBUTING.md, ``notebooks/_src/_template.py``) is marked by
 ``## `` headings in the notebook sources, matched by how they start:
 
     # NN · Title        first cell: the title, then the story (a paragraph)
-    ## Recap            exactly this, once (the first lesson, with nothing to recap:
-                        "## Before you start")
+    ## Recap            exactly this, once; lesson 01, with nothing to recap, has
+                        "## Before you start" (what a reader needs) in its place
     ## Goals            exactly this, once, with a bullet list
     ## Reproduce...     one or more, e.g. "## Reproduce: five fields in one reply"
     ## Look inside...   one or more, after the first Reproduce (before or after the fix)
@@ -59,6 +59,14 @@ AFTER = {
     "exercises": "summary",
 }
 EXACT = {"recap", "goals", "summary", "exercises"}  # the heading is just the word, once
+FIRST_LESSON_OPENING = "Before you start"  # lesson 01's recap: there is nothing to recap yet
+
+
+def exact_heading(name: str, number: str) -> str:
+    """The one heading an EXACT section may have in notebook ``number``."""
+    return FIRST_LESSON_OPENING if (name, number) == ("recap", "01") else STARTS[name][0]
+
+
 # Sections a lesson still lacks, by notebook number. An entry must match exactly, so
 # whoever adds the section also removes it here.
 KNOWN_GAPS: dict[str, set[str]] = {}
@@ -120,12 +128,12 @@ def shape_problems(path: Path) -> list[str]:
         if name is None:
             continue
         firsts.setdefault(name, position)
-        if name in EXACT and text not in STARTS[name]:
-            problems.append(f"'## {text}': write it as '## {STARTS[name][0]}'")
+        if name in EXACT and text != exact_heading(name, number):
+            problems.append(f"'## {text}': write it as '## {exact_heading(name, number)}'")
     for name in EXACT:
         count = sum(1 for _, _, n in found if n == name)
         if count > 1:
-            problems.append(f"{count} '## {STARTS[name][0]}' headings, one expected")
+            problems.append(f"{count} '## {exact_heading(name, number)}' headings, one expected")
     missing = sorted(set(ORDER) - set(firsts))
     if missing:
         problems.append(f"missing sections: {', '.join(missing)}")
@@ -179,6 +187,16 @@ def test_shape_check_catches_a_broken_source(tmp_path):
     assert "missing sections: summary" in problems
     assert "'goals' comes before 'recap'" in problems
     assert "no knob: no code cell imports ipywidgets" in problems
+
+
+def test_only_lesson_01_opens_with_before_you_start(tmp_path):
+    """Lesson 01 has nothing to recap: it, and only it, says "Before you start" instead."""
+    text = TEMPLATE.read_text()
+    later, first = tmp_path / "07_later.py", tmp_path / "01_first.py"
+    later.write_text(text.replace("# NN · ", "# 07 · ").replace("## Recap", "## Before you start"))
+    first.write_text(text.replace("# NN · ", "# 01 · "))
+    assert shape_problems(later) == ["'## Before you start': write it as '## Recap'"]
+    assert shape_problems(first) == ["'## Recap': write it as '## Before you start'"]
 
 
 def named_notebooks(docstring: str) -> set[str]:

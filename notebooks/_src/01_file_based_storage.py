@@ -41,10 +41,11 @@
 # ```
 
 # %% [markdown]
-# The toy state has two keys; in `Annotated[type, reducer]` the second
-# argument is the key's reducer:
-# - `files` maps a path to its contents; a write to a path replaces it whole.
-# - `log` is a list; each write is appended.
+# The toy state has two keys. In `Annotated[type, reducer]`, the second
+# argument is the reducer LangGraph calls to combine the writes to that key:
+# - `files` maps a path to its contents; `replace_path` replaces a written
+#   path whole.
+# - `log` is a list; `operator.add` appends each write.
 
 # %%
 import operator
@@ -55,8 +56,8 @@ from langgraph.graph import START, StateGraph
 PATH = "/requirements.json"
 
 
-def replace_path(current: dict, write: dict) -> dict:
-    return {**current, **write}
+def replace_path(files: dict, write: dict) -> dict:  # write: one node's {path: contents}
+    return {**files, **write}
 
 
 class ToyState(TypedDict):
@@ -70,8 +71,8 @@ class ToyState(TypedDict):
 
 
 # %%
-def writer(field: str, value: str):
-    def store(state: ToyState) -> dict:
+def writer(field: str, value: str):  # makes a node that stores one field
+    def store(state: ToyState) -> dict:  # returns only the keys it writes
         current = state["files"].get(PATH, {})
         new = {**current, field: value}
         return {"files": {PATH: new}, "log": [f"store {field}: read {current}, wrote {new}"]}
@@ -99,19 +100,19 @@ print("the file after the step:", result["files"][PATH])
 # function the model asks to run.
 
 # %% [markdown]
-# This tool reads the file from the state (`runtime.state`; LangChain fills
-# in `runtime` when the tool runs, the model never sees it), prints what it
-# read, adds one field, and returns the whole file in a `Command`, the object
-# that updates the state.
+# This tool reads the file from the state (`runtime.state`), prints what it
+# read, adds one field, and returns the whole file and its reply to the model
+# (a `ToolMessage`) in a `Command`, the object that updates the state.
+# LangChain passes `runtime` in when the tool runs; the model never sees or
+# sends that argument.
 
 # %%
 import json
 from typing import Any
 
 from deepagents.backends.utils import create_file_data, file_data_to_string
-from langchain.tools import ToolRuntime
-from langchain_core.messages import ToolMessage
-from langchain_core.tools import tool
+from langchain.messages import ToolMessage
+from langchain.tools import ToolRuntime, tool
 from langgraph.types import Command
 
 
@@ -126,7 +127,7 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
     print(f"store_requirement({field_name}) read {current}")
     current[field_name] = value
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    data = create_file_data(json.dumps(current))
+    data = create_file_data(json.dumps(current))  # a file as deepagents stores it
     return Command(update={"files": {PATH: data}, "messages": [done]})
 
 
@@ -159,6 +160,7 @@ broken_agent = create_deep_agent(
 state = broken_agent.invoke(TURN)
 kept = fields_in(state["files"])
 assert kept == {"username": "dbadmin"}
+print("the tools replied:", [m.text for m in state["messages"] if m.type == "tool"])
 print("model calls ran in super-steps:", [m.step for m in timeline.model_calls])
 print("the tool calls ran in super-step:", sorted({e.step for e in timeline.events}))
 print("threads used:", timeline.thread_count())
@@ -191,7 +193,7 @@ from agentstate.tracing import draw_superstep
 draw_superstep(
     timeline,
     key="files",
-    show=lambda files: str(fields_in(files)),
+    show=lambda files: str(fields_in(files)),  # what a box prints for a files value
     reducer="the files reducer",
     title="one reply, five store_requirement calls",
 )
@@ -218,7 +220,7 @@ draw_superstep(
 FOLDER = "/requirements/"
 
 
-@tool("store_requirement")
+@tool("store_requirement")  # the name the model calls
 def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
     """Store one requirement in its own file, /requirements/<field>.json."""
     path = f"{FOLDER}{field_name}.json"

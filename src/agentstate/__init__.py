@@ -4,7 +4,7 @@ The package is the single source of truth for the notebook series in
 ``notebooks/``: every notebook imports its broken baseline and its fix from
 here, and readers import the same pieces into their own agents.
 
-Where each stage lives:
+Where each lesson's code lives:
 
 - 01 file-based storage: ``agentstate.rds`` (``FileStorage``,
   ``build_file_storage_agent``).
@@ -22,7 +22,7 @@ Where each stage lives:
 - 06 tool-only memory capture: ``agentstate.memory``.
 
 Checks: ``agentstate.doctor`` (``diagnose``, ``Watch`` and the ``agentstate
-doctor`` command) finds each stage's hazard in your own agent.
+doctor`` command) finds each lesson's hazard in your own agent.
 
 Which releases each hazard lives in: ``agentstate.hazards`` (``agentstate
 hazards``).

@@ -46,12 +46,12 @@ SYSTEMS = (
     System(
         "doctor",
         "agentstate.doctor.report.cli",
-        "the series' state hazards in an agent graph (stages 01-06)",
+        "the series' state hazards in an agent graph (lessons 01-06)",
     ),
     System(
         "hazards",
         "agentstate.hazards.cli",
-        "which of the series' hazards live in the libraries installed here (stages 01-06)",
+        "which of the series' hazards live in the libraries installed here (lessons 01-06)",
     ),
 )
 NAMES = tuple(system.name for system in SYSTEMS)

@@ -15,7 +15,7 @@ import sys
 import warnings
 from typing import Any
 
-HELP = "which of the series' hazards live in the libraries installed here (stages 01-06)"
+HELP = "which of the series' hazards live in the libraries installed here (lessons 01-06)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

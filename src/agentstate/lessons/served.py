@@ -14,7 +14,7 @@ Offline, each graph plays the lesson's replies with a :class:`PolicyChatModel`
 that never runs out: a user message that holds a JSON object of fields is
 answered with one reply storing every field in parallel plus a reader in the
 same batch, then a final text saying how many fields the reader saw (any
-other text is read as the lesson's request, the five Postgres fields). Stage
+other text is read as the lesson's request, the five Postgres fields). Lesson
 04's parent delegates the fields to the collector subagent, reads them back
 in the next step, then answers. The capture graph plays the well-behaved
 capture policy of notebook 06. With ``AGENTSTATE_LLM_BASE_URL`` set, every
@@ -101,7 +101,7 @@ def _seen_by_reader(after: list[BaseMessage]) -> int:
 
 
 def rds_policy(messages: list[BaseMessage]) -> AIMessage:
-    """Stages 02-03: store the user's fields in one parallel batch with a reader, then report."""
+    """Lessons 02-03: store the user's fields in one parallel batch with a reader, then report."""
     user, after = _this_turn(messages)
     if user is None:
         return reply(text="Send the fields to store, as a JSON object.")

@@ -2,13 +2,13 @@
 
 A checkpoint holds whatever state held (tool arguments, user text), so the
 SQLite files the package creates are made ``0600`` before SQLite opens them;
-SQLite gives its ``-wal`` and ``-shm`` files the same mode. Every stage that
+SQLite gives its ``-wal`` and ``-shm`` files the same mode. Every lesson that
 persists a thread uses these helpers: notebooks 02-06 and the CLIs.
 
 When several processes or machines serve the same threads, they share a
 Postgres database instead (:func:`postgres_checkpointer`,
 :func:`async_postgres_checkpointer`); README "From one machine to many" and
-``tests/test_postgres.py`` show the lesson 02-05 graphs on a real server.
+``tests/test_postgres.py`` show the graphs of lessons 02-05 on a real server.
 
 Every checkpointer takes ``encrypt=True``: checkpoints and pending writes are
 then encrypted with LangGraph's own ``EncryptedSerializer`` and the key in

@@ -1,7 +1,7 @@
-"""The RDS manifest generator of notebooks 01-04: domain, tools, and every stage's agent.
+"""The RDS manifest generator of notebooks 01-04: domain, tools, and every lesson's agent.
 
-- lesson 01: broken :func:`build_file_storage_agent`; no fix (the lesson ends
-  on the loss).
+- lesson 01: broken :func:`build_file_storage_agent`; its fix, one file per
+  field, is :class:`agentstate.lessons.fixtures.PerFieldFileStorage`.
 - lesson 02: broken :func:`build_plain_dict_agent`; fixed :func:`build_reducer_agent`.
 - lesson 03: broken :func:`build_original_cache_agent` and
   :func:`build_naive_cache_agent`; fixed :func:`build_turn_cache_agent`.

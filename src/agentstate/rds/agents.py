@@ -2,7 +2,7 @@
 
 Each builder returns a compiled deepagents graph with the six RDS tools over
 a storage (``rds.storage``), so a lesson changes one thing at a time. The
-fixed agents of stages 02-04 share :func:`fixed_middleware` (secret redaction
+fixed agents of lessons 02-04 share :func:`fixed_middleware` (secret redaction
 and the file sync) and use the generic pieces of :mod:`agentstate.core`.
 The table of builders is in the ``agentstate.rds`` package docstring.
 """
@@ -61,7 +61,7 @@ def rds_redaction(store: SecretStore | None = None) -> SecretRedactionMiddleware
 
 
 def fixed_middleware(secrets: SecretStore | None = None) -> list[AgentMiddleware]:
-    """The lesson 02 fixes every later stage keeps: secret redaction, then the file sync."""
+    """The lesson 02 fixes every later lesson keeps: secret redaction, then the file sync."""
     return [rds_redaction(secrets), RequirementsSyncMiddleware()]
 
 

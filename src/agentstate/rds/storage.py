@@ -1,6 +1,6 @@
 """Every way the RDS tools keep requirements, broken and fixed, in one place.
 
-The six tools are written once (``rds.tools``) over a storage, so each stage
+The six tools are written once (``rds.tools``) over a storage, so each lesson
 swaps only the storage:
 
 - :class:`FileStorage` (notebook 01, broken on purpose): read

@@ -509,7 +509,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``doctor`` to the ``agentstate`` command."""
     parser = subparsers.add_parser(
         "doctor",
-        help="the series' state hazards in an agent graph (stages 01-06)",
+        help="the series' state hazards in an agent graph (lessons 01-06)",
         description="Find the series' state hazards in compiled agent graphs, without running "
         "them. Exit status 1 when a finding is an error, 0 when none is, 2 (one line on stderr "
         "per target) when a target cannot be loaded or the command is wrong.",
