@@ -87,39 +87,43 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # ## 2. Look inside: down and up the `task` boundary
 #
 # ```mermaid
-# sequenceDiagram
-#     participant P as parent
-#     participant C as collector
-#     P->>C: down: one human message, the task description
-#     Note over C: store_requirement x5 writes requirements
-#     Note over C: its schema has no requirements key: dropped
-#     C->>P: up: a ToolMessage "Stored 5 field(s)."
-#     C->>P: up: its declared keys that changed: none
-#     Note over P: reader gets {}
+# flowchart LR
+#     P["parent's state<br/>messages, files, requirements"]
+#     C["collector<br/>keeps the keys its schema declares"]
+#     P -- "down: all but todos, private keys;<br/>messages = one human message: the task" --> C
+#     C -- "up: changed keys but messages and todos;<br/>plus one ToolMessage, its last reply" --> P
 # ```
+#
+# Left out both ways: `messages`, `todos` (deepagents' to-do list),
+# `structured_response`, skill and rubric keys, and middleware-private keys.
 
 # %% [markdown]
-# **Down.** In deepagents' default
-# [isolated mode](../docs/glossary.md#isolated-mode) the collector's model
-# is given the task description only. The user's message stays above:
+# **Down.** `TaskInputs`, a callback, records the dict `task` hands the
+# collector; the collector's model records what it was given:
 
 # %%
-model = collector_model()
-parent_agent(collector_agent(model=model)).invoke(USER)
-given = model.seen[0]
-Table([{"messages given": [m.type for m in given], "fields in it": len(json.loads(given[0].text))}])
+from agentstate.tracing import TaskInputs
+
+model, handed = collector_model(), TaskInputs()
+parent_agent(collector_agent(model=model)).invoke(USER, config={"callbacks": [handed]})
+given = model.seen[0]  # the messages the collector's model was given
+Table([{"task handed down": sorted(handed.inputs[0]), "its model got": [m.type for m in given]}])
 
 # %% [markdown]
-# **Up.** `task` answers with one ToolMessage, the collector's last reply.
-# Beside it, it brings up each key of the collector's final state that
-# changed, except `messages`, `todos` (deepagents' to-do list) and
-# `structured_response`.
+# The parent's `requirements` goes down too, but this collector's schema
+# lacks it. Its model sees one human message, the task; the user's message
+# stays above.
+#
+# **Up.** `task` answers with a `messages` update holding one ToolMessage,
+# the collector's last reply. Beside it come the collector's other keys
+# that changed.
 
 # %% [markdown]
 # A graph keeps only the keys its schema declares (`.channels`), and drops
 # a write to any other key without an error. `CommandRecorder`, a
 # [middleware](../docs/glossary.md#middleware) around each tool call,
-# records what `task` brought up, for each side that declares the key:
+# records the keys `task` brought up besides `messages`, for each side
+# that declares `requirements`:
 
 # %%
 from agentstate.tracing import CommandRecorder
@@ -290,7 +294,7 @@ knob_widget = widgets.interact(
 #    `PlainState` whose `requirements` has no reducer. Which fails: two
 #    `task` calls of one field each, or one `task` of two fields?
 # 2. Give the collector a tool that writes `todos`, and declare `todos` in
-#    its schema. Check that its todos stay below, as section 2 says.
+#    its schema. Check that its todos stay below, as section 2's diagram says.
 # 3. Make `notes` a list of dicts with an `id`, and write a reducer that
 #    merges by id. Show that `pre` is no longer doubled, and that a
 #    subagent can update a note in place.
