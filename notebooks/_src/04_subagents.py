@@ -110,13 +110,11 @@ given = model.seen[0]  # the messages the collector's model was given
 Table([{"task handed down": sorted(handed.inputs[0]), "its model got": [m.type for m in given]}])
 
 # %% [markdown]
-# The parent's `requirements` goes down too, but this collector's schema
-# lacks it. Its model sees one human message, the task; the user's message
-# stays above.
+# `requirements` goes down too, but this collector's schema lacks it. Its
+# model sees the task only; the user's message stays above.
 #
-# **Up.** `task` answers with a `messages` update holding one ToolMessage,
-# the collector's last reply. Beside it come the collector's other keys
-# that changed.
+# **Up.** `task` answers with one ToolMessage, the collector's last reply,
+# plus the collector's other keys that changed.
 
 # %% [markdown]
 # A graph keeps only the keys its schema declares (`.channels`), and drops
@@ -152,11 +150,11 @@ Table(declared_by(who).rows[0] for who in SCHEMAS)
 # A write reaches the parent's reader only if it passes two doors:
 #
 # ```mermaid
-# flowchart TB
-#     W["collector's tool writes requirements"] --> A{"collector declares it?"}
-#     A -- "yes: task brings it up" --> B{"parent declares it?"}
-#     B -- "yes: the reducer merges it" --> R["the reader sees 5 fields"]
-#     A -- no --> X["dropped, without an error"]
+# flowchart LR
+#     W["collector's tool<br/>writes requirements"] --> A{{"collector<br/>declares it?"}}
+#     A -- "yes: task<br/>brings it up" --> B{{"parent<br/>declares it?"}}
+#     B -- "yes: its reducer<br/>merges it" --> R["the reader<br/>sees 5 fields"]
+#     A -- no --> X["dropped,<br/>no error"]
 #     B -- no --> X
 # ```
 #
