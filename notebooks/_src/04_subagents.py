@@ -184,10 +184,10 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # The write-up kept the split schema and added a cache, in outline:
 #
 # ```mermaid
-# flowchart TB
-#     S["collector's store_requirement"] -->|"also writes"| C[("turn_cache: a dict in the process")]
-#     C --> G["parent's reader: state + cache"]
-#     C -->|"after the turn: copied, then emptied"| F["/requirements.json"]
+# flowchart LR
+#     S["collector's<br/>store_requirement"] -->|"also writes"| C[("turn_cache:<br/>a dict")]
+#     C --> G["parent's reader:<br/>state + cache"]
+#     C -->|"after the turn:<br/>copied, then emptied"| F["/requirements.json"]
 # ```
 #
 # Its code is in [going further 04](going_further/04_lists_and_fork_mode.ipynb).
@@ -228,10 +228,10 @@ Table(
 # `operator.add` (append) does:
 #
 # ```mermaid
-# flowchart TB
-#     P["parent: notes = [pre]"] -->|down| S["note-taker adds new: [pre, new]"]
-#     S -->|"up, whole: [pre, new]"| R["operator.add: [pre] + [pre, new]"]
-#     R --> D["parent: [pre, pre, new]"]
+# flowchart LR
+#     P["parent:<br/>notes = [pre]"] -->|down| S["note-taker adds new:<br/>[pre, new]"]
+#     S -->|"up, whole"| R["operator.add:<br/>[pre] + [pre, new]"]
+#     R --> D["parent:<br/>[pre, pre, new]"]
 # ```
 #
 # The package's note-taker, a subagent that adds one note, shows it:
