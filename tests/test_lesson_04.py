@@ -165,6 +165,35 @@ def test_the_collector_is_given_the_task_description_only(lesson):
     assert json.loads(given[0].text) == POSTGRES_FIELDS
 
 
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_task_hands_the_subagent_the_parents_state_not_only_the_description(lesson, run):
+    """The page's diagram and "down" table: ``task`` hands the collector the parent's keys
+    (``requirements`` and ``files`` too) but ``todos``, with ``messages`` replaced by the task;
+    ``TaskInputs`` records that dict, sync and async."""
+    import asyncio
+
+    from agentstate.tracing import TaskInputs
+
+    handed = TaskInputs()
+    agent = lesson["parent_agent"](lesson["collector_agent"]())
+    config = {"callbacks": [handed]}
+    if run == "invoke":
+        agent.invoke(user_turn(), config=config)
+    else:
+        asyncio.run(agent.ainvoke(user_turn(), config=config))
+    (down,) = handed.inputs
+    assert sorted(down) == ["files", "messages", "requirements"]
+    assert [m.type for m in down["messages"]] == ["human"]
+    assert json.loads(down["messages"][0].text) == POSTGRES_FIELDS
+
+
+def test_the_page_draws_what_task_hands_down_and_brings_up():
+    """The diagram says state goes down (not the description only), minus todos."""
+    block = LESSON.read_text().split("# ```mermaid\n", 2)[1].split("# ```", 1)[0]
+    assert "flowchart LR" in block and "down: all but todos" in block
+    assert "up: changed keys but messages and todos" in block
+
+
 def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
     """agentstate.hazards' reproductions of lesson 04 (the rows its opening links to): the
     subagent's writes never reach the parent, as on the page's broken build, and a list handed

@@ -88,36 +88,40 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 #
 # ```mermaid
 # flowchart LR
-#     P["parent"] -- "down: its state but messages, todos;<br/>as messages, the task" --> C
-#     C["collector: 5 store_requirement<br/>write requirements; not in<br/>its schema: dropped"]
-#     C -- "up: ToolMessage 'Stored 5 field(s).'<br/>and its declared keys that changed: none" --> R
-#     R["parent's reader<br/>gets {}"]
+#     P["parent's state<br/>messages, files, requirements"]
+#     C["collector<br/>keeps the keys its schema declares"]
+#     P -- "down: all but todos, private keys;<br/>messages = one human message: the task" --> C
+#     C -- "up: changed keys but messages and todos;<br/>plus one ToolMessage, its last reply" --> P
 # ```
+#
+# Left out both ways: `messages`, `todos` (deepagents' to-do list),
+# `structured_response`, skill and rubric keys, and middleware-private keys.
 
 # %% [markdown]
-# **Down.** In deepagents' default
-# [isolated mode](../docs/glossary.md#isolated-mode) the collector gets the
-# parent's state keys except `messages`, `todos` and a few private ones;
-# its messages are one human message, the task description. The user's
-# message stays above:
+# **Down.** `TaskInputs`, a callback, records the dict `task` hands the
+# collector; the collector's model records what it was given:
 
 # %%
-model = collector_model()
-parent_agent(collector_agent(model=model)).invoke(USER)
-given = model.seen[0]
-Table([{"messages given": [m.type for m in given], "fields in it": len(json.loads(given[0].text))}])
+from agentstate.tracing import TaskInputs
+
+model, handed = collector_model(), TaskInputs()
+parent_agent(collector_agent(model=model)).invoke(USER, config={"callbacks": [handed]})
+given = model.seen[0]  # the messages the collector's model was given
+Table([{"task handed down": sorted(handed.inputs[0]), "its model got": [m.type for m in given]}])
 
 # %% [markdown]
-# **Up.** `task` answers with one ToolMessage, the collector's last reply.
-# Beside it, it brings up each key of the collector's final state that
-# changed, except `messages`, `todos` (deepagents' to-do list) and
-# `structured_response`.
+# `requirements` goes down too, but this collector's schema lacks it. Its
+# model sees the task only; the user's message stays above.
+#
+# **Up.** `task` answers with one ToolMessage, the collector's last reply,
+# plus the collector's other keys that changed.
 
 # %% [markdown]
 # A graph keeps only the keys its schema declares (`.channels`), and drops
 # a write to any other key without an error. `CommandRecorder`, a
 # [middleware](../docs/glossary.md#middleware) around each tool call,
-# records what `task` brought up, for each side that declares the key:
+# records the keys `task` brought up besides `messages`, for each side
+# that declares `requirements`:
 
 # %%
 from agentstate.tracing import CommandRecorder
@@ -146,11 +150,11 @@ Table(declared_by(who).rows[0] for who in SCHEMAS)
 # A write reaches the parent's reader only if it passes two doors:
 #
 # ```mermaid
-# flowchart TB
-#     W["collector's tool writes requirements"] --> A{"collector declares it?"}
-#     A -- "yes: task brings it up" --> B{"parent declares it?"}
-#     B -- "yes: the reducer merges it" --> R["the reader sees 5 fields"]
-#     A -- no --> X["dropped, without an error"]
+# flowchart LR
+#     W["collector's tool<br/>writes requirements"] --> A{{"collector<br/>declares it?"}}
+#     A -- "yes: task<br/>brings it up" --> B{{"parent<br/>declares it?"}}
+#     B -- "yes: its reducer<br/>merges it" --> R["the reader<br/>sees 5 fields"]
+#     A -- no --> X["dropped,<br/>no error"]
 #     B -- no --> X
 # ```
 #
@@ -180,10 +184,10 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # The write-up kept the split schema and added a cache, in outline:
 #
 # ```mermaid
-# flowchart TB
-#     S["collector's store_requirement"] -->|"also writes"| C[("turn_cache: a dict in the process")]
-#     C --> G["parent's reader: state + cache"]
-#     C -->|"after the turn: copied, then emptied"| F["/requirements.json"]
+# flowchart LR
+#     S["collector's<br/>store_requirement"] -->|"also writes"| C[("turn_cache:<br/>a dict")]
+#     C --> G["parent's reader:<br/>state + cache"]
+#     C -->|"after the turn:<br/>copied, then emptied"| F["/requirements.json"]
 # ```
 #
 # Its code is in [going further 04](going_further/04_lists_and_fork_mode.ipynb).
@@ -224,10 +228,10 @@ Table(
 # `operator.add` (append) does:
 #
 # ```mermaid
-# flowchart TB
-#     P["parent: notes = [pre]"] -->|down| S["note-taker adds new: [pre, new]"]
-#     S -->|"up, whole: [pre, new]"| R["operator.add: [pre] + [pre, new]"]
-#     R --> D["parent: [pre, pre, new]"]
+# flowchart LR
+#     P["parent:<br/>notes = [pre]"] -->|down| S["note-taker adds new:<br/>[pre, new]"]
+#     S -->|"up, whole"| R["operator.add:<br/>[pre] + [pre, new]"]
+#     R --> D["parent:<br/>[pre, pre, new]"]
 # ```
 #
 # The package's note-taker, a subagent that adds one note, shows it:
@@ -288,7 +292,7 @@ knob_widget = widgets.interact(
 #    `PlainState` whose `requirements` has no reducer. Which fails: two
 #    `task` calls of one field each, or one `task` of two fields?
 # 2. Give the collector a tool that writes `todos`, and declare `todos` in
-#    its schema. Check that its todos stay below, as section 2 says.
+#    its schema. Check that its todos stay below, as section 2's diagram says.
 # 3. Make `notes` a list of dicts with an `id`, and write a reducer that
 #    merges by id. Show that `pre` is no longer doubled, and that a
 #    subagent can update a note in place.

@@ -24,8 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.config import get_config
 
@@ -259,6 +261,33 @@ class CommandRecorder(AgentMiddleware):
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         return self._record(request, await handler(request))
+
+
+class TaskInputs(BaseCallbackHandler):
+    """Records the state each ``task`` call hands its subagent (a callback, not a middleware:
+    the subagent's graph keeps only the keys it declares, this sees the dict before it does).
+
+    Shows what goes down the ``task`` boundary (notebook 04):
+    ``agent.invoke(..., config={"callbacks": [recorder]})``, then ``recorder.inputs``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: list[dict[str, Any]] = []
+        self._task_runs: set[UUID] = set()
+        self._lock = threading.Lock()
+
+    def on_tool_start(
+        self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        if (kwargs.get("name") or (serialized or {}).get("name")) == "task":
+            with self._lock:
+                self._task_runs.add(run_id)
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            if kwargs.get("parent_run_id") in self._task_runs and isinstance(inputs, dict):
+                self.inputs.append(dict(inputs))
 
 
 # Colours of draw_run: a write the final state kept, one it lost, a reader's call, a model call.

@@ -167,14 +167,14 @@ Table(
 
 # %% [markdown]
 # ## Fork mode: the subagent receives the parent's conversation
-# In deepagents' default mode (`isolated`) a subagent receives one human
+# In deepagents' default mode (`isolated`) a subagent's `messages` are one human
 # message, the task description. deepagents 0.7.32 also has `mode="fork"`
 # (marked beta: it warns when used) in which the subagent continues the
 # parent's conversation:
 #
 # ```mermaid
 # flowchart LR
-#     P["parent: user's message, ..., task call"] -->|isolated| I["subagent: task description only"]
+#     P["parent: user's message, ..., task call"] -->|isolated| I["subagent: the task only"]
 #     P -->|fork| F["subagent: user's message, ..., then the task"]
 # ```
 #
@@ -261,7 +261,7 @@ Table(streamed.values())
 # - A list key with `operator.add` comes back doubled when a subagent
 #   returns it (notebook 04); an idempotent reducer (`append_unique`, the
 #   field merge) keeps one copy.
-# - The default subagent mode hands over only the task description;
+# - The default subagent mode gives it one message, the task description;
 #   `mode="fork"` hands over the parent's conversation, user's message first.
 # - A stream with `subgraphs=True` carries the subagent's human message too:
 #   a view that renders it shows two human messages per delegation.
