@@ -241,7 +241,7 @@ fixed_agent = create_deep_agent(
     tools=[store_in_own_file, get_collected_requirements],
 )
 fixed_state = fixed_agent.invoke(TURN)
-json.loads(fixed_state["messages"][-2].content)
+json.loads(fixed_state["messages"][-2].content)  # [-2]: the reader's reply; [-1] is "Done."
 
 # %% [markdown]
 # ## 5. Prove: any number of parallel calls
