@@ -24,11 +24,13 @@ subset runs and never count as whole-suite runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -171,6 +173,31 @@ class LoadSampler:
         return min(self.samples, key=lambda s: abs(s[0] - seconds))[1]
 
 
+def suite_run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The suite in a process group of its own: a hunt stopped mid-run (Ctrl-C, ``kill``)
+    interrupts pytest and everything it started (xdist workers, servers, kernels), so pytest
+    tears its fixtures down, and kills what is left after a minute; nothing outlives the hunt."""
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate()
+    except BaseException:
+        for signum, patience in ((signal.SIGINT, 60), (signal.SIGKILL, 10)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(patience)
+                break
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
 def one_run(n: int, workers: int, busy: int, select: list[str] | None) -> dict[str, Any]:
     """Run the suite once with ``workers`` beside ``busy`` busy processes; its record."""
     env, argv = pytest_command(workers, select)
@@ -180,11 +207,10 @@ def one_run(n: int, workers: int, busy: int, select: list[str] | None) -> dict[s
             time.sleep(1.0)  # the busy processes are running before the start is sampled
             start_load, started = _load_average(), time.monotonic()
             with LoadSampler() as sampler:
-                done = subprocess.run(
+                done = suite_run(
                     [*argv, f"--junitxml={junit}", "-q", "-p", "no:cacheprovider"],
-                    cwd=ROOT, env={**os.environ, **env},
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                )  # fmt: skip
+                    {**os.environ, **env},
+                )
             duration = time.monotonic() - started
             end_load = _load_average()
         failed, totals = failures(junit), counts(junit)
@@ -266,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             "(`make install` there)"
         )
     from tqdm import tqdm
+
+    signal.signal(signal.SIGTERM, _stop)  # `kill` stops a hunt as Ctrl-C does: cleaned up
 
     provenance = start_provenance("flake_hunt.py", argv, ["pytest", "pytest-xdist"])
     start = len(json.loads(args.out.read_text())["runs"]) if args.out.is_file() else 0

@@ -173,3 +173,63 @@ def test_the_docs_are_rendered_after_each_run_into_the_record(tmp_path, monkeypa
     rendered_after.clear()
     flake_hunt.main(["--runs", "1", "--out", str(tmp_path / "elsewhere.json")])
     assert rendered_after == []  # a record kept elsewhere leaves the docs alone
+
+
+# A stand-in for the suite: it starts a child of its own (as pytest starts workers and servers),
+# writes both pids, then waits; a hunt process runs one run of it beside 2 busy processes.
+STAND_IN = """\
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+open(sys.argv[1], "w").write(f"{child.pid}\\n")
+time.sleep(600)
+"""
+HUNT = """\
+import signal, sys
+sys.path.insert(0, {scripts!r})
+import flake_hunt
+signal.signal(signal.SIGTERM, flake_hunt._stop)
+flake_hunt.pytest_command = lambda workers, select: ({{}}, [sys.executable, {stand_in!r}, {pids!r}])
+class Busy(flake_hunt.Busy):
+    def __enter__(self):
+        super().__enter__()
+        open({busy!r}, "w").write(" ".join(str(p.pid) for p in self.procs))
+        return self
+flake_hunt.Busy = Busy
+flake_hunt.one_run(1, 1, 2, None)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_a_hunt_killed_mid_run_leaves_no_process_behind(tmp_path):
+    """``kill`` on a hunt (as when it is stopped to move to new code) stops the suite, what the
+    suite started and the busy processes; before, all of them spun on after the hunt died."""
+    import signal
+    import subprocess
+    import time
+
+    stand_in, pids, busy = tmp_path / "suite.py", tmp_path / "pids", tmp_path / "busy"
+    stand_in.write_text(STAND_IN.replace("sys.argv[1]", repr(str(pids))))
+    code = HUNT.format(
+        scripts=str(ROOT / "scripts"), stand_in=str(stand_in), pids=str(pids), busy=str(busy)
+    )
+    hunt = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (pids.is_file() and busy.is_file() and pids.read_text().endswith("\n")):
+        assert time.monotonic() < deadline and hunt.poll() is None, "the stand-in never started"
+        time.sleep(0.1)
+    started = [int(p) for p in pids.read_text().split() + busy.read_text().split()]
+    assert len(started) == 3 and all(_alive(p) for p in started)
+    hunt.send_signal(signal.SIGTERM)
+    assert hunt.wait(90) != 0
+    deadline = time.monotonic() + 30
+    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in started if _alive(p)] == []
