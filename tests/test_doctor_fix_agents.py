@@ -523,12 +523,13 @@ FAILING_SAVE = (
 )
 
 
-def test_the_fixed_agent_holds_for_two_runs_at_once_and_after_a_failed_writer(tmp_path):
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_the_fixed_agent_holds_for_two_runs_at_once_and_after_a_failed_writer(tmp_path, client):
     """After ``--fix``: a writer that raises does not hang its reader (the retry middleware
     turns the error into the tool's reply; the reader reads nothing and says which writer
     failed), and then two runs of the one agent at once, threads and ``asyncio.gather``, each
     see their own note only."""
-    path = tmp_path / "overlap.py"
+    path = tmp_path / f"overlap_{client}.py"
     _write(
         path,
         SAME_BATCH.replace(
@@ -538,7 +539,7 @@ def test_the_fixed_agent_holds_for_two_runs_at_once_and_after_a_failed_writer(tm
         .replace(*OWN_MODEL)
         .replace(*FAILING_SAVE),
     )
-    run = CLIENTS["ChatOpenAI"] + OVERLAP_RUN
+    run = CLIENTS[client] + OVERLAP_RUN
     _fix(path, unsafe=True)
     failed, both, both_async = _run(path, run)
     assert failed[0] == {}  # nothing stored

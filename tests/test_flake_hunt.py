@@ -11,7 +11,10 @@ run, and the CONTRIBUTING.md block tells a subset run from a whole-suite one.
 import copy
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,10 +214,6 @@ def _alive(pid: int) -> bool:
 def test_a_hunt_killed_mid_run_leaves_no_process_behind(tmp_path):
     """``kill`` on a hunt (as when it is stopped to move to new code) stops the suite, what the
     suite started and the busy processes; before, all of them spun on after the hunt died."""
-    import signal
-    import subprocess
-    import time
-
     stand_in, pids, busy = tmp_path / "suite.py", tmp_path / "pids", tmp_path / "busy"
     stand_in.write_text(STAND_IN.replace("sys.argv[1]", repr(str(pids))))
     code = HUNT.format(
