@@ -337,7 +337,10 @@ def test_task_never_brings_up_the_keys_the_page_names():
     from deepagents.middleware.subagents import _EXCLUDED_STATE_KEYS
 
     assert {"messages", "todos", "structured_response"} <= set(_EXCLUDED_STATE_KEYS)
-    assert "`messages`, `todos`" in LESSON.read_text()
+    page = LESSON.read_text()
+    left_out = "# Left out both ways: `todos` (deepagents' to-do list),\n# `structured_response`"
+    assert left_out in page
+    assert "`messages` is replaced: the task going down, one ToolMessage coming up" in page
 
 
 def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson):

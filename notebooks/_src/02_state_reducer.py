@@ -23,7 +23,7 @@
 # ## Goals
 # - See a plain `requirements: dict` key fail when five tools write it in one
 #   step, and an undeclared key lose the writes silently.
-# - See a reducer that replaces and one that merges, drawn side by side.
+# - See a reducer that replaces and one that merges, drawn one above the other.
 # - Write the fix, a field-merge reducer, and see why it must be pure.
 
 # %% [markdown]
@@ -190,8 +190,9 @@ draw_superstep(
 
 # %% [markdown]
 # So a reducer that changes `current` in place shows a write to a tool that
-# should not see it yet. `reader_saw(reducer)` runs the agent above with
-# that reducer: one reply stores the five fields and, in the same step,
+# should not see it yet. `reader_saw(reducer)` builds the agent above
+# again (`create_agent`, `store_requirement`, that reducer on
+# `requirements`): one reply stores the five fields and, in the same step,
 # calls a reader tool, `count_requirements`, held until the five early
 # calls happened. It returns the reader's count:
 

@@ -94,8 +94,9 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 #     C -- "up: changed keys but messages and todos;<br/>plus one ToolMessage, its last reply" --> P
 # ```
 #
-# Left out both ways: `messages`, `todos` (deepagents' to-do list),
+# Left out both ways: `todos` (deepagents' to-do list),
 # `structured_response`, skill and rubric keys, and middleware-private keys.
+# `messages` is replaced: the task going down, one ToolMessage coming up.
 
 # %% [markdown]
 # **Down.** `TaskInputs`, a callback, records the dict `task` hands the
@@ -248,7 +249,8 @@ notes
 #
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor), `agentstate.doctor.diagnose`,
-# reads a compiled graph without running it. Both builds, and the `--fix` diff:
+# reads a compiled graph without running it. What `--fix` would write, then
+# both builds:
 
 # %%
 from agentstate.doctor import diagnose, preview_fix

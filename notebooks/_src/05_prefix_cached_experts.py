@@ -104,7 +104,8 @@ Table([busted])
 # %% [markdown]
 # ## 2. Look inside: the clock, and the layout of a prompt
 # The three calls read the clock a millisecond or two apart (the digits
-# after `they part at` above), and the cache compares bytes:
+# after `they part at` above; drawn with one run's digits), and the cache
+# compares bytes:
 #
 # ```mermaid
 # sequenceDiagram
