@@ -281,6 +281,10 @@ def test_lesson_02_the_fixed_state_keeps_what_merge_fields_keeps(notebook):
     kept = notebook.agent_with(fresh["PlainState"]).invoke(notebook.TURN)["requirements"]
     by_hand = notebook.agent_with(RequirementsState).invoke(notebook.TURN)["requirements"]
     assert kept == by_hand == notebook.POSTGRES_FIELDS
+    loaded = preview.load("PlainState", vars(notebook))  # what the lessons call
+    assert notebook.agent_with(loaded).invoke(notebook.TURN)["requirements"] == kept
+    with pytest.raises(InvalidUpdateError):  # the reader's own class is left as it was
+        notebook.agent_with(notebook.PlainState).invoke(notebook.TURN)
 
 
 LESSON_03 = '''\
@@ -341,6 +345,9 @@ def test_lesson_03_the_fixed_agent_s_reader_sees_what_the_turn_cache_shows(noteb
         reducer=merge_fields,
     )
     assert saw == notebook.seen(notebook.my_agent(cache).invoke(notebook.TURN)) == 5
+    loaded = preview.load("my_agent", vars(notebook))  # what lesson 03 calls
+    assert notebook.seen(loaded().invoke(notebook.TURN)) == 5
+    assert notebook.seen(notebook.my_agent().invoke(notebook.TURN)) == 0  # its own, unchanged
 
 
 LESSON_04 = '''\

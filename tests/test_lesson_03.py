@@ -131,6 +131,9 @@ def test_a_reader_that_starts_after_every_store_still_sees_nothing(mode):
     if mode == "sync":  # the stores ran while the reader's thread waited
         assert reader.thread not in {e.thread for e in stores}
     assert fields_seen_by_reader(state) == 0 and state["requirements"] == VALID_REQUIREMENTS
+    evidence = hold.evidence()  # what the page prints of such a run, read from the timeline
+    assert evidence["the reader started after every store_requirement finished"] is True
+    assert evidence[f"super-steps of the {len(late.events)} calls"] == [3]  # deepagents: step 3
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -388,6 +391,11 @@ def test_what_lesson_03_prints_instead_of_asserting(lesson):
     hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
     late = lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 6})
     assert seen(late) == 0 and timeline.thread_count() > 1
+    assert hold.evidence() == {
+        "the reader started after every store_requirement finished": True,
+        "super-steps of the 7 calls": [2],
+        "they ran on more than one thread": True,
+    }
     nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
     assert seen(nxt) == 5
 

@@ -23,17 +23,30 @@
 # %% [markdown]
 # ## 1. Reproduce: readers next to the writers
 # Lesson 02's `RequirementsState` (`requirements` merged by `merge_fields`)
-# and `store_requirement`, imported; new here, two readers of
-# `runtime.state`.
+# and `store_requirement`, imported; new here, a reader of `runtime.state`.
+# `validate_manifest`, a second reader, is imported: it replies how many
+# fields are missing.
+#
+# `my_agent` builds the plain agent on a scripted model (`same_turn_model`,
+# offline): five stores and both readers in one reply, or the readers in
+# the next. The tools run in super-step 2.
 
 # %%
 import json
 
-from langchain.tools import ToolRuntime
-from langchain_core.tools import tool
+from langchain.agents import create_agent
+from langchain.tools import ToolRuntime, tool
 
 from agentstate.core import merge_fields
-from agentstate.lessons.fixtures import POSTGRES_FIELDS, RequirementsState, store_requirement
+from agentstate.lessons.fixtures import (
+    POSTGRES_FIELDS,
+    RequirementsState,
+    fields_seen_by_reader,
+    same_turn_model,
+    store_requirement,
+    validate_manifest,
+)
+from agentstate.tracing import ToolTimeline
 
 
 @tool
@@ -41,24 +54,6 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
     """Every requirement collected so far, as JSON."""
     return json.dumps(runtime.state.get("requirements", {}))
 
-
-@tool
-def validate_manifest(runtime: ToolRuntime) -> str:
-    """Check that every field of a Postgres manifest has been collected."""
-    missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
-    return f"invalid: {len(missing)} fields missing" if missing else "valid"
-
-
-# %% [markdown]
-# `my_agent` builds the plain agent on a scripted model (`same_turn_model`,
-# offline): five stores and both readers in one reply, or the readers in
-# the next. The tools run in super-step 2.
-
-# %%
-from langchain.agents import create_agent
-
-from agentstate.lessons.fixtures import fields_seen_by_reader, same_turn_model
-from agentstate.tracing import ToolTimeline
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 TOOLS = [store_requirement, get_collected_requirements, validate_manifest]
@@ -97,11 +92,7 @@ late_timeline = ToolTimeline()
 read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
 # ReadLast also holds each store until the reader has started: 6 calls at once need 6 threads
 late = my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 6})
-reader = next(e for e in late_timeline.events if e.name == "get_collected_requirements")
-stores_done = max(e.end for e in late_timeline.events if e.name == "store_requirement")
-print("the reader started after every store finished:", reader.start > stores_done)
-print("super-steps of the seven calls:", sorted({e.step for e in late_timeline.events}))
-print("they ran on more than one thread:", late_timeline.thread_count() > 1)
+print(*(f"{claim}: {value}" for claim, value in read_last.evidence().items()), sep="\n")
 print("fields the late reader saw:", fields_seen_by_reader(late))
 next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
@@ -121,7 +112,7 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # flowchart LR
 #     a["reply 1: 5 stores"] -- "writes applied" --> b["reply 2: 2 readers<br/>see 5 fields"]
 #     c["one reply: 5 stores + 2 readers"] -- "turn cache: readers wait" --> d["see 5 fields"]
-#     b -.- e["cost: one more model call,<br/>a second or two"]
+#     b -.- e["cost: one more model call"]
 #     d -.- f["cost: locking; each waiting<br/>reader holds a thread"]
 # ```
 
@@ -135,9 +126,9 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 #     participant W as 5 writers
 #     participant C as turn cache
 #     participant R as 2 readers
-#     W->>C: 1. record: what each Command wrote
-#     R->>C: 2. wait: until every writer of the batch finished
-#     C->>R: 3. merge: the state with the batch's writes folded in
+#     R->>C: 1. wait: until every writer of the batch finished
+#     C->>R: 2. merge: the state with the batch's writes folded in
+#     W->>C: 3. record: what each Command wrote
 #     Note over W,R: 4. drop: the batch's last call to finish forgets it
 # ```
 
@@ -165,15 +156,15 @@ class TurnCache(AgentMiddleware):
         writer_ids = [c["id"] for c in batch.tool_calls if c["name"] in self.writers]
         with self.changed:
             done = self.batches.setdefault(batch.id, {})  # call id -> what it wrote
-            if call["name"] in self.readers:  # 2. wait for every writer of the reply
+            if call["name"] in self.readers:  # 1. wait for every writer of the reply
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
                     raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
-                # 3. merge: each writer's value folded into the state's, in the model's call order
+                # 2. merge: each writer's value folded into the state's, in the model's call order
                 merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
                 view = {**state, self.key: merged}  # tools read runtime.state: override both
                 request = request.override(state=view, runtime=replace(request.runtime, state=view))
         result = handler(request)
-        with self.changed:  # 1. record (a reader records None: it wrote nothing), 4. drop
+        with self.changed:  # 3. record (a reader records None: it wrote nothing), 4. drop
             done[call["id"]] = result.update.get(self.key) if isinstance(result, Command) else None
             self.changed.notify_all()
             if len(done) == len(batch.tool_calls):  # every call of the reply has finished
@@ -184,8 +175,8 @@ class TurnCache(AgentMiddleware):
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
 # The package's `TurnCacheMiddleware` adds async, a batch per conversation
-# and errors the model can read. Each tool call waits a seeded random 0-5 ms
-# (about 15 s):
+# and errors the model can read; its `reducer` defaults to `merge_fields`.
+# Each tool call waits a seeded random 0-5 ms:
 
 # %%
 from collections import Counter
@@ -206,9 +197,9 @@ for name, cache in {
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
-# reads an agent's code without running it. Below: the diff its `--fix`
-# would write, the fixed agent run once, and the doctor's findings on the
-# plain agent and on the agent with the package's turn cache.
+# reads an agent's code without running it. Below: the diff its
+# `--fix --unsafe-fixes` would write, the fixed agent run once, and the
+# doctor's findings on the plain agent and on the package's turn cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
@@ -216,17 +207,10 @@ from agentstate.lessons.display import compare_findings
 
 fix = preview_fix(my_agent(), unsafe=True)  # what --fix --unsafe-fixes would write
 print(fix.diff)
-namespace = dict(globals())
-exec(fix.fixed("my_agent"), namespace)  # the fixed my_agent, run as the lesson runs it
-saw = fields_seen_by_reader(namespace["my_agent"]().invoke(TURN))
-by_hand = fields_seen_by_reader(my_agent(TurnCacheMiddleware(**CACHE)).invoke(TURN))
-print(f"--fix: the reader saw {saw} of 5, as with TurnCacheMiddleware:", saw == by_hand)
-compare_findings(
-    {
-        "plain agent": diagnose(my_agent()),
-        "with TurnCacheMiddleware": diagnose(my_agent(TurnCacheMiddleware(**CACHE))),
-    }
-)
+fixed_agent = fix.load("my_agent", globals())()  # the fixed my_agent; ours stays as it was
+print("--fix: the reader saw", fields_seen_by_reader(fixed_agent.invoke(TURN)), "of 5")
+cached = my_agent(TurnCacheMiddleware(**CACHE))
+compare_findings({"plain agent": diagnose(my_agent()), "package cache": diagnose(cached)})
 
 # %% [markdown]
 # ## A knob: writers in the reply
@@ -237,18 +221,15 @@ compare_findings(
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
+from agentstate.lessons.fixtures import label_fields
+
 
 def reader_sees(writers: int = 5, turn_cache: bool = True) -> int:
-    fields = {f"labels.k{i:02d}": str(i) for i in range(writers)}
-    agent = my_agent(TurnCache(**CACHE) if turn_cache else None, fields=fields)
+    agent = my_agent(TurnCache(**CACHE) if turn_cache else None, fields=label_fields(writers))
     return fields_seen_by_reader(agent.invoke(TURN))
 
 
-knob_widget = widgets.interact(
-    reader_sees,
-    writers=widgets.IntSlider(value=5, min=1, max=30, description="writers"),
-    turn_cache=widgets.Checkbox(value=True, description="turn cache"),
-)
+knob_widget = widgets.interact(reader_sees, writers=(1, 30))  # a slider, and a checkbox
 
 # %% [markdown]
 # ## Summary
@@ -264,7 +245,7 @@ knob_widget = widgets.interact(
 # 2. Run `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`
 #    with `t = ToolTimeline()`: which calls start late (`t.events`)? Why does
 #    no reader time out?
-# 3. Without step 2 (`wait_for` returns `True` at once), how many fields
+# 3. Without step 1 (`wait_for` returns `True` at once), how many fields
 #    does the reader see over 100 turns?
 # 4. One `TurnCache` agent run from two threads, each with its own fields:
 #    does either reader see the other's?

@@ -159,6 +159,19 @@ class ReadLast(AgentMiddleware):
         self._reader_waits = threading.Event()
         self._areader_waits: asyncio.Event | None = None  # the same, under ainvoke
 
+    def evidence(self) -> dict[str, object]:
+        """What a run held this way shows (lesson 03 prints it): the reader began after the
+        last writer ended, the super-steps of the calls, and whether they used several threads.
+        Read from ``timeline``, so it holds whichever call finished first."""
+        events = self.timeline.events
+        reader = next(e for e in events if e.name == self.reader)
+        writers_ended = max(e.end for e in events if e.name == self.writer)
+        return {
+            f"the reader started after every {self.writer} finished": reader.start > writers_ended,
+            f"super-steps of the {len(events)} calls": sorted({e.step for e in events}),
+            "they ran on more than one thread": self.timeline.thread_count() > 1,
+        }
+
     def _hold(self, name: str) -> None:
         if name == self.writer and not self._reader_waits.wait(self.timeout):
             raise TimeoutError(f"ReadLast: no {self.reader} call came to wait for the writers")

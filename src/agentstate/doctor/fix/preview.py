@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentstate.doctor.checks.diagnosis import diagnose_facts
 from agentstate.doctor.facts import sources
@@ -56,6 +58,15 @@ class FixPreview:
                     return "\n".join([*parts, "", *lines, ""])
         edited = ", ".join(cell_label(e) or e.file for e in self.edits) or "nothing"
         raise KeyError(f"preview_fix: no fixed class or function {name!r} (it edits {edited})")
+
+    def load(self, name: str, namespace: Mapping[str, Any]) -> Any:
+        """The fixed ``name``, run in a copy of ``namespace`` (a notebook's ``globals()``): the
+        class or builder to run the fixed way, while the reader's own ``name`` stays as it was
+        (lessons 02 and 03 run what ``--fix`` would write this way)."""
+        scope = dict(namespace)
+        code = compile(self.fixed(name), f"<fixed {name}>", "exec", dont_inherit=True)
+        exec(code, scope)  # as a cell runs it: this module's ``from __future__`` not inherited
+        return scope[name]
 
 
 _DEFINITIONS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
