@@ -32,6 +32,23 @@ holds). Lines outside a definition got no weight: the per-cell term covers
 them. It is a yardstick to compare lessons, not a stopwatch. Used for every
 notebook.
 
+A second count, ``cold``, is the cost a cold reader of issue 42 charged, cell
+by cell, reading the built notebook with its outputs (the brief those readers
+followed): prose at 150 words a minute, a minute a Mermaid diagram, 2.75 for
+an image (a super-step figure or a chart), 10 s a code line outside a
+definition (imports and call arguments included; comments not), 25 s a line
+inside one, 20 s an output:
+
+    cold = words / 150 + diagrams * 1.0 + images * 2.75 + plain lines / 6
+           + lines defined on the page * 25 / 60 + outputs / 3
+
+It leaves out the look-ups a reader makes (a term used before it is
+defined, a claim checked against an output), so it is a floor: the six cold
+readings of November 2026 (``COLD_READINGS``, with the inputs of commit
+67cc60b, within a few words of what was read) were 40, 39, 44, 42, 37 and 35
+minutes, each 1.1 to 10.6 minutes above it. The README's lesson times are
+this count, to the nearest 5 minutes.
+
     python scripts/lesson_stats.py              # every notebook source
     python scripts/lesson_stats.py 03 05        # by number prefix
     python scripts/lesson_stats.py --lessons    # main lessons only, as a Markdown table
@@ -76,6 +93,20 @@ CALIBRATION: dict[str, tuple[tuple[float, float], tuple[int, int, int, int, int]
     "05_prefix_cached_experts": ((30, 30), (1132, 2, 11, 15, 41)),
     "06_tool_only_memory_capture": ((45, 45), (1143, 2, 13, 19, 76)),
 }
+# The cold readers of issue 42 (inputs of commit 67cc60b): name -> (minutes read, inputs the
+# count saw: words, diagrams, images, plain code lines, lines defined on the page, outputs).
+COLD_READINGS: dict[str, tuple[float, tuple[int, int, int, int, int, int]]] = {
+    "01_file_based_storage": (40, (833, 3, 1, 74, 27, 7)),
+    "02_state_reducer": (39, (824, 2, 1, 76, 27, 9)),
+    "03_same_turn_visibility": (44, (544, 2, 1, 69, 39, 6)),
+    "04_subagents": (42, (815, 4, 0, 68, 19, 8)),
+    "05_prefix_cached_experts": (37, (823, 2, 2, 66, 23, 7)),
+    "06_tool_only_memory_capture": (35, (715, 3, 0, 60, 31, 7)),
+}
+COLD_SECONDS_PER_LINE = 10
+COLD_SECONDS_PER_DEFINED_LINE = 25
+COLD_SECONDS_PER_OUTPUT = 20
+COLD_MINUTES_PER_IMAGE = 2.75
 IGNORE_OUTPUT = "nbval-ignore-output"
 _WORD = re.compile(r"[A-Za-z0-9][\w'’.-]*")
 _MERMAID = re.compile(r"^```mermaid\n.*?^```", re.M | re.S)
@@ -96,6 +127,19 @@ def estimate(words: int, pictures: int, code_cells: int, names: int, defined: in
     return round(minutes, 1)
 
 
+def cold_estimate(
+    words: int, diagrams: int, images: int, plain: int, defined: int, outputs: int
+) -> float:
+    """The cold reader's count, in minutes, without look-ups (see the module docstring)."""
+    seconds = (
+        plain * COLD_SECONDS_PER_LINE
+        + defined * COLD_SECONDS_PER_DEFINED_LINE
+        + outputs * COLD_SECONDS_PER_OUTPUT
+    )
+    minutes = words / PROSE_WPM + diagrams * MINUTES_PER_PICTURE
+    return round(minutes + images * COLD_MINUTES_PER_IMAGE + seconds / 60, 1)
+
+
 @dataclass(frozen=True)
 class LessonStats:
     """What a reader meets in one notebook: cells, prose, code, proofs, and a time estimate."""
@@ -113,11 +157,25 @@ class LessonStats:
     printed_proofs: int = 0
     median_cell_words: float = 0
     longest_cell_words: int = 0
+    plain_lines: int = 0
+    images: int = 0
+    outputs: int = 0
 
     @property
     def minutes(self) -> float:
         return estimate(
             self.words, self.figures, self.code_cells, self.agentstate_names, self.defined_lines
+        )
+
+    @property
+    def cold_minutes(self) -> float:
+        return cold_estimate(
+            self.words,
+            self.figures - self.images,
+            self.images,
+            self.plain_lines,
+            self.defined_lines,
+            self.outputs,
         )
 
     @property
@@ -179,6 +237,26 @@ def defined_lines(source: str) -> int:
     )
 
 
+def plain_lines(source: str) -> int:
+    """Code lines read outside a definition: not blank, not a comment, not a cell magic."""
+    read = sum(
+        1 for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
+    tree = _tree(source)
+    if tree is None:
+        return read
+    lines = source.splitlines()
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    inside = sum(
+        1
+        for node in tree.body
+        if isinstance(node, kinds)
+        for line in lines[node.lineno - 1 : node.end_lineno]
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    return read - inside
+
+
 def built_notebook(path: Path) -> Path:
     """The committed ``.ipynb`` built from a source in ``notebooks/_src``."""
     return ROOT / "notebooks" / path.relative_to(SOURCES).with_suffix(".ipynb")
@@ -198,6 +276,17 @@ def figures_in(notebook: Path) -> int:
     texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
     texts += ["".join(data.get("text/markdown", "")) for data in outputs]
     return images + sum(text.count("```mermaid") for text in texts)
+
+
+def images_in(notebook: Path) -> int:
+    """Images among a built notebook's saved outputs (figures, charts)."""
+    outputs = [out.get("data", {}) for c in _built_cells(notebook) for out in c.get("outputs", [])]
+    return sum(1 for data in outputs if any(kind in data for kind in _IMAGES))
+
+
+def outputs_in(notebook: Path) -> int:
+    """Code cells of a built notebook with a saved output to read."""
+    return sum(1 for c in _built_cells(notebook) if c["cell_type"] == "code" and c.get("outputs"))
 
 
 def printed_proofs(notebook: Path) -> int:
@@ -236,6 +325,9 @@ def stats_of(path: Path, kind: str = "lesson") -> LessonStats:
         printed_proofs=printed_proofs(built),
         median_cell_words=statistics.median(per_cell) if per_cell else 0,
         longest_cell_words=max(per_cell, default=0),
+        plain_lines=sum(plain_lines(c.source) for c in code),
+        images=images_in(built),
+        outputs=outputs_in(built),
     )
 
 
@@ -254,12 +346,13 @@ def markdown_table(rows: list[LessonStats]) -> str:
     """The main lessons as the closing notes of issue 31 report them."""
     head = (
         "| lesson | cells | words | median cell | longest cell | visible asserts | pictures "
-        "| printed proofs | minutes |"
+        "| printed proofs | code lines | minutes | cold |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [
         f"| {s.name} | {s.cells} | {s.words} | {s.median_cell_words:g} | "
-        f"{s.longest_cell_words} | {s.asserts} | {s.figures} | {s.printed_proofs} | {s.minutes} |"
+        f"{s.longest_cell_words} | {s.asserts} | {s.figures} | {s.printed_proofs} | "
+        f"{s.code_lines} | {s.minutes} | {s.cold_minutes} |"
         for s in rows
     ]
     return "\n".join(lines)
@@ -277,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'notebook':<32} {'kind':<13} {'cells':>5} {'words':>5} {'median':>6} {'longest':>7} "
         f"{'code':>4} {'defined':>7} {'agentstate':>10} {'asserts':>7} {'pictures':>8} "
-        f"{'proofs':>6} {'min':>5}  limits"
+        f"{'proofs':>6} {'min':>5} {'cold':>5}  limits"
     )
     for s in rows:
         mark = "ok" if s.within_limits else "OVER"
@@ -285,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{s.name:<32} {s.kind:<13} {s.cells:>5} {s.words:>5} {s.median_cell_words:>6g} "
             f"{s.longest_cell_words:>7} {s.code_lines:>4} "
             f"{s.defined_lines:>7} {s.agentstate_names:>10} {s.asserts:>7} {s.figures:>8} "
-            f"{s.printed_proofs:>6} {s.minutes:>5}  {mark if s.kind == 'lesson' else '-'}"
+            f"{s.printed_proofs:>6} {s.minutes:>5} {s.cold_minutes:>5}  "
+            f"{mark if s.kind == 'lesson' else '-'}"
         )
     print(
         f"limits for a main lesson: {MAX_CELLS} cells, {MAX_WORDS} words of markdown, "

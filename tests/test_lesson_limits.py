@@ -163,6 +163,23 @@ def test_the_yardstick_reproduces_the_newcomers_measured_times():
         assert low - 2 <= minutes <= high + 2, f"{name}: {minutes} min, measured {low}-{high}"
 
 
+def test_the_cold_count_is_a_floor_close_under_every_cold_reading():
+    """Look-ups are not counted, so a reader takes longer; never by more than 11 minutes."""
+    for name, (read, inputs) in lesson_stats.COLD_READINGS.items():
+        minutes = lesson_stats.cold_estimate(*inputs)
+        assert minutes <= read <= minutes + 11, f"{name}: counted {minutes} min, read in {read}"
+
+
+def test_the_cold_count_reads_code_lines_outside_definitions_and_skips_comments():
+    source = "import a\n# why\ndef f(x):\n    # stall\n    return x\n\ny = f(\n    2,\n)\n"
+    assert lesson_stats.plain_lines(source) == 4  # import, y = f(, 2, ), not f's lines
+    assert lesson_stats.defined_lines(source) == 3  # def, its comment, return
+    assert lesson_stats.plain_lines("%%time\nx = 1\n") == 2  # a magic cell: every line read
+    words, diagrams, images, plain, defined, outputs = 150, 1, 1, 6, 12, 3
+    counted = lesson_stats.cold_estimate(words, diagrams, images, plain, defined, outputs)
+    assert counted == 11.8  # 1 + 1 + 2.75 + 1 + 5 + 1 minutes
+
+
 def test_the_yardstick_counts_lines_defined_on_the_page_and_printed_proofs(tmp_path):
     source = "def f(x):\n    y = x\n\n    return y\n\nclass C:\n    a = 1\nz = f(2)\n"
     assert lesson_stats.defined_lines(source) == 5  # 3 of f, 2 of C; the call is not
@@ -208,10 +225,10 @@ def test_the_picture_assert_and_private_name_checks_are_not_vacuous(tmp_path):
     assert pictures(built) == 1
 
 
-def test_the_readmes_lesson_times_are_the_yardsticks():
-    """The README's "about N min" per lesson is lesson_stats' estimate to the nearest 5."""
+def test_the_readmes_lesson_times_are_the_cold_count():
+    """The README's "about N min" per lesson is lesson_stats' cold count to the nearest 5."""
     readme = (ROOT / "README.md").read_text()
     for path in LESSONS:
-        minutes = lesson_stats.stats_of(path).minutes
+        minutes = lesson_stats.stats_of(path).cold_minutes
         row = next(line for line in readme.splitlines() if line.startswith(f"| {path.stem[:2]} "))
         assert row.endswith(f"| about {5 * round(minutes / 5)} min |"), (path.stem, minutes, row)
