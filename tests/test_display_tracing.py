@@ -254,3 +254,19 @@ def test_compare_findings_reads_a_named_subagent_and_keeps_the_doctors_order_of_
     assert by_code["subagent-drops-key"]["on"] == "requirements"
     assert by_code["file-read-modify-write"]["on"] == "store /a.json"  # a path, not a subagent
     assert set(table.column("clean")) == {"none"}
+
+
+def test_compare_findings_names_the_whole_as_asked_and_still_puts_it_first():
+    from agentstate.doctor import Report
+    from agentstate.doctor.report.findings import finding
+    from agentstate.lessons.display import compare_findings
+
+    report = Report(
+        "g",
+        [
+            finding("same-batch-read", "c:requirements", "m"),
+            finding("same-batch-read", "requirements", "m"),
+        ],
+    )
+    table = compare_findings({"desk": report}, subagents=["c"], whole="the graph")
+    assert table.rows[0]["desk"] == "warning in the graph and in its c subagent"

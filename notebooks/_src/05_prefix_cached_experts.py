@@ -9,8 +9,10 @@
 
 # %% [markdown]
 # ## Recap
-# cache-lm's rule: "I never put expert persona, timestamps, request IDs,
-# or chat history before the manual." Lesson 04 decided which keys cross a
+# The rule of cache-lm, a prefix-caching project
+# ([where this comes from](../README.md#where-this-comes-from)): "I never
+# put expert persona, timestamps, request IDs, or chat history before the
+# manual." Lesson 04 decided which keys cross a
 # boundary; this one, where changing state goes in the prompt.
 #
 # ## Goals
@@ -75,8 +77,9 @@ def build_desk(model, prompt, manual=manual):
 # A common first prompt puts the current time before
 # `system_prefix(manual)` (the desk's instructions and the manual). The
 # scripted model answers "a note" and keeps every prompt; `shared_prefix`
-# compares them, sorted (the experts run in parallel). The clock changes
-# every run, and so does this output:
+# compares them. `they part at`: the last shared bytes, a `|` where the
+# prompts part, then each prompt's next bytes (sorted, split by `/`). The
+# clock changes every run, and so does this output:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
@@ -181,6 +184,7 @@ if engine_installed():
         live = []
         for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
             model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
+            # prefix_hits(): per request, the prompt tokens the engine's log says it reused
             seen, desk = len(server.prefix_hits()), build_desk(model, prompt, chapter1)
             desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at a time
             reused = max(server.prefix_hits()[seen:], default=0)
@@ -193,7 +197,7 @@ live
 
 # %% [markdown]
 # With the clock first, a call reused only the tokens before the clock's
-# digits; with the manual first, the whole first chapter (about 620).
+# digits; with the manual first, the whole first chapter (the second row).
 #
 # ## What it saves, per question
 # A [cold call](../docs/glossary.md#cold-and-warm-calls)
@@ -204,7 +208,7 @@ live
 # %% [markdown]
 # In [time to first token](../docs/glossary.md#time-to-first-token), as
 # `scripts/bench_experts.py` recorded it on this engine (3 rounds, medians,
-# the first 1 to 16 chapters of the manual):
+# the manual's first 1 to 16 chapters: up to 29 KB of its 108 KB):
 
 # %%
 from IPython.display import display
@@ -217,13 +221,15 @@ plot_ttft()
 # %% [markdown]
 # Per question (the table, the left panel) the invariant prefix is 2.3 to
 # 2.9 times faster: the first expert still pays the cold call. Per call
-# (right) a warm call waits 6 to 41 times less than a cold one, near the
-# floor: the same call without the manual.
+# (right) a warm call waits 6 to 41 times less than a cold one. It grows
+# slowly with the prefix, above the floor (the same call without the
+# manual) except at the smallest, where the two are within noise.
 
 # %% [markdown]
 # ## 5. What the doctor says
 # `agentstate.doctor.Watch`, a callback handler passed to a run, reports
-# model calls whose prompts part before a large shared part. Both desks:
+# model calls whose prompts part before a large shared part. Both desks
+# (each a graph):
 
 # %%
 from agentstate.doctor import Watch
@@ -235,7 +241,7 @@ for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.
     watch = Watch(desk)
     desk.invoke({"question": QUESTION}, {"callbacks": [watch]})
     reports[name] = watch.report()
-compare_findings(reports)
+compare_findings(reports, whole="the graph")
 
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual
@@ -278,6 +284,6 @@ knob_widget = widgets.interact(
 #    `history`. Does system message 1 change, and do two turns of one
 #    expert still share the manual?
 # 3. The router often sends a question to one or two experts. From the
-#    recorded points (`ttft_points()`), how many seconds does the
+#    recorded points (`agentstate.experts.ttft_points()`), how many seconds does the
 #    invariant prefix save on a question of 1, 2 and 3 experts at the
 #    largest prefix? Why is one of them zero?

@@ -128,11 +128,9 @@ def show_source(obj: Any, *, start: str | None = None, stop: str | None = None) 
 _SAID = {"info": "note"}  # an info finding is what the doctor could not decide: a note
 
 
-def _agent_first(place: str) -> tuple[bool, str]:
-    return place != "the agent", place
-
-
-def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) -> Table:
+def compare_findings(
+    reports: Mapping[str, Any], subagents: Iterable[str] = (), whole: str = "the agent"
+) -> Table:
     """The doctor's reports on several agents side by side: one row per hazard, a column each.
 
     ``reports`` maps a column name ("broken agent") to what
@@ -144,6 +142,7 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
     the rest of the subject is a subject of the same code. Rows follow the
     doctor's order of codes; a cell reads ``none`` where the agent is clear, and
     ``note`` for an ``info`` finding (something the doctor could not decide).
+    ``whole`` names what was diagnosed (lesson 05's desk is "the graph", not an agent).
     """
     from agentstate.doctor import CODES
 
@@ -154,7 +153,7 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
         for f in report:
             head, sep, rest = f.subject.partition(":")
             through = sep and (head in named or (f.code, rest) in subjects)
-            subject, place = (rest, f"its {head} subagent") if through else (f.subject, "the agent")
+            subject, place = (rest, f"its {head} subagent") if through else (f.subject, whole)
             places = found.setdefault((f.code, subject), {}).setdefault(column, {})
             places.setdefault(f.severity, []).append(place)
     order = list(CODES)
@@ -166,7 +165,7 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
             row[column] = (
                 "; ".join(
                     f"{_SAID.get(severity, severity)} in "
-                    f"{' and in '.join(sorted(places, key=_agent_first))}"
+                    f"{' and in '.join(sorted(places, key=lambda p: (p != whole, p)))}"
                     for severity, places in by_severity.items()
                 )
                 or "none"
