@@ -70,14 +70,16 @@ def lesson_cells(*markers: str, **names) -> types.ModuleType:
 
 def teaching_guard():
     """``build_guarded_capture`` as the notebook defines it: its cells, executed (with the
-    capture prompt an earlier cell imports)."""
-    cells = lesson_cells("def build_guarded_capture", system_prompt=system_prompt)
+    ``memory`` package an earlier cell imports)."""
+    import agentstate.memory
+
+    cells = lesson_cells("def build_guarded_capture", memory=agentstate.memory)
     return cells.build_guarded_capture
 
 
 PAGE_LOOP = (
-    'rules = system_prompt(VAULT, "react.trip")',
-    "create_agent(replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())",
+    'rules = memory.system_prompt("agentstate", "react.trip")',
+    "create_agent(memory.replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())",
 )
 
 
@@ -239,11 +241,15 @@ async def test_teaching_guard_leaves_a_refused_message_unstored(server):
 
 
 async def test_the_knob_shows_each_message_in_both_stores(server):
-    """The knob's fixed settings: at every ``msg_idx`` the guard's store holds one ``ok``
-    entry, and the ReAct loop's rows are wrong exactly where the replay's schedule puts a
-    fault (message 8: the wrong role, then stored twice). The knob cell runs as on the page;
-    ``widgets.interact`` hands back the function it shows."""
-    from agentstate.lessons.display import Table
+    """The knob's fixed settings: at every ``msg_idx`` the chat's message comes first, then the
+    guard's store holds one ``ok`` entry of that text, and the ReAct loop's rows are wrong
+    exactly where the replay's schedule puts a fault (message 8: the wrong role, then stored
+    twice), with the verdicts of section 2's table. The knob cell runs as on the page;
+    ``widgets.interact`` hands back the function it shows, which the page calls with its
+    default (message 8) when the cell runs."""
+    import inspect
+
+    import agentstate.memory
     from agentstate.memory import observe, replay_model, store_rows
 
     travel = load("solo_travel")
@@ -253,30 +259,30 @@ async def test_the_knob_shows_each_message_in_both_stores(server):
         await observe(loop, client, server.db, travel.events, "react.trip")
         guard = teaching_guard()(replay_model(), tools, InMemorySaver())
         await observe(guard, client, server.db, travel.events, "teaching.trip")
-    damage = store_rows(server.db, "react.trip", travel, "trip")  # section 2's rows
-    page = lesson_cells(
-        "import ipywidgets",
-        server=server,
-        travel=travel,
-        damage=damage,
-        store_rows=store_rows,
-        Table=Table,
-    )
+    page = lesson_cells("import ipywidgets", server=server, travel=travel, memory=agentstate.memory)
+    assert inspect.signature(page.knob_widget).parameters["msg_idx"].default == 8
     rows = {i: page.knob_widget(i).rows for i in range(1, 15)}
+    said = {m.msg_idx: m for m in travel.messages("trip")}
     for i, shown in rows.items():
-        guard_rows = [
-            (r["verdict"], r["chat said"] == r["stored"]) for r in shown if r["agent"] == "guard"
-        ]
-        assert guard_rows == [("ok", True)], i
+        chat, *stored = shown
+        assert (chat["who"], chat["role"]) == ("the chat", said[i].role), i
+        assert said[i].content.startswith(chat["text"].removesuffix("…")), i
+        guard_rows = [(r["role"], r["text"], r["verdict"]) for r in stored if r["who"] == "guard"]
+        assert guard_rows == [(said[i].role, chat["text"], "ok")], i
     wrong = {
         i
         for i, shown in rows.items()
         for r in shown
-        if r["agent"] == "ReAct loop" and r["verdict"] != "ok"
+        if r["who"] == "ReAct loop" and r["verdict"] != "ok"
     }
     assert wrong == {1, 3, 4, 5, 8, 9, 12, 13}  # the schedule's positions
-    loop8 = [r["verdict"] for r in rows[8] if r["agent"] == "ReAct loop"]
+    section_2 = store_rows(server.db, "react.trip", travel, "trip")
+    for i, shown in rows.items():
+        loop_verdicts = [r["verdict"] for r in shown if r["who"] == "ReAct loop"]
+        assert loop_verdicts == [r["verdict"] for r in section_2 if r["msg_idx"] == i], i
+    loop8 = [r["verdict"] for r in rows[8] if r["who"] == "ReAct loop"]
     assert loop8 == ["wrong role (was assistant)", "stored twice"]
+    assert max(len(line) for i in rows for line in repr(page.by_msg[i]).splitlines()) <= 100
 
 
 async def test_the_doctor_tells_the_lessons_two_agents_apart(server):
@@ -482,3 +488,109 @@ async def test_random_model_replays_its_seed_sync_and_async():
     assert [calls(other.invoke([prompt, t])) for t in turns] != by_invoke
     with pytest.raises(TypeError, match="seed must be an int, got str"):
         random_model(seed="6")
+
+
+# --- the teaching guard's bookkeeping, moved from the page (issue 42, the 25-minute cut) ---
+
+
+def test_chat_msg_idx_names_only_the_messages_the_guard_stores():
+    from agentstate.memory import chat_msg_idx
+
+    def chat(role, idx):
+        return ChatMessage(role=role, content="x", additional_kwargs={"msg_idx": idx})
+
+    assert chat_msg_idx(chat("user", 3)) == 3 and chat_msg_idx(chat("assistant", 0)) == 0
+    assert chat_msg_idx(chat("system", 4)) is None  # a system note: never stored
+    assert chat_msg_idx(SystemMessage("SESSION_START")) is None  # a control message
+    for bad in ("3", True, -1, None):
+        with pytest.raises(ValueError, match="needs msg_idx, a non-negative int, got"):
+            chat_msg_idx(chat("user", bad))
+
+
+def test_offered_summary_takes_the_first_offered_summary_the_server_would_take():
+    from agentstate.memory import offered_summary
+
+    def reply(*calls):
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {"name": n, "args": a, "id": f"c{i}", "type": "tool_call"}
+                for i, (n, a) in enumerate(calls)
+            ],
+        )
+
+    assert offered_summary(reply(("add_entry", {"summary": "asks about Lisbon"}))) == (
+        "asks about Lisbon"
+    )
+    assert offered_summary(reply(("put_context", {"summary": "no"}))) is None  # another tool
+    assert offered_summary(reply(("add_entry", {"raw_entry": "x"}))) is None  # none offered
+    first_unusable = reply(("add_entry", {"summary": "  "}), ("add_entry", {"summary": "ok"}))
+    assert offered_summary(first_unusable) is None  # as in the package's guard: ours instead
+    assert offered_summary(reply(("add_entry", {"summary": "a\x00b"}))) is None
+    assert offered_summary(reply(("add_entry", {"summary": "x" * 5000}))) is None
+    assert offered_summary(AIMessage(content="I will remember that.")) is None
+
+
+def test_add_entry_args_take_text_role_and_msg_idx_from_the_message_only():
+    from agentstate.memory import add_entry_args
+
+    turn = ChatMessage(role="assistant", content=" Lisbon \n", additional_kwargs={"msg_idx": 4})
+    ids = {"thread_id": "t", "vault_id": VAULT, "memory_id": "m.trip"}
+    args = add_entry_args(turn, "a summary", ids)
+    assert args == {
+        "vault_id": VAULT,
+        "memory_id": "m.trip",
+        "raw_entry": " Lisbon \n",
+        "summary": "a summary",
+        "tags": {"role": "assistant", "msg_idx": 4},
+    }
+    assert add_entry_args(turn, None, ids)["summary"] == "assistant #4: Lisbon"  # the default
+    with pytest.raises(ValueError, match="only user and assistant messages are stored, got"):
+        add_entry_args(SystemMessage("FLUSH_CONTEXT"), None, ids)
+    with pytest.raises(ValueError, match="ids must name memory_id"):
+        add_entry_args(turn, None, {"vault_id": VAULT})
+
+
+def test_proof_summary_counts_the_resends_and_lists_the_kinds():
+    from agentstate.memory import RandomProposals, proof_summary, random_events
+
+    runs = [(*random_events(seed, n_messages=8), True) for seed in range(3)]
+    resends = sum(len(sent) - len(chat.events) for chat, sent, _ in runs)
+    assert resends > 0  # the seeds this test uses do resend messages
+    policy = RandomProposals(seed=0)
+    policy.tried, policy.kinds = 30, {"flush", "duplicate"}
+    lines = proof_summary([*runs[:2], (*runs[2][:2], False)], policy).splitlines()
+    sent = sum(len(s) for _, s, _ in runs)
+    assert lines[0] == (
+        f"3 random chats, {sent} events sent ({resends} of them resends), 30 model replies"
+    )
+    kinds = " ".join(line.strip() for line in lines[1:-1])
+    assert kinds.startswith("kinds proposed, 2 of 11: duplicate, flush (never: nothing,")
+    assert all(len(line) <= 90 for line in lines)
+    assert lines[-1] == "stores that hold their chat once, in order: 2 of 3"
+    with pytest.raises(ValueError, match="no runs to tally"):
+        proof_summary([], policy)
+    with pytest.raises(TypeError, match="policy is a RandomProposals, got PolicyChatModel"):
+        proof_summary(runs, PolicyChatModel(policy=policy))
+
+
+def test_start_server_serves_a_new_sqlite_file_each_time():
+    from agentstate.memory import SyncMemoryClient, start_server
+
+    first, second = start_server(), start_server()
+    try:
+        assert first.db != second.db and first.db.parent != second.db.parent
+        with SyncMemoryClient(first.url) as client:
+            assert client.call("create_memory", vault_id=VAULT, memory_id="s.one") == "created"
+        assert first.db.exists()
+    finally:
+        first.stop()
+        second.stop()
+    assert first.proc is None and second.proc is None
+
+
+def test_stores_by_message_needs_an_agent(server):
+    from agentstate.memory import stores_by_message
+
+    with pytest.raises(ValueError, match="name at least one agent and its memory"):
+        stores_by_message(server.db, load("solo_travel"), "trip", {})

@@ -20,20 +20,32 @@ def test_all_is_sorted_and_every_name_imports_from_the_root():
 
 
 def test_the_names_notebook_06_uses_are_exported():
+    """The page imports the package root (``from agentstate import memory``) and reads every
+    name as ``memory.<name>``: each is public, and nothing reaches into a submodule."""
     source = (PACKAGE.parents[2] / "notebooks/_src/06_tool_only_memory_capture.py").read_text()
-    imported = {
-        alias.name
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentstate.memory")
-        for alias in node.names
-    }
+    tree = ast.parse(source.replace("await ", ""))
     modules = {
         node.module
-        for node in ast.walk(ast.parse(source))
+        for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentstate.memory")
     }
-    assert modules == {"agentstate.memory"}  # the notebook imports from the package root only
-    assert imported <= set(memory.__all__)
+    roots = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "agentstate"
+        and any(alias.name == "memory" for alias in node.names)
+    ]
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "memory"
+    }
+    assert roots and not modules  # the package root, never a submodule
+    assert {"observe", "replay_model", "add_entry_args"} <= used  # the page reads names here
+    assert used <= set(memory.__all__), used - set(memory.__all__)
 
 
 def test_importing_the_package_loads_no_mcp_machinery():

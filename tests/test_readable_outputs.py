@@ -130,9 +130,7 @@ KNOBS = {
     ),
     "06_tool_only_memory_capture": (  # message 8: the guard's one entry is the chat's message
         "msg_idx = 8 (1 to 14)",
-        "guard 8 assistant: Book the Pena Palace timed ticket a few days ahead in May; the rest can"
-        " be bought on the day. assistant: Book the Pena Palace timed ticket a few days ahead in"
-        " May; the rest can be bought on the day. ok",
+        "guard assistant Book the Pena Palace timed ticket a few days… ok",
     ),
 }
 

@@ -27,38 +27,35 @@
 # system prompt, the capture rules, is all that guards the store.
 
 # %%
-import tempfile
-from pathlib import Path
+from agentstate import memory
+from agentstate.lessons.display import Table, compare_findings
 
-from agentstate.memory import MemoryClient, ServerProcess, system_prompt
-
-server = ServerProcess(Path(tempfile.mkdtemp(prefix="lesson06-")) / "memory.sqlite").start()
-client = MemoryClient(server.url)
-tools = await client.tools()  # the server's tools, as LangChain tools
-print("tools:", ", ".join(sorted(t.name for t in tools)), end="\n\n")
-VAULT = "agentstate"
-print(system_prompt(VAULT, "react.trip"))
+server = memory.start_server()  # a real process on 127.0.0.1, over a new SQLite file
+client = memory.MemoryClient(server.url)
+tools = await client.tools()  # the server's tools (add_entry, put_context...) for LangChain
+rules = memory.system_prompt("agentstate", "react.trip")  # the rules, and the memory to write
+print(rules)
 
 # %% [markdown]
 # **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
 # the report at fixed positions, whatever the prompt says. Its fault
-# schedule, then the run: `observe` sends the agent each event of the chat
-# as one invoke and returns the store's entries, read from `server.db`, its
-# SQLite file. `msg_idx` is a message's position in the chat.
+# schedule (`msg_idx`: a message's position in the chat):
 
 # %%
-from IPython.display import display
+travel = memory.load("solo_travel")
+Table(memory.replay_schedule(travel, "trip"))  # what memory.replay_model() plays, and where
+
+# %% [markdown]
+# The run: `observe` sends the agent each event of the chat as one invoke
+# and returns the store's entries, read from `server.db`, its SQLite file.
+
+# %%
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.lessons.display import Table
-from agentstate.memory import load, observe, replay_model, replay_schedule
-
-travel = load("solo_travel")
-display(Table(replay_schedule(travel, "trip")))
-rules = system_prompt(VAULT, "react.trip")  # the rules, and which memory to write
-loop = create_agent(replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())
-react_store = await observe(loop, client, server.db, travel.events, "react.trip")
+# replay_model() plays the schedule above; observe() returns (msg_idx, role, text) per entry
+loop = create_agent(memory.replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())
+react_store = await memory.observe(loop, client, server.db, travel.events, "react.trip")
 {"messages in the chat": len(travel.messages("trip")), "entries in the store": len(react_store)}
 
 # %% [markdown]
@@ -70,10 +67,7 @@ react_store = await observe(loop, client, server.db, travel.events, "react.trip"
 # Each wrong entry beside what the chat said:
 
 # %%
-from agentstate.memory import store_rows
-
-damage = store_rows(server.db, "react.trip", travel, "trip")
-Table(r for r in damage if r["verdict"] != "ok")
+Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r["verdict"] != "ok")
 
 # %% [markdown]
 # Each row sits where the schedule put a fault: the loop runs every call as
@@ -85,9 +79,8 @@ Table(r for r in damage if r["verdict"] != "ok")
 # asked, but code builds the call.
 
 # %% [markdown]
-# - `decide` shows the model the rules and the new message, and keeps at
-#   most a usable summary from its reply. The call is built from the
-#   message: role, `msg_idx`, text.
+# - `decide` asks the model, then builds the call from the message. The
+#   model's reply may only offer a summary.
 # - A control message or a resend gets no call.
 # - `write` marks a message stored only if the server took it.
 
@@ -95,13 +88,13 @@ Table(r for r in damage if r["verdict"] != "ok")
 import operator
 from typing import Annotated, TypedDict
 
-from langchain_core.messages import BaseMessage, ChatMessage, SystemMessage
-from langgraph.graph import END, START, StateGraph
+from langchain_core.messages import BaseMessage, SystemMessage
+from langgraph.graph import START, StateGraph
 
 
 class GuardState(TypedDict, total=False):
     turn: BaseMessage  # the one new message of this invoke
-    plan: list[dict]  # the add_entry arguments the guard decided on
+    plan: list[dict]  # add_entry's arguments, for none or one entry
     stored: Annotated[list[int], operator.add]  # msg_idx already stored in this thread
 
 
@@ -109,32 +102,24 @@ def build_guarded_capture(model, tools, checkpointer):
     model, add_entry = model.bind_tools(tools), {t.name: t for t in tools}["add_entry"]
 
     async def decide(state: GuardState, config) -> dict:
-        turn, ids = state["turn"], config["configurable"]
-        rules = system_prompt(ids["vault_id"], ids["memory_id"])
+        turn, ids = state["turn"], config["configurable"]  # observe() put vault_id, memory_id
+        rules = memory.system_prompt(ids["vault_id"], ids["memory_id"])
         reply = await model.ainvoke([SystemMessage(rules), turn])  # it may propose anything
-        chat = isinstance(turn, ChatMessage) and turn.role in ("user", "assistant")
-        idx = turn.additional_kwargs.get("msg_idx")
-        if not chat or idx in state.get("stored", []):
-            return {"plan": []}  # a control message, or one sent again: nothing to store
-        offered = [c["args"].get("summary") for c in reply.tool_calls if c["name"] == "add_entry"]
-        usable = [s for s in offered if isinstance(s, str) and s.strip() and s.isprintable()]
-        summary = next((s for s in usable if len(s) <= 200), f"{turn.role} #{idx}")  # or ours
-        where = {"vault_id": ids["vault_id"], "memory_id": ids["memory_id"]}
-        tags = {"role": turn.role, "msg_idx": idx}
-        return {"plan": [{**where, "raw_entry": turn.content, "summary": summary, "tags": tags}]}
+        idx = memory.chat_msg_idx(turn)  # None for a control or system message: never stored
+        if idx is None or idx in state.get("stored", []):
+            return {"plan": []}  # nothing to store, or a resend: no call
+        # text, role, msg_idx: the message's; from the reply a summary at most (None: ours)
+        return {"plan": [memory.add_entry_args(turn, memory.offered_summary(reply), ids)]}
 
     async def write(state: GuardState) -> dict:
-        for entry in state["plan"]:
-            call = {"name": "add_entry", "args": entry, "id": "write", "type": "tool_call"}
-            reply = await add_entry.ainvoke(call)  # a ToolMessage
-            if reply.status == "error":  # refused: the run fails, the message stays unstored
-                raise ValueError(f"add_entry refused: {reply.text}")
-        return {"stored": [entry["tags"]["msg_idx"] for entry in state["plan"]]}
+        for args in state["plan"]:
+            reply = await add_entry.ainvoke({"args": args, "id": "w", "type": "tool_call"})
+            if reply.status == "error":  # a tool call's refusal: a ToolMessage, status "error"
+                raise ValueError(f"add_entry refused: {reply.text}")  # so it is not marked stored
+        return {"stored": [args["tags"]["msg_idx"] for args in state["plan"]]}
 
-    builder = StateGraph(GuardState).add_sequence([decide, write])
-    builder.add_edge(START, "decide")
-    builder.add_edge("write", END)
-    return builder.compile(checkpointer=checkpointer)
+    graph = StateGraph(GuardState).add_sequence([decide, write]).add_edge(START, "decide")
+    return graph.compile(checkpointer=checkpointer)  # no edge out of write: the run ends
 
 
 # %% [markdown]
@@ -175,43 +160,32 @@ def build_guarded_capture(model, tools, checkpointer):
 #     F["6th message, FLUSH_CONTEXT, SESSION_END"] -->|package only| P["put_context"]
 # ```
 #
-# The same replay behind both:
+# The same replay behind both; does each store hold the chat, once, in order?
 
 # %%
-from agentstate.memory import build_capture_graph, expected_entries
-
-guarded = build_guarded_capture(replay_model(), tools, InMemorySaver())
-teaching_store = await observe(guarded, client, server.db, travel.events, "teaching.trip")
-package = build_capture_graph(replay_model(), tools, InMemorySaver())
-package_store = await observe(package, client, server.db, travel.events, "package.trip")
-expected = expected_entries(travel, "trip")
-Table(
-    {"guard": g, "entries": len(s), "the chat, once, in order": s == expected}
-    for g, s in {"teaching": teaching_store, "package": package_store}.items()
-)
+guarded = build_guarded_capture(memory.replay_model(), tools, InMemorySaver())
+package = memory.build_capture_graph(memory.replay_model(), tools, InMemorySaver())
+teaching_store = await memory.observe(guarded, client, server.db, travel.events, "teaching.trip")
+package_store = await memory.observe(package, client, server.db, travel.events, "package.trip")
+expected = memory.expected_entries(travel, "trip")  # the chat's messages, once, in order
+{"teaching guard": teaching_store == expected, "package": package_store == expected}
 
 # %% [markdown]
 # The replay's faults sit at fixed positions, so that proves little.
 #
 # ## 4. Prove it: whatever the model proposes
-# A model proposes random misbehaviours at every message (chat, duplicates,
-# wrong roles, unknown tools, bad arguments...) on random chats with
-# resends. Twelve seeded runs:
+# A model proposes random misbehaviours at every message, on random chats
+# in which some messages are sent twice. Twelve seeded runs:
 
 # %%
-from agentstate.memory import random_events, random_model
-
-model, sent_total, exact = random_model(seed=6), 0, 0  # one random sequence for all runs
+model = memory.random_model(seed=6)  # model.policy counts its replies and kinds of proposal
+guard = build_guarded_capture(model, tools, InMemorySaver())
+runs = []  # per chat: (the chat, the events sent, resends included; is the store exact?)
 for seed in range(12):
-    chat, sent = random_events(seed, n_messages=8)
-    graph = build_guarded_capture(model, tools, InMemorySaver())
-    stored = await observe(graph, client, server.db, sent, f"random.{seed}")
-    exact += stored == expected_entries(chat, "chat")
-    sent_total += len(sent)
-proposals = model.policy  # what it proposed: how many replies, which kinds
-counted = {"random chats": 12, "events sent": sent_total, "model replies": proposals.tried}
-kinds = f"{len(proposals.kinds)} of {len(proposals.KINDS)}"
-Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}])
+    chat, sent = memory.random_events(seed, n_messages=8)
+    stored = await memory.observe(guard, client, server.db, sent, f"random.{seed}")
+    runs.append((chat, sent, stored == memory.expected_entries(chat, "chat")))
+print(memory.proof_summary(runs, model.policy))
 
 # %% [markdown]
 # Every store holds one entry per message, resends included: `decide`
@@ -224,25 +198,20 @@ Table([{**counted, "kinds of proposal": kinds, "stores exact": f"{exact} of 12"}
 
 # %%
 from agentstate.doctor import diagnose
-from agentstate.lessons.display import compare_findings
 
-reports = {"ReAct loop": diagnose(loop), "guard": diagnose(guarded)}
-compare_findings(reports)
+compare_findings({"ReAct loop": diagnose(loop), "guard": diagnose(guarded)})
 
 # %% [markdown]
 # ## Try it: the two stores, message by message
-# Pick a `msg_idx`: what the ReAct loop and the guard stored for it, with
-# section 2's verdicts.
+# Pick a `msg_idx`: what the chat said, and what the ReAct loop and the
+# guard stored for it, with section 2's verdicts.
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-rows = [{"agent": "ReAct loop", **r} for r in damage]  # section 2's rows
-rows += [{"agent": "guard", **r} for r in store_rows(server.db, "teaching.trip", travel, "trip")]
-knob_widget = widgets.interact(
-    lambda msg_idx: Table(r for r in rows if r["msg_idx"] == msg_idx),
-    msg_idx=widgets.IntSlider(value=8, min=1, max=14, description="msg_idx"),
-)
+agents = {"ReAct loop": "react.trip", "guard": "teaching.trip"}  # the memory each wrote
+by_msg = memory.stores_by_message(server.db, travel, "trip", agents)  # msg_idx -> a table
+knob_widget = widgets.interact(lambda msg_idx=8: by_msg[msg_idx], msg_idx=(1, 14))
 
 # %% [markdown]
 # The guard stores each message once, as the chat said it. The loop's rows

@@ -1,21 +1,26 @@
-"""Helpers that keep notebook 06's cells short: the observer that feeds an agent a chat and
-reads back the store, the replayed report's model and its faults, the store as table rows,
-side-by-side runs, the guard removed for the proof that breaks it,
-and the random proposals and chats of the proof that the guard holds whatever the model
-proposes (notebook 06 and tests/test_lesson_06.py)."""
+"""Helpers that keep notebook 06's cells short: a server to start, the observer that feeds an
+agent a chat and reads back the store, the replayed report's model and its faults, the store
+as table rows (and per message, for the knob), the teaching guard's bookkeeping (which
+message to store, the summary it takes from a reply, the add_entry arguments), side-by-side
+runs, the guard removed for the proof that breaks it, and the random proposals and chats of
+the proof that the guard holds whatever the model proposes, with its tally (notebook 06 and
+tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
 import random
-from collections.abc import Iterable, Iterator
+import tempfile
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from agentstate.lessons.display import Table
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.baselines.auditor import (
     Violation,
@@ -28,6 +33,8 @@ from agentstate.memory.capture.observer import VAULT, CaptureRun, ReactRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
 from agentstate.memory.capture.prompt import ids_from
 from agentstate.memory.client import MemoryClient, SyncMemoryClient
+from agentstate.memory.service.checks import MemoryInputError, check_text
+from agentstate.memory.service.process import ServerProcess
 from agentstate.models import PolicyChatModel
 
 FAULTS = {
@@ -41,6 +48,13 @@ FAULTS = {
     "all, as reported": AS_REPORTED,
 }
 _runs = itertools.count(1)
+
+
+def start_server() -> ServerProcess:
+    """A memory server process on 127.0.0.1 over a new SQLite file in a fresh temporary folder,
+    started (notebook 06's first cell); it stops when the interpreter exits."""
+    folder = Path(tempfile.mkdtemp(prefix="agentstate-memory-"))
+    return ServerProcess(folder / "memory.sqlite").start()
 
 
 async def compare(
@@ -115,6 +129,56 @@ def without_guard() -> Iterator[None]:
         yield
     finally:
         capture.guard = original
+
+
+# --- the teaching guard's bookkeeping (notebook 06, section 3) ----------------------------
+
+
+def chat_msg_idx(turn: Any) -> int | None:
+    """The ``msg_idx`` of a user or assistant ``ChatMessage``: a message the guard stores.
+
+    None for everything else: a control message (``SESSION_START``...), a chat message with
+    role ``system``. A chat message without an int ``msg_idx`` is refused, one line.
+    """
+    if not isinstance(turn, ChatMessage) or turn.role not in ("user", "assistant"):
+        return None
+    idx = turn.additional_kwargs.get("msg_idx")
+    if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
+        raise ValueError(f"a chat message needs msg_idx, a non-negative int, got {idx!r}")
+    return idx
+
+
+def offered_summary(reply: Any) -> str | None:
+    """The first ``summary`` the model's ``add_entry`` calls offer that the server would take
+    (a string, not blank, no NUL, within its length), else None: the one thing the teaching
+    guard takes from a reply."""
+    for call in getattr(reply, "tool_calls", None) or []:
+        summary = call.get("args", {}).get("summary") if call.get("name") == "add_entry" else None
+        if isinstance(summary, str):  # the first one offered decides, as in the package's guard
+            try:
+                return check_text(summary, "summary")
+            except MemoryInputError:
+                return None
+    return None
+
+
+def add_entry_args(turn: ChatMessage, summary: str | None, ids: Mapping[str, Any]) -> dict:
+    """``add_entry``'s arguments for the chat message ``turn``: its text verbatim, tags exactly
+    {role, msg_idx}, in the memory ``ids`` names (``vault_id``, ``memory_id``: the invoke's
+    ``configurable``); ``summary``, or a default from the message when None."""
+    idx = chat_msg_idx(turn)
+    if idx is None:
+        what = f"a ChatMessage of role {turn.role!r}" if isinstance(turn, ChatMessage) else turn
+        raise ValueError(
+            f"add_entry_args: only user and assistant messages are stored, got {what!r:.60}"
+        )
+    missing = [k for k in ("vault_id", "memory_id") if not isinstance(ids.get(k), str)]
+    if missing:
+        raise ValueError(f"add_entry_args: ids must name {' and '.join(missing)} (strings)")
+    call = calls.add_entry(
+        ids["vault_id"], ids["memory_id"], turn.role, idx, str(turn.content), summary
+    )
+    return call["args"]
 
 
 def rules_table(conversation: Conversation) -> list[dict[str, Any]]:
@@ -259,6 +323,36 @@ def random_events(seed: int, n_messages: int) -> tuple[Conversation, list[Event]
     return conversation, sent
 
 
+def proof_summary(runs: Iterable[tuple[Conversation, list[Event], bool]], policy: Any) -> str:
+    """The random proof's tally in words (notebook 06, section 4): chats, events sent and how
+    many of them were resends, the model's replies and which kinds of proposal came up, and
+    how many stores held exactly their chat.
+
+    ``runs``: per random chat, ``(chat, events sent, store exact?)``; ``policy``: the random
+    model's :class:`RandomProposals` (``model.policy``), which counted the replies and kinds.
+    """
+    runs = list(runs)
+    if not runs:
+        raise ValueError("proof_summary: no runs to tally")
+    if not isinstance(policy, RandomProposals):
+        raise TypeError(f"proof_summary: policy is a RandomProposals, got {type(policy).__name__}")
+    sent = sum(len(events) for _, events, _ in runs)
+    resends = sum(len(events) - len(chat.events) for chat, events, _ in runs)
+    came_up = [k for k in policy.KINDS if k in policy.kinds]
+    never = [k for k in policy.KINDS if k not in policy.kinds]
+    kinds = f"kinds proposed, {len(came_up)} of {len(policy.KINDS)}: {', '.join(came_up)}"
+    kinds += f" (never: {', '.join(never)})" if never else ""
+    exact = sum(bool(ok) for _, _, ok in runs)
+    return "\n".join(
+        [
+            f"{len(runs)} random chats, {sent} events sent ({resends} of them resends), "
+            f"{policy.tried} model replies",
+            *textwrap.wrap(kinds, 88, subsequent_indent="  "),
+            f"stores that hold their chat once, in order: {exact} of {len(runs)}",
+        ]
+    )
+
+
 Entry = tuple[int | None, str | None, str]  # (msg_idx, role, text)
 
 
@@ -335,8 +429,22 @@ def store_rows(db: str | Path, memory_id: str, conversation: Conversation, threa
     row already says whether the role is wrong); else a wrong role; else ``ok``.
     """
     said = {m.msg_idx: m for m in conversation.messages(thread)}
-    seen: set[tuple] = set()
     rows = []
+    for idx, role, text, verdict in _judged(db, memory_id, conversation, thread):
+        message = said.get(idx)
+        chat = f"{message.role}: {message.content}" if message is not None else "(no message)"
+        rows.append(
+            {"msg_idx": idx, "chat said": chat, "stored": f"{role}: {text}", "verdict": verdict}
+        )
+    return rows
+
+
+def _judged(
+    db: str | Path, memory_id: str, conversation: Conversation, thread: str
+) -> Iterator[tuple[int | None, str | None, str, str]]:
+    """Each stored entry of ``memory_id`` as (msg_idx, role, text, verdict): see store_rows."""
+    said = {m.msg_idx: m for m in conversation.messages(thread)}
+    seen: set[tuple] = set()
     for idx, role, text in stored_entries(db, memory_id):
         message = said.get(idx)
         if message is None or message.content != text:
@@ -348,11 +456,34 @@ def store_rows(db: str | Path, memory_id: str, conversation: Conversation, threa
         else:
             verdict = "ok"
         seen.add((idx, text))
-        chat = f"{message.role}: {message.content}" if message is not None else "(no message)"
-        rows.append(
-            {"msg_idx": idx, "chat said": chat, "stored": f"{role}: {text}", "verdict": verdict}
-        )
-    return rows
+        yield idx, role, text, verdict
+
+
+def stores_by_message(
+    db: str | Path, conversation: Conversation, thread: str, memories: Mapping[str, str]
+) -> dict[int, Table]:
+    """Per ``msg_idx`` of ``thread``, a small table (notebook 06's knob): what the chat said,
+    then what each agent stored for it, with :func:`store_rows`' verdict.
+
+    ``memories`` maps an agent's name to the memory it wrote. Texts are cut to 45 characters
+    so a row stays under 100 (the verdict is judged on the whole text).
+    """
+    if not memories:
+        raise ValueError("stores_by_message: name at least one agent and its memory")
+    tables: dict[int, list[dict[str, Any]]] = {}
+    for m in conversation.messages(thread):
+        tables[m.msg_idx or 0] = [{"who": "the chat", "role": m.role, "text": _cut(m.content)}]
+    for agent, memory_id in memories.items():
+        for idx, role, text, verdict in _judged(db, memory_id, conversation, thread):
+            row = {"who": agent, "role": role, "text": _cut(text), "verdict": verdict}
+            tables.setdefault(idx or 0, []).append(row)
+    return {idx: Table(rows) for idx, rows in tables.items()}
+
+
+def _cut(text: str, width: int = 45) -> str:
+    """One line of at most ``width`` characters: newlines shown as spaces, cut with "…"."""
+    flat = " ".join(text.split("\n"))
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def replay_schedule(
