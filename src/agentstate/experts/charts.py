@@ -120,12 +120,14 @@ def plot_ttft(results: dict[str, Any] | None = None) -> Any:
         zorder=3,
     )
     for r in rows:
+        last = r is rows[-1]  # the rightmost label goes left of its point, inside the axes
         call.annotate(
             f"{r['cold / warm']:g}x",
             (r["prefix tokens"], r["cold s"]),
             textcoords="offset points",
-            xytext=(6, -13),
-            ha="left",
+            xytext=(-8, -4) if last else (6, -13),
+            ha="right" if last else "left",
+            va="top" if last else "baseline",
             fontsize=9,
         )
     call.set_yscale("log")

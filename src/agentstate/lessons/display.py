@@ -132,7 +132,9 @@ def _agent_first(place: str) -> tuple[bool, str]:
     return place != "the agent", place
 
 
-def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) -> Table:
+def compare_findings(
+    reports: Mapping[str, Any], subagents: Iterable[str] = (), where: str = "the agent"
+) -> Table:
     """The doctor's reports on several agents side by side: one row per hazard, a column each.
 
     ``reports`` maps a column name ("broken agent") to what
@@ -143,7 +145,8 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
     A prefix is read as a subagent's name when it is in ``subagents`` or when
     the rest of the subject is a subject of the same code. Rows follow the
     doctor's order of codes; a cell reads ``none`` where the agent is clear, and
-    ``note`` for an ``info`` finding (something the doctor could not decide).
+    ``note`` for an ``info`` finding (something the doctor could not decide). ``where``
+    names what was diagnosed when it is no agent (05's desk is a plain ``StateGraph``).
     """
     from agentstate.doctor import CODES
 
@@ -154,7 +157,7 @@ def compare_findings(reports: Mapping[str, Any], subagents: Iterable[str] = ()) 
         for f in report:
             head, sep, rest = f.subject.partition(":")
             through = sep and (head in named or (f.code, rest) in subjects)
-            subject, place = (rest, f"its {head} subagent") if through else (f.subject, "the agent")
+            subject, place = (rest, f"its {head} subagent") if through else (f.subject, where)
             places = found.setdefault((f.code, subject), {}).setdefault(column, {})
             places.setdefault(f.severity, []).append(place)
     order = list(CODES)
