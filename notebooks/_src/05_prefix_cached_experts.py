@@ -44,7 +44,7 @@ from typing import Annotated, TypedDict
 from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
-from agentstate.experts import EXPERTS, load_manual, system_prefix
+from agentstate.experts import EXPERTS, load_manual, plot_prompt_layouts, system_prefix
 
 manual = load_manual()
 QUESTION = "The overnight batch outage: what must we report to the regulator?"
@@ -80,7 +80,7 @@ from datetime import UTC, datetime
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from agentstate.lessons.display import Table, compare_findings
-from agentstate.lessons.fixtures import shared_prefix
+from agentstate.lessons.fixtures import request_id_after, shared_prefix
 from agentstate.models import ScriptedChatModel
 
 
@@ -90,8 +90,7 @@ def clock_first(manual, persona, question, history=()):
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
-notes = [AIMessage("a note")] * 3
-recorder = ScriptedChatModel(script=notes)
+recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, clock_first).invoke({"question": QUESTION})
 busted = shared_prefix(recorder.seen)
 assert busted["bytes shared"] < 100 < manual.size
@@ -99,9 +98,8 @@ Table([busted])
 
 # %% [markdown]
 # ## 2. Look inside: the clock, and the layout of a prompt
-# The three calls read the clock a millisecond or two apart (the digits
-# after `they part at` above; drawn with one run's digits), and the cache
-# compares bytes:
+# The three calls read the clock a millisecond apart (drawn with one
+# run's digits); the cache compares bytes:
 #
 # ```mermaid
 # sequenceDiagram
@@ -120,15 +118,12 @@ Table([busted])
 # part on the second and third expert's call:
 
 # %%
-from agentstate.experts import plot_prompt_layouts
-
 plot_prompt_layouts(system_prefix(manual).size)
 
 # %% [markdown]
 # ## 3. The fix: the prompt order, written whole
-# System message 1 holds only `system_prefix(manual)`: no clock, id or
-# name. The persona (per expert), history (per thread) and question (per
-# turn) follow, so a thread's growing history never moves the manual.
+# System message 1 holds only `system_prefix(manual)`; what changes per
+# expert, thread or turn follows it.
 
 
 # %%
@@ -138,16 +133,15 @@ def expert_prompt(manual, persona, question, history=()):
 
 
 ORDERS = {"clock first": clock_first, "manual first": expert_prompt}
-recorder = ScriptedChatModel(script=notes)
+recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, expert_prompt).invoke({"question": QUESTION})
 fixed = shared_prefix(recorder.seen)
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
-# Now the three prompts share all of system message 1 (its size in the
-# last column) and part only at each expert's title, in system message 2.
-# The package's `build_messages` sends the same bytes (a test checks it);
-# its graph adds a router and a synthesis.
+# The prompts now part only at each expert's title, after all of system
+# message 1. The package's `build_messages` sends the same bytes (a test
+# checks it); its graph routes a question to 1-3 experts, then a synthesis.
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
@@ -156,9 +150,8 @@ Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encod
 # from the engine's log, the prompt tokens each request reused.
 
 # %% [markdown]
-# With the manual's first chapter only, it took 32 s in CI and up to 7
-# minutes on a busy machine (it starts the server and loads the model
-# first). It prints its own time.
+# With the first chapter only, it takes 32 s in CI, minutes on a busy
+# machine (it starts the server and loads the model first).
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -196,19 +189,17 @@ live
 # the manual's first 1 to 16 of 28 chapters: up to 29 of its 108 KB):
 
 # %%
-from IPython.display import display
-
 from agentstate.experts import plot_ttft, question_seconds
 
-display(Table(question_seconds()))  # the recorded run: data/results/experts_benchmark.json
+Table(question_seconds())  # the recorded run: data/results/experts_benchmark.json
+
+# %%
 plot_ttft()
 
 # %% [markdown]
-# Per question (the table, the left panel) the invariant prefix is 2.3 to
-# 2.9 times faster: the first expert still pays the cold call. Per call
-# (right) a warm call waits 6 to 41 times less than a cold one. The floor
-# (the same call without the manual) stays at 0.3-0.5 s; the warm line
-# starts under it (run-to-run noise) and grows only to 1 s.
+# Per question (the table, left) the first expert still pays the cold
+# call. Per call (right) the warm line stays under a second; it starts
+# below the floor (the same call without the manual: run-to-run noise).
 
 # %% [markdown]
 # ## 5. What the doctor says
@@ -221,7 +212,7 @@ from agentstate.doctor import Watch
 
 reports = {}
 for name, prompt in ORDERS.items():
-    desk = build_desk(ScriptedChatModel(script=notes), prompt)
+    desk = build_desk(ScriptedChatModel(script=[AIMessage("a note")] * 3), prompt)
     desk.invoke({"question": QUESTION}, {"callbacks": [watch := Watch(desk)]})
     reports[name] = watch.report()
 compare_findings(reports, where="the desk")
@@ -235,16 +226,12 @@ compare_findings(reports, where="the desk")
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-from agentstate.lessons.fixtures import request_id_after
-
-chapters = len(manual.chapter_titles())
-slider = widgets.IntSlider(value=0, min=0, max=chapters, description="chapter")
+slider = widgets.IntSlider(value=0, max=len(manual.chapter_titles()), description="chapter")
 knob_widget = widgets.interact(request_id_after, chapter=slider)
 
 # %% [markdown]
-# Each chapter the line moves down adds that chapter to what every call
-# shares; nothing after the line is reused: the cache stops at the first
-# byte that differs.
+# Each chapter the line moves down is shared by every call; the cache
+# stops at the first byte that differs.
 
 # %% [markdown]
 # ## Summary
@@ -265,6 +252,6 @@ knob_widget = widgets.interact(request_id_after, chapter=slider)
 #    `history`. Does system message 1 change, and do two turns of one
 #    expert still share the manual?
 # 3. The router often sends a question to one or two experts. From the
-#    recorded points (`from agentstate.experts import ttft_points`), how many seconds does the
-#    invariant prefix save on a question of 1, 2 and 3 experts at the
-#    largest prefix? Why is one of them zero?
+#    recorded points (`from agentstate.experts import ttft_points`), how
+#    many seconds does the invariant prefix save on a question of 1, 2
+#    and 3 experts at the largest prefix? Why is one of them zero?
