@@ -9,10 +9,9 @@
 
 # %% [markdown]
 # ## Recap
-# The rule of cache-lm, a prefix-caching project
-# ([where this comes from](../README.md#where-this-comes-from)): "I never
-# put expert persona, timestamps, request IDs, or chat history before the
-# manual." Lesson 04 decided which keys cross a
+# [cache-lm](https://github.com/itsntshaw/cache-lm), a prefix-cache
+# project, keeps this rule: "I never put expert persona, timestamps, request IDs,
+# or chat history before the manual." Lesson 04 decided which keys cross a
 # boundary; this one, where changing state goes in the prompt.
 #
 # ## Goals
@@ -42,10 +41,10 @@
 import operator
 from typing import Annotated, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
-from agentstate.experts import EXPERTS, load_manual
+from agentstate.experts import EXPERTS, load_manual, plot_prompt_layouts, system_prefix
 
 manual = load_manual()
 QUESTION = "The overnight batch outage: what must we report to the regulator?"
@@ -58,27 +57,23 @@ class DeskState(TypedDict, total=False):
 
 
 def build_desk(model, prompt, manual=manual):
-    def fan_out(state):
-        return [Send("expert", {**state, "expert": e}) for e in EXPERTS]
-
-    def expert(task):
+    def expert(task):  # the node: one model call for one expert
         persona = EXPERTS[task["expert"]].system_text()
         reply = model.invoke(prompt(manual, persona, task["question"], task.get("history", [])))
         return {"notes": {task["expert"]: reply.text}}
 
-    graph = StateGraph(DeskState)
-    graph.add_node("expert", expert)
-    graph.add_conditional_edges(START, fan_out, ["expert"])
-    graph.add_edge("expert", END)
-    return graph.compile()
+    def sends(state):  # the fan-out: one Send per expert, all in one super-step
+        return [Send("expert", {**state, "expert": e}) for e in EXPERTS]
+
+    return StateGraph(DeskState).add_node(expert).add_conditional_edges(START, sends).compile()
 
 
 # %% [markdown]
 # A common first prompt puts the current time before
 # `system_prefix(manual)` (the desk's instructions and the manual). The
 # scripted model answers "a note" and keeps every prompt; `shared_prefix`
-# compares them. `they part at`: the last shared bytes, a `|` where the
-# prompts part, then each prompt's next bytes (sorted, split by `/`). The
+# compares them, sorted (the experts run in parallel). `they part at`
+# shows the text all share, a `|`, then each prompt's next bytes. The
 # clock changes every run, and so does this output:
 
 # %% tags=["nbval-ignore-output"]
@@ -86,15 +81,14 @@ from datetime import UTC, datetime
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agentstate.experts import system_prefix
-from agentstate.lessons.display import Table
-from agentstate.lessons.fixtures import shared_prefix
+from agentstate.lessons.display import Table, compare_findings
+from agentstate.lessons.fixtures import request_id_after, shared_prefix
 from agentstate.models import ScriptedChatModel
 
 
 def clock_first(manual, persona, question, history=()):
     clock = f"Current time: {datetime.now(UTC).isoformat(timespec='microseconds')}\n"
-    first = SystemMessage(clock + system_prefix(manual).text)
+    first = SystemMessage(clock + system_prefix(manual).text)  # instructions + manual
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
@@ -106,9 +100,8 @@ Table([busted])
 
 # %% [markdown]
 # ## 2. Look inside: the clock, and the layout of a prompt
-# The three calls read the clock a millisecond or two apart (the digits
-# after `they part at` above; drawn with one run's digits), and the cache
-# compares bytes:
+# The three calls read the clock a millisecond apart (drawn with one
+# run's digits); the cache compares bytes:
 #
 # ```mermaid
 # sequenceDiagram
@@ -127,15 +120,12 @@ Table([busted])
 # part on the second and third expert's call:
 
 # %%
-from agentstate.experts import plot_prompt_layouts
-
 plot_prompt_layouts(system_prefix(manual).size)
 
 # %% [markdown]
 # ## 3. The fix: the prompt order, written whole
-# System message 1 holds only `system_prefix(manual)`: no clock, id or
-# name. The persona (per expert), history (per thread) and question (per
-# turn) follow, so a thread's growing history never moves the manual.
+# System message 1 holds only `system_prefix(manual)`; what changes per
+# expert, thread or turn follows it.
 
 
 # %%
@@ -144,60 +134,50 @@ def expert_prompt(manual, persona, question, history=()):
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
+ORDERS = {"clock first": clock_first, "manual first": expert_prompt}
 recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
 build_desk(recorder, expert_prompt).invoke({"question": QUESTION})
 fixed = shared_prefix(recorder.seen)
 Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
 
 # %% [markdown]
-# Now the three prompts share all of system message 1 (its size in the
-# last column) and part only at each expert's title, in system message 2.
-# The package's `build_messages` sends the same bytes (a test checks it);
-# its graph adds a router and a synthesis.
+# The prompts now part only at each expert's title, after all of system
+# message 1. The package's `build_messages` sends the same bytes (a test
+# checks it); its graph routes a question to 1-3 experts, then a synthesis.
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
 # The desk on llama.cpp with SmolLM2-135M (`make engine`), once per order,
-# one expert at a time, after an unrelated prompt. The engine logs the
-# prompt tokens each request reused.
+# one expert at a time, after an unrelated prompt. `prefix_hits()` reads,
+# from the engine's log, the prompt tokens each request reused.
 
 # %% [markdown]
-# With the manual's first chapter only, it took 32 s in CI and up to 7
-# minutes on a busy machine (it starts the server and loads the model
-# first). It prints its own time.
+# With the first chapter only, it takes 32 s in CI, minutes on a busy
+# machine (it starts the server and loads the model first).
 
 # %% tags=["nbval-ignore-output"]
 import time
 
-from langchain_openai import ChatOpenAI
-
 from agentstate.engine import EngineServer, engine_installed
 
-chapter1, live = manual.leading(1), "engine not installed: run `make engine` to see this live"
-started = time.monotonic()
+started, live = time.monotonic(), "engine not installed: run `make engine` to see this live"
 if engine_installed():
     with EngineServer(verbose=True) as server:
-        # llama.cpp reads max_tokens from the request body
-        model = ChatOpenAI(
-            base_url=server.base_url, api_key="local", model="local", extra_body={"max_tokens": 8}
-        )
-        live = []
-        for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
+        model, live = server.chat_model(max_tokens=8), []
+        for name, prompt in ORDERS.items():
             model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
-            # prefix_hits(): per request, the prompt tokens the engine's log says it reused
-            seen, desk = len(server.prefix_hits()), build_desk(model, prompt, chapter1)
+            seen, desk = len(server.prefix_hits()), build_desk(model, prompt, manual.leading(1))
             desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at a time
-            reused = max(server.prefix_hits()[seen:], default=0)
-            live.append({"prompt": name, "most tokens a call reused": reused})
+            live.append({"prompt": name, "tokens reused": max(server.prefix_hits()[seen:])})
     live = Table(live)
-    reused = live.column("most tokens a call reused")
-    assert reused[0] < 50 < 600 < reused[1]
+    assert live.column("tokens reused")[0] < 50 < 600 < live.column("tokens reused")[1]
 print(f"took {time.monotonic() - started:.0f} s")
 live
 
 # %% [markdown]
 # With the clock first, a call reused only the tokens before the clock's
-# digits; with the manual first, the whole first chapter (the second row).
+# digits; with the manual first, every token up to the experts' titles:
+# the manual's first chapter and the desk's instructions.
 #
 # ## What it saves, per question
 # A [cold call](../docs/glossary.md#cold-and-warm-calls)
@@ -208,40 +188,36 @@ live
 # %% [markdown]
 # In [time to first token](../docs/glossary.md#time-to-first-token), as
 # `scripts/bench_experts.py` recorded it on this engine (3 rounds, medians,
-# the manual's first 1 to 16 chapters: up to 29 KB of its 108 KB):
+# the manual's first 1 to 16 of 28 chapters: up to 29 of its 108 KB):
 
 # %%
-from IPython.display import display
-
 from agentstate.experts import plot_ttft, question_seconds
 
-display(Table(question_seconds()))  # the recorded run: data/results/experts_benchmark.json
+Table(question_seconds())  # the recorded run: data/results/experts_benchmark.json
+
+# %%
 plot_ttft()
 
 # %% [markdown]
-# Per question (the table, the left panel) the invariant prefix is 2.3 to
-# 2.9 times faster: the first expert still pays the cold call. Per call
-# (right) a warm call waits 6 to 41 times less than a cold one. It grows
-# slowly with the prefix, above the floor (the same call without the
-# manual) except at the smallest, where the two are within noise.
+# Per question (the table, left) the first expert still pays the cold
+# call. Per call (right) the warm line stays under a second; it starts
+# below the floor (the same call without the manual: run-to-run noise).
 
 # %% [markdown]
 # ## 5. What the doctor says
 # `agentstate.doctor.Watch`, a callback handler passed to a run, reports
 # model calls whose prompts part before a large shared part. Both desks
-# (each a graph):
+# (the `StateGraph` above):
 
 # %%
 from agentstate.doctor import Watch
-from agentstate.lessons.display import compare_findings
 
 reports = {}
-for name, prompt in {"clock first": clock_first, "manual first": expert_prompt}.items():
+for name, prompt in ORDERS.items():
     desk = build_desk(ScriptedChatModel(script=[AIMessage("a note")] * 3), prompt)
-    watch = Watch(desk)
-    desk.invoke({"question": QUESTION}, {"callbacks": [watch]})
+    desk.invoke({"question": QUESTION}, {"callbacks": [watch := Watch(desk)]})
     reports[name] = watch.report()
-compare_findings(reports, whole="the graph")
+compare_findings(reports, whole="the desk")
 
 # %% [markdown]
 # ## Try it: a variable line anywhere in the manual
@@ -252,18 +228,12 @@ compare_findings(reports, whole="the graph")
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-from agentstate.lessons.fixtures import request_id_after
-
-chapters = len(manual.chapter_titles())
-knob_widget = widgets.interact(
-    request_id_after,
-    chapter=widgets.IntSlider(value=0, min=0, max=chapters, description="chapter"),
-)
+slider = widgets.IntSlider(value=0, max=len(manual.chapter_titles()), description="chapter")
+knob_widget = widgets.interact(request_id_after, chapter=slider)
 
 # %% [markdown]
-# Each chapter the line moves down adds that chapter to what every call
-# shares; nothing after the line is reused: the cache stops at the first
-# byte that differs.
+# Each chapter the line moves down is shared by every call; the cache
+# stops at the first byte that differs.
 
 # %% [markdown]
 # ## Summary
@@ -284,6 +254,6 @@ knob_widget = widgets.interact(
 #    `history`. Does system message 1 change, and do two turns of one
 #    expert still share the manual?
 # 3. The router often sends a question to one or two experts. From the
-#    recorded points (`agentstate.experts.ttft_points()`), how many seconds does the
-#    invariant prefix save on a question of 1, 2 and 3 experts at the
-#    largest prefix? Why is one of them zero?
+#    recorded points (`from agentstate.experts import ttft_points`), how
+#    many seconds does the invariant prefix save on a question of 1, 2
+#    and 3 experts at the largest prefix? Why is one of them zero?
