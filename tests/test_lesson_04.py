@@ -5,7 +5,6 @@ on, pinned here so an upgrade that changes it turns CI red, and the lesson's pla
 
 import json
 from pathlib import Path
-from typing import NotRequired
 
 import jupytext
 import pytest
@@ -147,7 +146,7 @@ def test_the_lessons_collector_drops_its_own_writes_without_an_error(lesson):
     stored, and ends with no ``requirements`` key; with the parent's schema it keeps them."""
     from langchain_core.messages import HumanMessage
 
-    task = {"messages": [HumanMessage(lesson["FIELDS"])]}
+    task = {"messages": [HumanMessage(json.dumps(POSTGRES_FIELDS))]}
     alone = lesson["collector_agent"]().invoke(task)
     assert sorted(alone) == ["messages"]
     assert alone["messages"][-1].text == "Stored 5 field(s)."
@@ -209,20 +208,27 @@ def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
 
 
 def test_the_solutions_copy_the_lessons_definitions_unchanged():
-    """Solution 04 answers with the learner's own variables: every definition its first cell
-    copies (functions, classes, constants) is the lesson's, character for character."""
+    """Solution 04 answers with the learner's own builders: its first cell defines exactly what
+    the lesson's first code cell defines (``collector_agent``, ``parent_agent``), character for
+    character, and imports the package names that cell imports."""
     import ast
 
-    solution = LESSON.parent / "solutions" / LESSON.name
-    first = next(c.source for c in jupytext.read(solution).cells if c.cell_type == "code")
-    lesson_text = LESSON.read_text()
-    copied = [
-        ast.get_source_segment(first, node)
-        for node in ast.parse(first).body
-        if not isinstance(node, ast.Import | ast.ImportFrom)
-    ]
-    assert len(copied) >= 7  # the constants, the reader tool and the two builders
-    assert [c for c in copied if c not in lesson_text] == []
+    def first_cell(path: Path) -> tuple[dict[str, str], set[str]]:
+        source = next(c.source for c in jupytext.read(path).cells if c.cell_type == "code")
+        body = ast.parse(source).body
+        defined = {
+            n.name: ast.get_source_segment(source, n)
+            for n in body
+            if isinstance(n, ast.FunctionDef | ast.ClassDef)
+        }
+        imported = {a.name for n in body if isinstance(n, ast.ImportFrom) for a in n.names}
+        return defined, imported
+
+    lesson, lesson_imports = first_cell(LESSON)
+    solution, solution_imports = first_cell(LESSON.parent / "solutions" / LESSON.name)
+    assert sorted(lesson) == ["collector_agent", "parent_agent"]
+    assert solution == lesson
+    assert lesson_imports - {"what_each_said"} <= solution_imports
 
 
 def test_the_lessons_broken_agent_drops_the_key_like_the_split_schema_build(lesson):
@@ -346,15 +352,35 @@ def test_task_never_brings_up_the_keys_the_page_names():
 def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson):
     """Exercise 1's premise (the old knob position "both, no reducer"): the collector's five
     parallel stores into a key without a reducer raise InvalidUpdateError."""
-    from langchain.agents import AgentState
     from langgraph.errors import InvalidUpdateError
 
-    class PlainState(AgentState):
-        requirements: NotRequired[dict]
+    from agentstate.rds import PlainRequirementsState  # the schema exercise 1 names
 
-    agent = lesson["parent_agent"](lesson["collector_agent"](PlainState), PlainState)
+    agent = lesson["parent_agent"](lesson["collector_agent"](PlainRequirementsState))
     with pytest.raises(InvalidUpdateError):
         agent.invoke(user_turn())
+
+
+def test_exercise_1_can_be_done_with_what_the_page_offers(lesson):
+    """Exercise 1 as written: ``model=parent_script(one, other)`` makes two parallel ``task``
+    calls, each into a collector of ``PlainRequirementsState`` (``collector_model(tasks=2)``);
+    the parent's reducer merges both, while one task of two fields raises."""
+    from langgraph.errors import InvalidUpdateError
+
+    from agentstate.lessons.subagents import parent_script
+    from agentstate.rds import PlainRequirementsState
+
+    def run(*field_sets):
+        collector = lesson["collector_agent"](PlainRequirementsState, collector_model(tasks=2))
+        agent = lesson["parent_agent"](collector, model=parent_script(*field_sets))
+        return agent.invoke(user_turn())["requirements"]
+
+    assert run({"engine": "postgres"}, {"username": "dbadmin"}) == {
+        "engine": "postgres",
+        "username": "dbadmin",
+    }
+    with pytest.raises(InvalidUpdateError):
+        run({"engine": "postgres", "username": "dbadmin"})
 
 
 def test_declared_by_rejects_an_unknown_position(lesson):
@@ -380,3 +406,75 @@ def test_the_glossary_links_of_lessons_04_to_06_land_on_an_anchor():
     }
     assert len(linked) >= 15
     assert sorted(link for link in linked if link[1] not in anchors) == []
+
+
+# --- the page's setup and readouts, from agentstate.lessons.subagents ---
+
+
+def test_parent_script_delegates_each_field_set_in_one_reply_then_reads():
+    from agentstate.lessons.subagents import parent_script
+
+    (first, read, done) = parent_script().script
+    assert [json.loads(c["args"]["description"]) for c in first.tool_calls] == [POSTGRES_FIELDS]
+    assert [c["name"] for c in read.tool_calls] == ["get_collected_requirements"]
+    assert done.text == "Done."
+    two = parent_script({"engine": "postgres"}, {"username": "dbadmin"}).script[0]
+    assert [c["args"]["subagent_type"] for c in two.tool_calls] == ["requirements-collector"] * 2
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_what_each_said_reads_the_collectors_report_and_the_parents_reader(lesson, run):
+    """The page's first table, from a sync or an async turn: the collector reports its five
+    stores; the parent's reader, over the parent's own state, got nothing."""
+    import asyncio
+
+    from agentstate.lessons.subagents import what_each_said
+
+    agent = broken_agent(lesson)
+    state = (
+        agent.invoke(user_turn()) if run == "invoke" else asyncio.run(agent.ainvoke(user_turn()))
+    )
+    assert what_each_said(state).rows == [
+        {"collector said": "Stored 5 field(s).", "parent's reader got": "{}"}
+    ]
+    fixed = what_each_said(fixed_agent(lesson).invoke(user_turn())).rows[0]
+    assert json.loads(fixed["parent's reader got"]) == POSTGRES_FIELDS
+
+
+def test_the_readouts_refuse_a_turn_they_cannot_read():
+    """A state without the replies, or recorders that saw nothing, get a one-line error that
+    says what is missing, not a KeyError or an IndexError."""
+    from agentstate.lessons.subagents import task_report, what_each_said, what_went_down
+    from agentstate.tracing import TaskInputs
+
+    with pytest.raises(ValueError, match=r"no reply from \['get_collected_requirements', 'task'\]"):
+        what_each_said(user_turn())
+    with pytest.raises(ValueError, match="run one turn with `handed`"):
+        what_went_down(TaskInputs(), collector_model())
+    with pytest.raises(ValueError, match="saw no `task` call"):
+        task_report("the parent only", {}, CommandRecorder(["task"]))
+
+
+def test_what_went_down_is_the_dict_task_handed_and_the_collectors_messages(lesson):
+    from agentstate.lessons.subagents import what_went_down
+    from agentstate.tracing import TaskInputs
+
+    model, handed = collector_model(), TaskInputs()
+    agent = lesson["parent_agent"](lesson["collector_agent"](model=model))
+    agent.invoke(user_turn(), config={"callbacks": [handed]})
+    assert what_went_down(handed, model).rows == [
+        {"task handed down": ["files", "messages", "requirements"], "its model got": ["human"]}
+    ]
+
+
+def test_who_sees_what_without_a_path_uses_a_temporary_file_and_removes_it(tmp_path, monkeypatch):
+    """The page calls ``who_sees_what(build)``: the same row as with a path of one's own, from
+    a SQLite file in a temporary folder that is gone afterwards."""
+    import tempfile
+
+    given = who_sees_what(build_cache_fix_agent, POSTGRES_FIELDS, str(tmp_path / "a.db"))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert who_sees_what(build_cache_fix_agent) == given
+    assert list(scratch.iterdir()) == []

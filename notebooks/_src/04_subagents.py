@@ -24,52 +24,33 @@
 # %% [markdown]
 # ## 1. Reproduce: the parent sees nothing
 # A [state schema](../docs/glossary.md#state-schema) lists an agent's
-# state keys. Lesson 02's `RequirementsState` and `store_requirement` come
-# from the package, with the collector's scripted model: it stores every
-# field of its task in one reply, then reports.
+# state keys. From the package: lesson 02's `RequirementsState` and
+# `store_requirement`; the collector's scripted model (store every field of
+# its task in one reply, then report); the parent's reader tool,
+# `get_collected_requirements` (its own state's `requirements`), and its
+# script, `parent_script` (call `task`, read, say "Done.").
 
 # %% [markdown]
 # The two agents, as a developer writes them: the collector is a plain
 # [`create_agent`](../docs/glossary.md#create-agent), the parent a
 # [`create_deep_agent`](../docs/glossary.md#create-deep-agent) that gets
-# it as a compiled subagent. The parent's script: call `task`, read, say
-# "Done.".
+# it as a compiled subagent.
 
 # %%
-import json
-
 from deepagents import create_deep_agent
 from langchain.agents import AgentState, create_agent
-from langchain.tools import ToolRuntime
-from langchain_core.tools import tool
 
-from agentstate.lessons.fixtures import (
-    POSTGRES_FIELDS,
-    RequirementsState,
-    collector_model,
-    store_requirement,
-)
-from agentstate.models import ScriptedChatModel, reply, tool_call
-
-FIELDS = json.dumps(POSTGRES_FIELDS)
-DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
-READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
-USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
-
-
-@tool
-def get_collected_requirements(runtime: ToolRuntime) -> str:
-    """List every requirement field collected so far, as JSON."""
-    return json.dumps(runtime.state.get("requirements", {}))
+from agentstate.lessons.fixtures import RequirementsState, collector_model, store_requirement
+from agentstate.lessons.subagents import get_collected_requirements, parent_script, what_each_said
 
 
 def collector_agent(schema=AgentState, model=None):
     return create_agent(model or collector_model(), [store_requirement], state_schema=schema)
 
 
-def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DONE), **options):
+def parent_agent(collector, schema=RequirementsState, model=None, **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    model, tools = ScriptedChatModel(script=list(script)), [get_collected_requirements]
+    model, tools = model or parent_script(), [get_collected_requirements]
     subagents = [{**subagent, "runnable": collector}]
     return create_deep_agent(model, tools, subagents=subagents, state_schema=schema, **options)
 
@@ -78,10 +59,10 @@ def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DO
 # The developer declared `requirements` on the parent only. One turn:
 
 # %%
-from agentstate.lessons.display import Table
+from agentstate.lessons.fixtures import user_turn
 
-said = {m.name: m.text for m in parent_agent(collector_agent()).invoke(USER)["messages"]}
-Table([{"collector said": said["task"], "parent's reader got": said["get_collected_requirements"]}])
+broken = parent_agent(collector_agent())
+what_each_said(broken.invoke(user_turn()))
 
 # %% [markdown]
 # ## 2. Look inside: down and up the `task` boundary
@@ -103,29 +84,26 @@ Table([{"collector said": said["task"], "parent's reader got": said["get_collect
 # collector; the collector's model records what it was given:
 
 # %%
-from agentstate.tracing import TaskInputs
+from agentstate.lessons.subagents import task_report, what_went_down
+from agentstate.tracing import CommandRecorder, TaskInputs
 
 model, handed = collector_model(), TaskInputs()
-parent_agent(collector_agent(model=model)).invoke(USER, config={"callbacks": [handed]})
-given = model.seen[0]  # the messages the collector's model was given
-Table([{"task handed down": sorted(handed.inputs[0]), "its model got": [m.type for m in given]}])
+parent_agent(collector_agent(model=model)).invoke(user_turn(), config={"callbacks": [handed]})
+what_went_down(handed, model)
 
 # %% [markdown]
 # `requirements` goes down too, but this collector's schema lacks it. Its
 # model sees the task only; the user's message stays above.
-#
-# **Up.** `task` answers with one ToolMessage, the collector's last reply,
-# plus the collector's other keys that changed.
 
 # %% [markdown]
-# A graph keeps only the keys its schema declares (`.channels`), and drops
+# **Up.** A graph keeps only the keys its schema declares (`.channels`), and drops
 # a write to any other key without an error. `CommandRecorder`, a
 # [middleware](../docs/glossary.md#middleware) around each tool call,
 # records the keys `task` brought up besides `messages`, for each side
 # that declares `requirements`:
 
 # %%
-from agentstate.tracing import CommandRecorder
+from agentstate.lessons.display import Table, compare_findings
 
 SCHEMAS = {  # who declares requirements: (the parent's schema, the collector's)
     "the parent only": (RequirementsState, AgentState),
@@ -138,11 +116,7 @@ def declared_by(who="the parent only"):
     parent_schema, collector_schema = SCHEMAS[who]
     recorder = CommandRecorder(["task"])
     agent = parent_agent(collector_agent(collector_schema), parent_schema, middleware=[recorder])
-    said = {m.name: m.text for m in agent.invoke(USER)["messages"] if m.type == "tool"}
-    up = ", ".join(k for k in recorder.updates[0]["update keys"] if k != "messages")
-    got = f"{len(json.loads(said['get_collected_requirements']))} fields"
-    row = {"declared by": who, "state keys brought up": up or "none", "parent's reader got": got}
-    return Table([row])
+    return task_report(who, agent.invoke(user_turn()), recorder)
 
 
 Table(declared_by(who).rows[0] for who in SCHEMAS)
@@ -173,11 +147,9 @@ Table(declared_by(who).rows[0] for who in SCHEMAS)
 from agentstate.rds import build_shared_schema_agent
 
 fixed = parent_agent(collector_agent(RequirementsState))
-package = build_shared_schema_agent(
-    ScriptedChatModel(script=[DELEGATE, READ, DONE]), collector_model()
-)
-package_holds = package.invoke(USER)["requirements"]
-same = package_holds == fixed.invoke(USER)["requirements"]
+package = build_shared_schema_agent(parent_script(), collector_model())
+package_holds = package.invoke(user_turn())["requirements"]
+same = package_holds == fixed.invoke(user_turn())["requirements"]
 Table([{"package's parent holds": list(package_holds), "same as the fix": same}])
 
 # %% [markdown]
@@ -200,9 +172,7 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # the file:
 
 # %%
-import tempfile
-
-from agentstate.lessons.fixtures import who_sees_what
+from agentstate.lessons.fixtures import AddNotesState, build_notes_agent, who_sees_what
 from agentstate.rds import build_cache_fix_agent, build_split_schema_agent
 
 builds = {
@@ -210,11 +180,7 @@ builds = {
     "cache fix (the write-up)": build_cache_fix_agent,
     "one schema (the fix)": build_shared_schema_agent,
 }
-folder = tempfile.mkdtemp()
-Table(
-    {"build": name, **who_sees_what(build, POSTGRES_FIELDS, f"{folder}/{i}.db")}
-    for i, (name, build) in enumerate(builds.items())
-)
+Table({"build": name, **who_sees_what(build)} for name, build in builds.items())
 
 # %% [markdown]
 # The cache shows the fields in the same turn only: they never enter
@@ -238,9 +204,7 @@ Table(
 # The package's note-taker, a subagent that adds one note, shows it:
 
 # %%
-from agentstate.lessons.fixtures import AddNotesState, build_notes_agent
-
-notes = build_notes_agent(AddNotesState).invoke({**USER, "notes": ["pre"]})["notes"]
+notes = build_notes_agent(AddNotesState).invoke({**user_turn(), "notes": ["pre"]})["notes"]
 notes
 
 # %% [markdown]
@@ -249,17 +213,11 @@ notes
 #
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor), `agentstate.doctor.diagnose`,
-# reads a compiled graph without running it. What `--fix` would write, then
-# both builds:
+# reads a compiled graph without running it, here both builds:
 
 # %%
-from agentstate.doctor import diagnose, preview_fix
-from agentstate.lessons.display import compare_findings
+from agentstate.doctor import diagnose
 
-broken = parent_agent(collector_agent())
-fix = preview_fix(broken, unsafe=True)  # what --fix --unsafe-fixes would write
-print("--fix would write:", fix.diff or "nothing")
-print(*sorted({f"{n.code}: {n.reason}" for n in fix.no_fix}), sep="\n")
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])
 
@@ -274,9 +232,8 @@ compare_findings(reports, subagents=["requirements-collector"])
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-knob_widget = widgets.interact(
-    declared_by, who=widgets.Dropdown(options=list(SCHEMAS), description="declared by")
-)
+knob = widgets.Dropdown(options=list(SCHEMAS), description="declared by")
+knob_widget = widgets.interact(declared_by, who=knob)
 
 # %% [markdown]
 # ## Summary
@@ -290,9 +247,10 @@ knob_widget = widgets.interact(
 
 # %% [markdown]
 # ## Exercises
-# 1. Keep `RequirementsState` on the parent, and build the collector with a
-#    `PlainState` whose `requirements` has no reducer. Which fails: two
-#    `task` calls of one field each, or one `task` of two fields?
+# 1. Keep `RequirementsState` on the parent; build the collector with
+#    `agentstate.rds.PlainRequirementsState` (no reducer). Which fails: two
+#    `task` calls of one field each (`model=parent_script(one, other)`,
+#    collector model `collector_model(tasks=2)`), or one `task` of two fields?
 # 2. Give the collector a tool that writes `todos`, and declare `todos` in
 #    its schema. Check that its todos stay below, as section 2's diagram says.
 # 3. Make `notes` a list of dicts with an `id`, and write a reducer that

@@ -1,11 +1,11 @@
 # %% [markdown]
 # # 04 · Subagents: exercise solutions
 #
-# Each exercise of notebook 04, answered with the lesson's own definitions
-# (copied below as the lesson left them: the reader tool, `collector_agent`
-# and `parent_agent`; the state, `store_requirement` and the collector's
-# model come from the package, as in the lesson)
-# and code that runs offline and asserts its answer.
+# Each exercise of notebook 04, answered with the lesson's own builders
+# (copied below as the lesson left them: `collector_agent` and
+# `parent_agent`; the state, the tools and both scripted models come from
+# the package, as in the lesson) and code that runs offline and asserts its
+# answer.
 
 # %%
 import json
@@ -25,68 +25,45 @@ from agentstate.lessons.fixtures import (
     RequirementsState,
     collector_model,
     store_requirement,
+    user_turn,
 )
+from agentstate.lessons.subagents import get_collected_requirements, parent_script
 from agentstate.models import PolicyChatModel, ScriptedChatModel, reply, tool_call
-
-FIELDS = json.dumps(POSTGRES_FIELDS)
-DELEGATE = reply(tool_call("task", subagent_type="requirements-collector", description=FIELDS))
-READ, DONE = reply(tool_call("get_collected_requirements")), reply(text="Done.")
-USER = {"messages": [("user", "Give me a Postgres 15.5 manifest")]}
-
-
-@tool
-def get_collected_requirements(runtime: ToolRuntime) -> str:
-    """List every requirement field collected so far, as JSON."""
-    return json.dumps(runtime.state.get("requirements", {}))
 
 
 def collector_agent(schema=AgentState, model=None):
     return create_agent(model or collector_model(), [store_requirement], state_schema=schema)
 
 
-def parent_agent(collector, schema=RequirementsState, script=(DELEGATE, READ, DONE), **options):
+def parent_agent(collector, schema=RequirementsState, model=None, **options):
     subagent = {"name": "requirements-collector", "description": "Collects RDS requirements."}
-    model, tools = ScriptedChatModel(script=list(script)), [get_collected_requirements]
+    model, tools = model or parent_script(), [get_collected_requirements]
     subagents = [{**subagent, "runnable": collector}]
     return create_deep_agent(model, tools, subagents=subagents, state_schema=schema, **options)
 
 
 # %% [markdown]
 # ## Exercise 1
-# The collector gets `PlainState` (the key without the reducer), the parent
-# keeps `RequirementsState`. Two parent scripts: two `task` calls of one
-# field each (in one reply, so they run in parallel), or one `task` of two
-# fields.
+# The collector gets `PlainRequirementsState` (the key without the reducer),
+# the parent keeps `RequirementsState`. Two parent scripts: two `task` calls
+# of one field each (in one reply, so they run in parallel), or one `task`
+# of two fields.
 
 # %%
 from langgraph.errors import InvalidUpdateError
 
-
-class PlainState(AgentState):
-    requirements: NotRequired[dict]  # no reducer
-
-
-def task(fields):
-    return tool_call("task", subagent_type="requirements-collector", description=json.dumps(fields))
-
+from agentstate.rds import PlainRequirementsState
 
 scripts = {
-    "two tasks, one field each": [
-        reply(task({"engine": "postgres"}), task({"username": "dbadmin"})),
-        READ,
-        DONE,
-    ],
-    "one task, two fields": [
-        reply(task({"engine": "postgres", "username": "dbadmin"})),
-        READ,
-        DONE,
-    ],
+    "two tasks, one field each": parent_script({"engine": "postgres"}, {"username": "dbadmin"}),
+    "one task, two fields": parent_script({"engine": "postgres", "username": "dbadmin"}),
 }
 outcome = {}
 for name, script in scripts.items():
-    agent = parent_agent(collector_agent(PlainState, collector_model(tasks=2)), script=script)
+    collector = collector_agent(PlainRequirementsState, collector_model(tasks=2))
+    agent = parent_agent(collector, model=script)
     try:
-        outcome[name] = sorted(agent.invoke(USER)["requirements"])
+        outcome[name] = sorted(agent.invoke(user_turn())["requirements"])
     except InvalidUpdateError:
         outcome[name] = "InvalidUpdateError"
 assert outcome == {
@@ -146,8 +123,8 @@ planner = create_agent(
     [store_requirement, plan],
     state_schema=PlanningRequirementsState,
 )
-alone = planner.invoke({"messages": [HumanMessage(FIELDS)]})
-state = parent_agent(planner, PlanningRequirementsState).invoke(USER)
+alone = planner.invoke({"messages": [HumanMessage(json.dumps(POSTGRES_FIELDS))]})
+state = parent_agent(planner, PlanningRequirementsState).invoke(user_turn())
 assert len(alone["todos"]) == 1 and state.get("todos") is None
 assert state["requirements"] == POSTGRES_FIELDS
 Table(
@@ -204,14 +181,15 @@ def notes_after(schema, *calls):
         [add_item],
         state_schema=schema,
     )
-    script = [reply(tool_call("task", subagent_type="note-taker", description="Take notes")), DONE]
+    delegate = tool_call("task", subagent_type="note-taker", description="Take notes")
+    script = [reply(delegate), reply(text="Done.")]
     notes_parent = create_deep_agent(
         ScriptedChatModel(script=script),
         subagents=[{"name": "note-taker", "description": "Adds notes.", "runnable": note_taker}],
         state_schema=schema,
     )
     pre = {"id": "pre", "text": "for orders"}
-    return notes_parent.invoke({**USER, "notes": [pre]})["notes"]
+    return notes_parent.invoke({**user_turn(), "notes": [pre]})["notes"]
 
 
 class AddItemsState(RequirementsState):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -282,13 +283,19 @@ def build_notes_agent(state_schema: type, middleware: Sequence[Any] = ()) -> Any
 # --- lesson 04: who sees the subagent's fields, and when ---
 
 
-def who_sees_what(builder: Any, fields: Mapping[str, Any], db_path: str) -> dict[str, int]:
+def who_sees_what(
+    builder: Any, fields: Mapping[str, Any] = POSTGRES_FIELDS, db_path: str | None = None
+) -> dict[str, int]:
     """Fields visible to the parent: in the same turn, the next turn, after a restart.
 
     Turn 1 delegates ``fields`` to the collector, then reads them back; turn 2
     reads again; then a brand-new agent over the same SQLite file reads again.
     The last column is what the user sees then: the fields in ``/requirements.json``.
+    Without ``db_path`` the SQLite file lives in a temporary folder, removed afterwards.
     """
+    if db_path is None:
+        with tempfile.TemporaryDirectory() as folder:
+            return who_sees_what(builder, fields, str(Path(folder) / "who-sees-what.db"))
     read = reply(tool_call("get_collected_requirements"))
     config = {"configurable": {"thread_id": "who-sees-what"}}
     row: dict[str, int] = {}
