@@ -122,7 +122,7 @@ def saved_knobs(path: Path) -> list[str]:
 KNOBS = {
     "01_file_based_storage": ("layout = one file", "1"),  # one field of five kept
     "02_state_reducer": ("reducer = merge_fields", "5"),
-    "03_same_turn_visibility": ("turn cache = True", "5"),
+    "03_same_turn_visibility": ("turn_cache = True", "5"),
     "04_subagents": ("declared by = the parent only", "the parent only none 0 fields"),
     "05_prefix_cached_experts": (
         "chapter = 0 (0 to 28)",
