@@ -171,7 +171,7 @@ class TurnCache(AgentMiddleware):
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
 for cache in (None, TurnCache(**CACHE), TurnCacheMiddleware(**CACHE)):
     agent = my_agent(cache, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 scripted turns
-    seen = {fields_seen_by_reader(agent.invoke(TURN)) for _ in range(100)}  # each turn's count
+    seen = {fields_seen_by_reader(agent.invoke(TURN)) for _ in range(100)}  # a set: the counts seen
     print(getattr(cache, "name", "plain agent"), "saw", seen, "of 5 fields in 100 turns")
 
 # %% [markdown]
