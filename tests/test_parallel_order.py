@@ -97,7 +97,7 @@ COVERED = {
     "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
     "fields kept, or the error": "rds",
     "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
-    "03_same_turn_visibility.py: late = my_agent(read_last, late_timeline).invoke(TURN, "
+    "03_same_turn_visibility.py: my_agent(read_last, late_timeline).invoke(TURN, "
     '{"max_concurrency": 6})': "read_last",
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
@@ -348,12 +348,14 @@ def all_built_cells() -> list[Any]:
 
 def prove_read_last(source: str) -> None:
     """Lesson 03's late reader: ``ReadLast`` holds it until the timeline recorded all five
-    stores (and the stores until it waits), so what the cell prints is the same with the
-    cell's 6 workers or 16, with no sleep to outlast."""
+    stores (and the stores until it waits), so what the cell prints (``ReadLast.report`` and
+    the next reply's count) is the same with the cell's 6 workers or 16, with no sleep to
+    outlast."""
     from agentstate.lessons.simulation import ReadLast
     from agentstate.tracing import ToolTimeline
 
     assert 'ReadLast(late_timeline, "get_collected_requirements", "store_requirement"' in source
+    assert "print(read_last.report())" in source
     from tests.test_lesson_03 import TEACHING
 
     lesson = definitions("03_same", TEACHING)
@@ -361,20 +363,11 @@ def prove_read_last(source: str) -> None:
     for workers in (6, 16):
         timeline = ToolTimeline()
         hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
-        state = lesson["my_agent"](hold, timeline).invoke(
-            lesson["TURN"], {"max_concurrency": workers}
-        )
-        reader = next(e for e in timeline.events if e.name == "get_collected_requirements")
-        stores_done = max(e.end for e in timeline.events if e.name == "store_requirement")
-        printed.append(
-            (
-                reader.start > stores_done,
-                sorted({e.step for e in timeline.events}),
-                timeline.thread_count() > 1,
-                fields_seen_by_reader(state),
-            )
-        )
-    assert printed == [(True, [2], True, 0)] * 2
+        lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": workers})
+        nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
+        printed.append((hold.report(), fields_seen_by_reader(nxt)))
+    assert printed[0] == printed[1]
+    assert printed[0][0].splitlines()[0].endswith("ended: True") and printed[0][1] == 5
 
 
 PROOFS = {

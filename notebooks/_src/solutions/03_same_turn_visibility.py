@@ -2,29 +2,27 @@
 # # 03 · Same-turn visibility: exercise solutions
 #
 # Each exercise of notebook 03, answered with the lesson's own code: lesson
-# 02's state and writer imported as the lesson imports them, its readers,
-# the teaching `TurnCache` and its settings `CACHE`, written again here as
-# the lesson has them. Everything runs offline and asserts its answer.
+# 02's state and writer and the second reader imported as the lesson imports
+# them, its reader, the teaching `TurnCache` and its settings `CACHE`,
+# written again here as the lesson has them. Everything runs offline and asserts its answer.
 
 # %%
 import json
 import threading
-from dataclasses import replace
 from functools import reduce
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
-from langchain.tools import ToolRuntime
-from langchain_core.tools import tool
-from langgraph.types import Command
+from langchain.tools import ToolRuntime, tool
 
-from agentstate.core import merge_fields
+from agentstate.core import batch_of, merge_fields, reader_view, written_value
 from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     RequirementsState,
     fields_seen_by_reader,
     reader_replies,
     store_requirement,
+    validate_manifest,
 )
 from agentstate.lessons.simulation import SlowToolMiddleware
 from agentstate.models import ScriptedChatModel, reply, tool_call
@@ -37,13 +35,6 @@ READS = ["get_collected_requirements", "validate_manifest"]
 def get_collected_requirements(runtime: ToolRuntime) -> str:
     """Every requirement collected so far, as JSON."""
     return json.dumps(runtime.state.get("requirements", {}))
-
-
-@tool
-def validate_manifest(runtime: ToolRuntime) -> str:
-    """Check that every field of a Postgres manifest has been collected."""
-    missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
-    return f"invalid: {len(missing)} fields missing" if missing else "valid"
 
 
 TOOLS = [store_requirement, get_collected_requirements, validate_manifest]
@@ -60,33 +51,31 @@ def reply_of(state: dict, tool_name: str) -> str:  # a tool's last reply
 
 # %%
 class TurnCache(AgentMiddleware):
-    def __init__(self, writers, readers, key, reducer, timeout=10.0):
+    def __init__(self, writers, readers, key, reducer=merge_fields, timeout=10.0):
         self.writers, self.readers, self.key, self.reducer = writers, readers, key, reducer
         self.timeout, self.batches, self.changed = timeout, {}, threading.Condition()
 
     def wrap_tool_call(self, request, handler):
         call, state = request.tool_call, request.state
-        batch = next(m for m in reversed(state["messages"]) if m.type == "ai")  # its reply
-        writer_ids = [c["id"] for c in batch.tool_calls if c["name"] in self.writers]
+        reply, writer_ids, size = batch_of(request, self.writers)  # the batch: this call's reply
         with self.changed:
-            done = self.batches.setdefault(batch.id, {})  # call id -> what it wrote
-            if call["name"] in self.readers:  # 2. wait for every writer of the reply
+            done = self.batches.setdefault(reply, {})  # call id -> what it wrote
+            if call["name"] in self.readers:  # step 1, wait: every writer of its reply done
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
                     raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
-                # 3. merge: each writer's value folded into the state's, in the model's call order
+                # step 2, merge: the writes folded into the state's value, in call order
                 merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
-                view = {**state, self.key: merged}  # tools read runtime.state: override both
-                request = request.override(state=view, runtime=replace(request.runtime, state=view))
+                request = reader_view(request, self.key, merged)  # tools read runtime.state too
         result = handler(request)
-        with self.changed:  # 1. record (a reader records None: it wrote nothing), 4. drop
-            done[call["id"]] = result.update.get(self.key) if isinstance(result, Command) else None
-            self.changed.notify_all()
-            if len(done) == len(batch.tool_calls):  # every call of the reply has finished
-                del self.batches[batch.id]
+        with self.changed:
+            done[call["id"]] = written_value(result, self.key)[1]  # step 3, record (a reader: None)
+            self.changed.notify_all()  # wake the waiting readers
+            if len(done) == size:  # step 4, drop: every call (readers too) is done
+                del self.batches[reply]
         return result
 
 
-CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements", reducer=merge_fields)
+CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
 
 
 def readers_first_agent(*middleware, fields=POSTGRES_FIELDS):
@@ -166,7 +155,7 @@ draw_run(
 
 # %% [markdown]
 # ## Exercise 3
-# A condition whose `wait_for` returns `True` at once takes step 2 away: a
+# A condition whose `wait_for` returns `True` at once takes step 1 away: a
 # reader merges whatever writes have finished when it starts. 100 turns,
 # with the lesson's seeded 0-5 ms delay before each tool call; the counts
 # vary from run to run:

@@ -8,7 +8,8 @@ Nothing here knows the RDS domain; the RDS agents are thin users of it.
   tool calls never reach state or a checkpoint; each value gets its own
   reference, resolvable only by its store (notebook 02).
 - :class:`TurnCacheMiddleware`: a reader in the writers' batch sees their
-  writes (notebook 03).
+  writes (notebook 03); :func:`batch_of`, :func:`reader_view` and
+  :func:`written_value`, the bookkeeping it shares with the notebook's teaching cache.
 - :class:`SharedStateMiddleware`, :func:`share_state`, :func:`undeclared_keys`:
   a subagent's writes are no longer dropped at the ``task`` boundary (notebook 04).
 - :func:`append_unique`: lists are not doubled when a subagent returns (notebook 04).
@@ -30,21 +31,25 @@ from agentstate.core.secrets import (
     secret_ref,
 )
 from agentstate.core.subagents import SharedStateMiddleware, share_state, undeclared_keys
-from agentstate.core.turn_cache import TurnCacheMiddleware, written_value
+from agentstate.core.turn_cache import TurnCacheMiddleware, reader_view, written_value
 from agentstate.core.turn_cache_batch import Batch
+from agentstate.core.turn_cache_calls import CallBatch, batch_of
 
 __all__ = [
     "REDACTED",
     "Batch",
+    "CallBatch",
     "SecretLimitError",
     "SecretRedactionMiddleware",
     "SecretStore",
     "SharedStateMiddleware",
     "TurnCacheMiddleware",
     "append_unique",
+    "batch_of",
     "is_secret_ref",
     "merge_fields",
     "merge_or_reset",
+    "reader_view",
     "redact",
     "ref_label",
     "secret_ref",

@@ -74,6 +74,24 @@ def written_value(result: object, key: str) -> tuple[bool, Any]:
     return False, None
 
 
+def reader_view(request: ToolCallRequest, key: str, value: Any) -> ToolCallRequest:
+    """``request`` with ``key`` set to ``value`` in its state and in its runtime's state.
+
+    A tool reads ``runtime.state``, which is not the request's ``state``: a view
+    set in one only leaves the tool blind, so both change. Used by
+    :class:`TurnCacheMiddleware` and notebook 03's teaching turn cache.
+    """
+    state = request.state
+    if not isinstance(state, Mapping):
+        raise TypeError(f"reader_view: the request's state is not a mapping: {type(state)!r}")
+    view = {**state, key: value}
+    runtime = request.runtime
+    if dataclasses.is_dataclass(runtime) and not isinstance(runtime, type):
+        runtime = dataclasses.replace(runtime, state=view)
+    # what ``request.override`` does; its typed overrides leave out ``runtime``
+    return dataclasses.replace(request, state=view, runtime=runtime)
+
+
 def _reason(exc: BaseException) -> str:
     text = str(exc)
     return (
@@ -285,12 +303,7 @@ class TurnCacheMiddleware(AgentMiddleware):
         state = request.state
         if not isinstance(state, Mapping):
             return request
-        view = {**state, self.key: batch.merged(state.get(self.key), self.reducer)}
-        runtime = request.runtime
-        if dataclasses.is_dataclass(runtime) and not isinstance(runtime, type):
-            runtime = dataclasses.replace(runtime, state=view)
-        # what ``request.override`` does; its typed overrides leave out ``runtime``
-        return dataclasses.replace(request, state=view, runtime=runtime)
+        return reader_view(request, self.key, batch.merged(state.get(self.key), self.reducer))
 
     # --- the hooks ---
 

@@ -5,6 +5,8 @@ AIMessage. A writer that will never write must not make them wait, and a
 write that was lost must not be reported as a fresh view. These helpers read
 what LangGraph and LangChain leave behind:
 
+- :func:`batch_of`: the AIMessage a call belongs to, its writer calls and its size
+  (the bookkeeping notebook 03's teaching ``TurnCache`` takes from here);
 - :func:`pending_calls`: calls already answered by a ToolMessage in state
   (``HumanInTheLoopMiddleware`` reject/respond in batched mode,
   ``ToolCallLimitMiddleware``) never reach the tools node;
@@ -21,8 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 
@@ -43,6 +45,35 @@ def pending_calls(state: Any, call_id: str) -> tuple[AIMessage | None, list[Tool
             answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
             return message, [c for c in message.tool_calls if c.get("id") not in answered]
     return None, []
+
+
+class CallBatch(NamedTuple):
+    """The batch a tool call belongs to: the calls of one AIMessage (:func:`batch_of`)."""
+
+    reply: str
+    """The AIMessage's id (its call ids joined, for a message without one)."""
+    writer_ids: tuple[str, ...]
+    """Its calls to a writer tool, in the model's call order."""
+    size: int
+    """How many tool calls it holds."""
+
+
+def batch_of(request: Any, writers: Iterable[str]) -> CallBatch:
+    """The batch of a tool call (a ``ToolCallRequest``): the AIMessage in its state holding
+    the call, that message's calls to ``writers`` and how many calls it holds. Notebook 03's
+    teaching turn cache keys what the calls of one reply wrote by it."""
+    if isinstance(writers, str):
+        raise TypeError(f"batch_of: writers must be tool names, not the string {writers!r}")
+    call_id = request.tool_call.get("id")
+    message, _ = pending_calls(request.state, call_id or "")
+    if message is None:
+        raise ValueError(f"batch_of: no AIMessage in the state holds tool call {call_id!r}")
+    names = set(writers)
+    ids = [str(c.get("id")) for c in message.tool_calls]
+    writer_ids = tuple(
+        i for i, c in zip(ids, message.tool_calls, strict=True) if c["name"] in names
+    )
+    return CallBatch(message.id or "|".join(ids), writer_ids, len(ids))
 
 
 def graph_scope(config: Mapping[str, Any] | None) -> tuple[Any, str]:

@@ -141,14 +141,6 @@ def same_turn_model(
     return ScriptedChatModel(script=[*replies, reply(text="Done.")] * turns, model_name="same-turn")
 
 
-@tool
-def validate_manifest(runtime: ToolRuntime) -> str:
-    """Check that every field of a Postgres manifest has been collected."""
-    # Lesson 03's second reader of runtime.state, imported there beside the one on its page.
-    missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
-    return f"invalid: {len(missing)} fields missing" if missing else "valid"
-
-
 def reader_replies(state: Mapping[str, Any]) -> dict[str, str]:
     """The last reply of each tool in a state, by tool name (its text, whatever its form)."""
     return {m.name: m.text for m in tool_replies(state) if m.name}
@@ -804,3 +796,12 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
     """Store one collected requirement."""
     done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
     return Command(update={"requirements": {field_name: value}, "messages": [done]})
+
+
+# Lesson 03's second reader, imported by its page beside the reader it writes: the page's
+# point is that both read the state from before their super-step.
+@tool
+def validate_manifest(runtime: ToolRuntime) -> str:
+    """Check that every field of a Postgres manifest has been collected."""
+    missing = [f for f in POSTGRES_FIELDS if f not in runtime.state.get("requirements", {})]
+    return f"invalid: {len(missing)} fields missing" if missing else "valid"

@@ -159,19 +159,6 @@ class ReadLast(AgentMiddleware):
         self._reader_waits = threading.Event()
         self._areader_waits: asyncio.Event | None = None  # the same, under ainvoke
 
-    def evidence(self) -> dict[str, object]:
-        """What a run held this way shows (lesson 03 prints it): the reader began after the
-        last writer ended, the super-steps of the calls, and whether they used several threads.
-        Read from ``timeline``, so it holds whichever call finished first."""
-        events = self.timeline.events
-        reader = next(e for e in events if e.name == self.reader)
-        writers_ended = max(e.end for e in events if e.name == self.writer)
-        return {
-            f"the reader started after every {self.writer} finished": reader.start > writers_ended,
-            f"super-steps of the {len(events)} calls": sorted({e.step for e in events}),
-            "they ran on more than one thread": self.timeline.thread_count() > 1,
-        }
-
     def _hold(self, name: str) -> None:
         if name == self.writer and not self._reader_waits.wait(self.timeout):
             raise TimeoutError(f"ReadLast: no {self.reader} call came to wait for the writers")
@@ -183,6 +170,28 @@ class ReadLast(AgentMiddleware):
 
             if not self.timeline.wait_for(done, self.timeout):
                 raise TimeoutError(f"ReadLast: fewer than {self.writers} {self.writer} calls ended")
+
+    def report(self) -> str:
+        """What the held run showed, a fact a line (lesson 03 prints it): the reader started
+        after every writer ended, the super-steps its calls ran in, their threads, and what
+        the reader replied."""
+        events = self.timeline.events
+        readers = [e for e in events if e.name == self.reader]
+        starts = [e.start for e in readers]
+        ends = [e.end for e in events if e.name == self.writer]
+        if not starts or not ends:
+            raise ValueError(
+                f"ReadLast.report: no {self.reader} or no {self.writer} call recorded: "
+                "run the agent with this ReadLast and its timeline first"
+            )
+        return "\n".join(
+            [
+                f"{self.reader} started after every {self.writer} ended: {starts[0] > max(ends)}",
+                f"super-steps of the {len(events)} calls: {sorted({e.step for e in events})}",
+                f"they ran on more than one thread: {self.timeline.thread_count() > 1}",
+                f"{self.reader} replied: {readers[0].reply}",
+            ]
+        )
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Hold a writer or the reader for its turn, then run it."""
