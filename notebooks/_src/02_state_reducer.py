@@ -212,11 +212,11 @@ print("both kept all 500 fields, the same values:", teaching == package == label
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads an agent's code without
-# running it. Below: the diff `agentstate doctor --fix` would write
-# (`preview_fix`), the fixed agent run once, and the findings on both
-# agents. Its fix is `operator.or_`: for dicts, `a | b` is the same merge
-# as `merge_fields`. Its code `unreduced-parallel-write` is the hazard the
-# opening links as `plain-key-parallel-write`.
+# running it. Below: what `agentstate doctor --fix` would write
+# (`preview_fix`), that fix run once, and the findings on both agents.
+# Its fix, `operator.or_`, merges dicts as `merge_fields` does. Its code
+# `unreduced-parallel-write` is the hazard the opening links as
+# `plain-key-parallel-write`.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
