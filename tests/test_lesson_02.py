@@ -288,14 +288,15 @@ def test_the_knob_over_its_range_plain_raises_from_two_replace_keeps_one_merge_k
     lesson,
 ):
     kept = {
-        (reducer, n): lesson["kept_with"](n, reducer)
-        for reducer in lesson["SCHEMAS"]
+        (name, n): lesson["kept_with"](n, schema)
+        for name, schema in lesson["SCHEMAS"].items()
         for n in (1, 2, 50)
     }
+    assert lesson["kept_with"]() == 5  # the knob's start: 5 calls, merge_fields
     assert kept == {
-        ("plain dict", 1): 1,
-        ("plain dict", 2): "InvalidUpdateError",
-        ("plain dict", 50): "InvalidUpdateError",
+        ("plain", 1): 1,
+        ("plain", 2): "InvalidUpdateError",
+        ("plain", 50): "InvalidUpdateError",
         ("replace_whole", 1): 1,
         ("replace_whole", 2): 1,
         ("replace_whole", 50): 1,

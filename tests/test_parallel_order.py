@@ -94,9 +94,8 @@ COVERED = {
         "drawn"
     ),
     "01_file_based_storage.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
-    "02_state_reducer.py: def kept_with(parallel_calls: int, reducer: str) -> int | str:  # "
-    "fields kept, or the error": "rds",
-    "02_state_reducer.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
+    "02_state_reducer.py: def kept_with(parallel_calls: int = 5, reducer: type = "
+    "RequirementsState) -> int | str:": "ignored_widget",
     "03_same_turn_visibility.py: my_agent(read_last, late_timeline).invoke(TURN, "
     '{"max_concurrency": 6})': "read_last",
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",

@@ -33,12 +33,11 @@
 # agent's state keys. Here `requirements` is a plain dict:
 
 # %%
-from typing import Any, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langchain.agents import AgentState, create_agent
-from langchain.tools import ToolRuntime
-from langchain_core.messages import ToolMessage
-from langchain_core.tools import tool
+from langchain.messages import ToolMessage
+from langchain.tools import ToolRuntime, tool
 from langgraph.types import Command
 
 
@@ -58,7 +57,7 @@ class PlainState(AgentState):
 # in one reply, as in lesson 01:
 
 # %%
-from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_batch_model
+from agentstate.lessons.fixtures import POSTGRES_FIELDS, label_fields, one_batch_model
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 
@@ -76,7 +75,7 @@ def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
 # %%
 from langgraph.errors import InvalidUpdateError
 
-from agentstate.tracing import ToolTimeline
+from agentstate.tracing import ToolTimeline, draw_superstep
 
 timeline = ToolTimeline()
 try:
@@ -92,8 +91,7 @@ print("tools that ran first:", len(timeline.events))
 
 # %%
 undeclared = agent_with(AgentState).invoke(TURN)
-replies = [m.text for m in undeclared["messages"] if m.type == "tool"]
-print("the tools replied:", replies)
+print("the tools replied:", [m.text for m in undeclared["messages"] if m.type == "tool"])
 print("state keys after the turn:", sorted(undeclared))
 
 # %% [markdown]
@@ -124,12 +122,8 @@ print("state keys after the turn:", sorted(undeclared))
 #     w --> red --> fold --> kept["one folded value"]
 # ```
 
+
 # %%
-from typing import Annotated
-
-from agentstate.lessons.display import Table
-
-
 def replace_whole(current: dict | None, write: dict | None) -> dict | None:
     return write
 
@@ -138,11 +132,8 @@ class ReplaceState(AgentState):
     requirements: Annotated[NotRequired[dict[str, Any]], replace_whole]
 
 
-channels = Table(
-    {"schema": s.__name__, "channel": type(agent_with(s).channels["requirements"]).__name__}
-    for s in (PlainState, ReplaceState)
-)
-channels
+for schema in (PlainState, ReplaceState):
+    print(schema.__name__, type(agent_with(schema).channels["requirements"]).__name__)
 
 # %% [markdown]
 # ## 3. The fix: a reducer that merges
@@ -153,8 +144,7 @@ channels
 
 # %%
 def merge_fields(current: dict | None, write: dict | None) -> dict:
-    """Field-level merge: the write's fields win, nothing else is lost."""
-    return {**(current or {}), **(write or {})}
+    return {**(current or {}), **(write or {})}  # a new dict: the write's fields on top
 
 
 class RequirementsState(AgentState):
@@ -163,9 +153,7 @@ class RequirementsState(AgentState):
 
 merge_timeline = ToolTimeline()
 fixed_agent = agent_with(RequirementsState, middleware=[merge_timeline])
-fixed = fixed_agent.invoke(TURN)
-assert fixed["requirements"] == POSTGRES_FIELDS
-fixed["requirements"]
+fixed_agent.invoke(TURN)["requirements"]
 
 # %% [markdown]
 # An `Annotated` key alone is not enough. Both reducers on the same reply,
@@ -173,15 +161,11 @@ fixed["requirements"]
 # call's field: lesson 01's loss again, without an error.
 
 # %%
-from agentstate.tracing import draw_superstep
-
 replace_timeline = ToolTimeline()
 agent_with(ReplaceState, middleware=[replace_timeline]).invoke(TURN)
-draw_superstep(
-    {"replace_whole": replace_timeline, "merge_fields": merge_timeline},
-    key="requirements",
-    reducer={"replace_whole": replace_whole, "merge_fields": merge_fields},
-)
+runs = {"replace_whole": replace_timeline, "merge_fields": merge_timeline}
+reducers = {"replace_whole": replace_whole, "merge_fields": merge_fields}
+draw_superstep(runs, key="requirements", reducer=reducers)
 
 # %% [markdown]
 # Why a **new** dict? While the step still runs, LangGraph also calls the
@@ -221,67 +205,49 @@ def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes curre
 # %%
 from agentstate.rds import build_reducer_agent
 
-labels = {f"labels.k{i:03d}": str(i) for i in range(500)}
+labels = label_fields(500)
 teaching = agent_with(RequirementsState, labels).invoke(TURN)["requirements"]
 package = build_reducer_agent(one_batch_model(labels)).invoke(TURN)["requirements"]
-print(f"teaching agent kept {len(teaching)} of 500, the package kept {len(package)}")
-print("the same fields and values:", teaching == package == labels)
+print("both kept all 500 fields, the same values:", teaching == package == labels)
 
 # %% [markdown]
-# The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
-# reads an agent's code without running it. Below: the diff its `--fix`
-# would write (`preview_fix`), the fixed agent run once, and the doctor's
-# findings on the plain and the fixed agent. Its fix is `operator.or_`:
-# for dicts, `a | b` is the same field-level merge as `merge_fields`.
+# The [doctor](../docs/glossary.md#doctor) reads an agent's code without
+# running it. Below: what `agentstate doctor --fix` would write
+# (`preview_fix`), that fix run once, and the findings on both agents.
+# Its fix, `operator.or_`, merges dicts as `merge_fields` does. Its code
+# `unreduced-parallel-write` is the hazard the opening links as
+# `plain-key-parallel-write`.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
-fix = preview_fix(agent_with(PlainState))  # what --fix would write
+fix = preview_fix(agent_with(PlainState))  # what --fix writes (a safe fix)
 print(fix.diff)
 namespace = {}
 exec(fix.fixed("PlainState"), namespace)  # the fixed class, in a fresh namespace
 kept = agent_with(namespace["PlainState"]).invoke(TURN)["requirements"]
-print(f"--fix keeps {len(kept)} of 5, as merge_fields:", kept == fixed["requirements"])
-compare_findings(
-    {"plain key": diagnose(agent_with(PlainState)), "merge_fields": diagnose(fixed_agent)}
-)
+print(f"--fix keeps {len(kept)} of 5:", kept == POSTGRES_FIELDS)
+compare_findings({"plain key": diagnose(agent_with(PlainState)), "merge": diagnose(fixed_agent)})
 
 # %% [markdown]
 # ## A knob: parallel calls and the reducer
 # Run the cells above first. A plain key survives one call and raises from
 # two on. `replace_whole` keeps one field. `merge_fields` keeps them all.
 
-# %%
-SCHEMAS = {
-    "plain dict": PlainState,
-    "replace_whole": ReplaceState,
-    "merge_fields": RequirementsState,
-}
+# %% tags=["nbval-ignore-output"]
+import ipywidgets as widgets
 
 
-def kept_with(parallel_calls: int, reducer: str) -> int | str:  # fields kept, or the error
-    fields = {f"labels.k{i:03d}": str(i) for i in range(parallel_calls)}
-    try:
-        return len(agent_with(SCHEMAS[reducer], fields).invoke(TURN)["requirements"])
+def kept_with(parallel_calls: int = 5, reducer: type = RequirementsState) -> int | str:
+    try:  # reducer: the state class whose `requirements` carries it
+        return len(agent_with(reducer, label_fields(parallel_calls)).invoke(TURN)["requirements"])
     except InvalidUpdateError:
         return "InvalidUpdateError"
 
 
-# %% tags=["nbval-ignore-output"]
-import ipywidgets as widgets
-
-WIDE = {"description_width": "initial"}
-knob_widget = widgets.interact(
-    kept_with,
-    parallel_calls=widgets.IntSlider(
-        value=5, min=1, max=50, description="parallel calls", style=WIDE
-    ),
-    reducer=widgets.Dropdown(
-        options=list(SCHEMAS), value="merge_fields", description="reducer", style=WIDE
-    ),
-)
+SCHEMAS = {"plain": PlainState, "replace_whole": ReplaceState, "merge_fields": RequirementsState}
+knob_widget = widgets.interact(kept_with, parallel_calls=(1, 50), reducer=SCHEMAS)
 
 # %% [markdown]
 # ## Summary
