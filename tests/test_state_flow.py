@@ -99,7 +99,8 @@ def test_the_file_loss_is_drawn_as_the_run_did_it(mode):
     assert "1 of 5 writes kept" in drawn
 
 
-def test_a_merging_reducer_is_drawn_keeping_every_write_and_a_reader_seeing_the_old_state():
+def merged_run_with_a_reader() -> ToolTimeline:
+    """Five stores into a merging reducer and one reader, in one reply: its timeline."""
     timeline = ToolTimeline()
     calls = [*stores(POSTGRES_FIELDS), tool_call("count_fields")]
     model = ScriptedChatModel(script=[reply(*calls), reply()])
@@ -107,7 +108,11 @@ def test_a_merging_reducer_is_drawn_keeping_every_write_and_a_reader_seeing_the_
         model, tools=[store, count_fields], state_schema=MergedState, middleware=[timeline]
     )
     agent.invoke(user_turn())
-    flow = superstep(timeline, "requirements")
+    return timeline
+
+
+def test_a_merging_reducer_is_drawn_keeping_every_write_and_a_reader_seeing_the_old_state():
+    flow = superstep(merged_run_with_a_reader(), "requirements")
     assert [c.kept for c in flow.writers] == [True] * 5 and flow.after == POSTGRES_FIELDS
     (reader,) = flow.readers
     assert not reader.read and (reader.reply, reader.kept, reader.position) == ("0 fields", None, 5)
@@ -206,13 +211,7 @@ def test_each_write_has_its_own_arrow_into_the_reducer_crossing_no_box(panels):
     if panels == "one run":
         fig = draw_superstep(timeline, key="files", **show)
     else:
-        merged = ToolTimeline()
-        calls = [*stores(POSTGRES_FIELDS), tool_call("count_fields")]
-        model = ScriptedChatModel(script=[reply(*calls), reply()])
-        agent = create_agent(
-            model, tools=[store, count_fields], state_schema=MergedState, middleware=[merged]
-        )
-        agent.invoke(user_turn())
+        merged = merged_run_with_a_reader()
         runs = {"file": superstep(timeline, "files"), "merge": superstep(merged, "requirements")}
         fig = draw_superstep(runs, show=lambda v: str(in_file(v) if "/" in str(v) else v))
     drawn = write_arrows_and_boxes(fig)
