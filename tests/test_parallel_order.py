@@ -93,7 +93,8 @@ COVERED = {
     "going_further/03_caches_that_fail.py: one_batch_model(POSTGRES_FIELDS, extra=readers),": (
         "drawn"
     ),
-    "01_file_based_storage.py: parallel_calls=widgets.IntSlider(": "ignored_widget",
+    "01_file_based_storage.py: parallel_calls=widgets.IntSlider(value=5, min=1, max=20, "
+    'description="parallel calls"),': "ignored_widget",
     "02_state_reducer.py: def kept_with(parallel_calls: int = 5, reducer: type = "
     "RequirementsState) -> int | str:": "ignored_widget",
     "03_same_turn_visibility.py: my_agent(read_last, late_timeline).invoke(TURN, "

@@ -20,10 +20,12 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.types import Command
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
 
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, user_turn
 from agentstate.models import ScriptedChatModel, reply, tool_call
-from agentstate.tracing import ToolTimeline, draw_superstep, superstep
+from agentstate.tracing import KEPT, LOST, ToolTimeline, draw_superstep, superstep
 
 PATH = "/requirements.json"
 ORDER = list(POSTGRES_FIELDS)
@@ -97,7 +99,8 @@ def test_the_file_loss_is_drawn_as_the_run_did_it(mode):
     assert "1 of 5 writes kept" in drawn
 
 
-def test_a_merging_reducer_is_drawn_keeping_every_write_and_a_reader_seeing_the_old_state():
+def merged_run_with_a_reader() -> ToolTimeline:
+    """Five stores into a merging reducer and one reader, in one reply: its timeline."""
     timeline = ToolTimeline()
     calls = [*stores(POSTGRES_FIELDS), tool_call("count_fields")]
     model = ScriptedChatModel(script=[reply(*calls), reply()])
@@ -105,7 +108,11 @@ def test_a_merging_reducer_is_drawn_keeping_every_write_and_a_reader_seeing_the_
         model, tools=[store, count_fields], state_schema=MergedState, middleware=[timeline]
     )
     agent.invoke(user_turn())
-    flow = superstep(timeline, "requirements")
+    return timeline
+
+
+def test_a_merging_reducer_is_drawn_keeping_every_write_and_a_reader_seeing_the_old_state():
+    flow = superstep(merged_run_with_a_reader(), "requirements")
     assert [c.kept for c in flow.writers] == [True] * 5 and flow.after == POSTGRES_FIELDS
     (reader,) = flow.readers
     assert not reader.read and (reader.reply, reader.kept, reader.position) == ("0 fields", None, 5)
@@ -152,3 +159,66 @@ def test_a_timeline_that_saw_nothing_or_a_step_without_calls_is_a_clear_error():
         superstep(timeline, "requirements", step=99)
     with pytest.raises(ValueError, match="key="):
         draw_superstep(timeline)
+
+
+def write_arrows_and_boxes(fig) -> list[tuple[list, list]]:
+    """Per panel: each write's arrow as (tail, head) in pixels, and every box's pixel extent."""
+    canvas = FigureCanvasAgg(fig)  # the figure was closed: draw it on a canvas of its own
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    panels = []
+    for ax in fig.axes:
+        boxes = [
+            t.get_bbox_patch().get_window_extent(renderer) for t in ax.texts if t.get_bbox_patch()
+        ]
+        boxes += [p.get_window_extent(renderer) for p in ax.patches]
+        arrows = [
+            shaft(a.arrow_patch.get_path())
+            for a in ax.texts
+            if getattr(a, "arrow_patch", None) is not None
+            and a.arrow_patch.get_edgecolor()[:3] in (to_rgb(KEPT), to_rgb(LOST))
+        ]
+        panels.append((arrows, boxes))
+    return panels
+
+
+def shaft(path) -> tuple:
+    """The (tail, head) of an arrow as drawn, in pixels: its path up to where its head begins."""
+    moves = [i for i, code in enumerate(path.codes) if code == path.MOVETO]
+    line = path.vertices[: moves[1] if len(moves) > 1 else len(path.vertices)]
+    return line[0], line[-1]
+
+
+def crosses(tail, head, box, margin: float = 2.0) -> bool:
+    """Whether the segment, less ``margin`` px at each end, passes inside ``box``."""
+    length = float(((head - tail) ** 2).sum() ** 0.5)
+    inner = box.padded(-1.0)
+    for i in range(1, 200):
+        t = margin / length + (1 - 2 * margin / length) * i / 200
+        x, y = tail + (head - tail) * t
+        if inner.x0 < x < inner.x1 and inner.y0 < y < inner.y1:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("panels", ["one run", "two runs stacked, with a reader"])
+def test_each_write_has_its_own_arrow_into_the_reducer_crossing_no_box(panels):
+    """Cold read of issue 42: writes #3-#5 merged into one arrow across their neighbours' boxes."""
+    timeline = ToolTimeline()
+    model = ScriptedChatModel(script=[reply(*stores(POSTGRES_FIELDS, "store_in_file")), reply()])
+    create_deep_agent(model, tools=[store_in_file], middleware=[timeline]).invoke(user_turn())
+    show = {"show": lambda f: str(in_file(f))}
+    if panels == "one run":
+        fig = draw_superstep(timeline, key="files", **show)
+    else:
+        merged = merged_run_with_a_reader()
+        runs = {"file": superstep(timeline, "files"), "merge": superstep(merged, "requirements")}
+        fig = draw_superstep(runs, show=lambda v: str(in_file(v) if "/" in str(v) else v))
+    drawn = write_arrows_and_boxes(fig)
+    assert [len(arrows) for arrows, _ in drawn] == [5] * len(drawn)
+    for arrows, boxes in drawn:
+        for tail, head in arrows:
+            assert [b for b in boxes if crosses(tail, head, b)] == []
+        heads = sorted(head[1] for _, head in arrows)
+        gaps = [b - a for a, b in zip(heads[:-1], heads[1:], strict=True)]
+        assert min(gaps) >= 10  # apart where they land

@@ -147,7 +147,7 @@ from deepagents import create_deep_agent
 
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_batch_model
 from agentstate.lessons.simulation import FinishOrder
-from agentstate.tracing import ToolTimeline
+from agentstate.tracing import ToolTimeline, draw_superstep
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 timeline = ToolTimeline()
@@ -158,18 +158,16 @@ broken_agent = create_deep_agent(
     middleware=[timeline, last_first],
 )
 state = broken_agent.invoke(TURN)
-kept = fields_in(state["files"])
-assert kept == {"username": "dbadmin"}
 print("the tools replied:", [m.text for m in state["messages"] if m.type == "tool"])
 print("model calls ran in super-steps:", [m.step for m in timeline.model_calls])
 print("the tool calls ran in super-step:", sorted({e.step for e in timeline.events}))
 print("threads used:", timeline.thread_count())
-kept
+fields_in(state["files"])  # what the file holds
 
 # %% [markdown]
-# Every tool said "Stored", and the file holds one field. `engine` ran after
-# the other four had ended, yet read `{}`: each call reads the state from
-# before the step. Why super-step 3? deepagents adds a node before the model:
+# Every tool said "Stored", and the file holds one field. `engine` read
+# last (printed above), yet read `{}`: each call reads the state from before
+# the step. Why super-step 3? deepagents adds a node before the model:
 #
 # ```mermaid
 # flowchart LR
@@ -188,20 +186,13 @@ kept
 # survived, red ones were lost.
 
 # %%
-from agentstate.tracing import draw_superstep
-
-draw_superstep(
-    timeline,
-    key="files",
-    show=lambda files: str(fields_in(files)),  # what a box prints for a files value
-    reducer="the files reducer",
-    title="one reply, five store_requirement calls",
-)
+# show: what a box prints for a files value
+draw_superstep(timeline, key="files", show=lambda f: str(fields_in(f)), reducer="the files reducer")
 
 # %% [markdown]
 # The `files` reducer takes the writes in the order of the calls in the
-# reply, not the order they finished: call 5 finished first, yet its write
-# came last. A later write to a path replaces the whole file.
+# reply, not the order they ran: call 5 read first (printed above), yet its
+# write came last. A later write to a path replaces the whole file.
 
 # %% [markdown]
 # ## 4. The fix: one file per field
@@ -259,15 +250,15 @@ LAYOUTS = ["one file", "one file per field"]
 # The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
 # reads an agent's code without running it and names this series' hazards.
 # It finds the hazard in the deep agent's `general-purpose` **subagent**
-# (a helper agent with the same tools) too; `preview_fix`, what `--fix`
-# would write:
+# (a helper agent with the same tools) too; `preview_fix` shows what
+# `--fix --unsafe-fixes` would write:
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
 from agentstate.lessons.display import compare_findings
 
-fix = preview_fix(broken_agent, unsafe=True)  # what --fix --unsafe-fixes would write
-print("--fix would write:", fix.diff or "nothing")
+fix = preview_fix(broken_agent, unsafe=True)  # unsafe=True: --fix --unsafe-fixes
+print("--fix --unsafe-fixes would write:", fix.diff or "nothing")
 print(*sorted({f"{n.code}: {n.reason}" for n in fix.no_fix}), sep="\n")
 compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnose(fixed_agent)})
 
@@ -279,13 +270,10 @@ compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnos
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-WIDE = {"description_width": "initial"}
 knob_widget = widgets.interact(
     fields_kept,
-    layout=widgets.Dropdown(options=LAYOUTS, description="layout", style=WIDE),
-    parallel_calls=widgets.IntSlider(
-        value=5, min=1, max=20, description="parallel calls", style=WIDE
-    ),
+    layout=widgets.Dropdown(options=LAYOUTS, description="layout"),
+    parallel_calls=widgets.IntSlider(value=5, min=1, max=20, description="parallel calls"),
 )
 
 # %% [markdown]

@@ -564,7 +564,7 @@ def draw_superstep(
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.font_manager import FontProperties
-    from matplotlib.patches import Patch
+    from matplotlib.patches import FancyBboxPatch, Patch
 
     panels = runs if isinstance(runs, Mapping) else {title or "": runs}
     steps: dict[str, SuperStep] = {}
@@ -622,7 +622,8 @@ def draw_superstep(
     all_calls = [c for s in all_steps for c in s.calls]
     # Three columns, about 950 px wide at 100 dpi with 12 px type (JupyterLab shows a wider
     # figure shrunk): the state before; each call on two lines (its name, then what it read
-    # and wrote); the reducer above the state after.
+    # and wrote); the reducer, as tall as the calls, above the state after. Each write's arrow
+    # runs level, in its own row, into the reducer: no arrow crosses a box or another arrow.
     w_before = max(inches(before_text(s)) for s in all_steps)
     w_right = max(
         max(inches(reducer_text(name)) for name in steps),
@@ -642,23 +643,24 @@ def draw_superstep(
     total_width = x_right + w_right
     box_row = line + pad + 0.04
     row = line + box_row * (2 if stacked else 1) + 0.06  # its name, then its read and wrote
+    gap = 0.3  # between the reducer and the state after, room for the arrow down
     title_room = 2 * TITLE_SIZE * 1.3 / 72 + 0.1
-    contents = []
+    tops, contents = [], []
     for name, s in steps.items():
-        right = tall(reducer_text(name)) + 0.3 + tall(after_text(s))
-        contents.append(max(len(s.calls) * row, right, tall(before_text(s))))
+        block = max(len(s.calls) * row, tall(reducer_text(name)) + 0.1)
+        tops.append((block - len(s.calls) * row) / 2)  # the calls centred beside the reducer
+        contents.append(max(block + gap + tall(after_text(s)), tall(before_text(s))))
     heights = [c + title_room for c in contents]
     fig = plt.figure(figsize=(total_width, sum(heights) + 0.35), layout="constrained")
     plt.close(fig)  # shown once, as the returned value
     axes = fig.subplots(len(all_steps), 1, squeeze=False, height_ratios=heights)[:, 0]
     boxed = {"boxstyle": "round,pad=0.3", "linewidth": 0.8}
-    for ax, (name, s), content in zip(axes, steps.items(), contents, strict=True):
+    for ax, (name, s), content, first in zip(axes, steps.items(), contents, tops, strict=True):
         ax.set_xlim(0, total_width)
         ax.set_ylim(content, 0)
         ax.axis("off")
-        middle = content / 2
-        first = (content - len(s.calls) * row) / 2
         rows = [first + i * row for i in range(len(s.calls))]  # the top of each call
+        block = 2 * first + len(s.calls) * row
 
         def put(text: str, x: float, y: float, colour: str, ax: Axes = ax) -> None:
             box = {**boxed, "facecolor": "white", "edgecolor": colour}
@@ -668,26 +670,50 @@ def draw_superstep(
             style = {"arrowstyle": "->", "color": colour, "linewidth": 1, "shrinkA": 0}
             ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=style)
 
-        put(before_text(s), x_before + pad / 2, middle, MODEL)
-        h_reducer, h_after = tall(reducer_text(name)), tall(after_text(s))
-        top = (content - h_reducer - 0.3 - h_after) / 2
-        at_reducer = top + h_reducer / 2
-        put(reducer_text(name), x_right + pad / 2, at_reducer, MODEL)
-        put(after_text(s), x_right + pad / 2, top + h_reducer + 0.3 + h_after / 2, MODEL)
-        arrow(x_right + 0.3, top + h_reducer - 0.02, x_right + 0.3, top + h_reducer + 0.28, MODEL)
+        put(before_text(s), x_before + pad / 2, block / 2, MODEL)
+        # the reducer: a box the height of the calls, its name in the middle
+        reducer_box = FancyBboxPatch(
+            (x_right + 0.04, 0.05),
+            inches(reducer_text(name)) - 0.08,
+            block - 0.1,
+            boxstyle="round,pad=0.04",
+            linewidth=0.8,
+            edgecolor=MODEL,
+            facecolor="white",
+        )
+        ax.add_patch(reducer_box)
+        ax.text(x_right + pad / 2, block / 2, reducer_text(name), fontproperties=font, va="center")
+        put(after_text(s), x_right + pad / 2, block + gap + tall(after_text(s)) / 2, MODEL)
+        arrow(x_right + 0.3, block + 0.01, x_right + 0.3, block + gap - 0.02, MODEL)
         for c, y in zip(s.calls, rows, strict=True):
             colour = READ if c.kept is None else KEPT if c.kept else LOST
             name_y, box_y = y + line / 2 + 0.02, y + line + pad / 2 + line / 2 + 0.04
-            arrow(x_before + w_before - 0.02, middle, x_calls - 0.06, name_y, "#adb5bd")
+            arrow(x_before + w_before - 0.02, block / 2, x_calls - 0.06, name_y, "#adb5bd")
             ax.text(
                 x_calls, name_y, f"#{c.position + 1} {c.label}", fontproperties=font, va="center"
             )
             put(read_text(c), x_calls + pad / 2, box_y, "#adb5bd")
             x_wrote = x_calls if stacked else x_calls + inches(read_text(c)) + 0.08
             wrote_y = box_y + box_row if stacked else box_y
-            put(wrote_text(c), x_wrote + pad / 2, wrote_y, colour)
-            if c.writes:
-                arrow(x_wrote + inches(wrote_text(c)), wrote_y, x_right - 0.04, at_reducer, colour)
+            if not c.writes:
+                put(wrote_text(c), x_wrote + pad / 2, wrote_y, colour)
+                continue
+            # the box carries its arrow, which starts at the box's edge, level, in its own row
+            ax.annotate(
+                wrote_text(c),
+                xy=(x_right, wrote_y),
+                xytext=(x_wrote + pad / 2, wrote_y),
+                fontproperties=font,
+                va="center",
+                ha="left",
+                bbox={**boxed, "facecolor": "white", "edgecolor": colour},
+                arrowprops={
+                    "arrowstyle": "->",
+                    "color": colour,
+                    "linewidth": 1,
+                    "relpos": (1, 0.5),
+                },
+            )
         kept = sum(bool(c.kept) for c in s.writers)
         caption = (
             f"super-step {s.step}: {len(s.calls)} call{'s' * (len(s.calls) > 1)}, each handed the "
