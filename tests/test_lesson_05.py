@@ -213,9 +213,10 @@ def test_the_doctor_table_names_the_desk_not_an_agent(lesson):
 
 def test_the_live_cells_model_talks_to_its_own_engine_with_the_measured_settings():
     from agentstate.engine import EngineServer
+    from agentstate.experts import engine_model
 
     server = EngineServer(port=18123)  # not started: the model only needs its address
-    model = server.chat_model(max_tokens=8)
+    model = engine_model(server, max_tokens=8)
     assert str(model.openai_api_base) == server.base_url == "http://127.0.0.1:18123/v1"
     assert model.extra_body == {"max_tokens": 8} and model.temperature == 0
     assert model.max_retries == 0

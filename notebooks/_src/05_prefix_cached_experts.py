@@ -159,11 +159,12 @@ Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encod
 import time
 
 from agentstate.engine import EngineServer, engine_installed
+from agentstate.experts import engine_model
 
 started, live = time.monotonic(), "engine not installed: run `make engine` to see this live"
 if engine_installed():
     with EngineServer(verbose=True) as server:
-        model, live = server.chat_model(max_tokens=8), []
+        model, live = engine_model(server, max_tokens=8), []
         for name, prompt in ORDERS.items():
             model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
             seen, desk = len(server.prefix_hits()), build_desk(model, prompt, manual.leading(1))

@@ -29,7 +29,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from agentstate.engine.model import engine_installed, install_hint
 from agentstate.engine.prefix_client import LOG_PREFIX
@@ -112,13 +111,6 @@ class EngineServer(LoopbackProcess):
     def base_url(self) -> str:
         """The OpenAI-compatible base URL (``.../v1``)."""
         return f"http://{HOST}:{self.port}/v1"
-
-    def chat_model(self, max_tokens: int = 64) -> Any:
-        """A deterministic ChatOpenAI for this server (lesson 05's live cell), no retries."""
-        from agentstate.experts.llm import chat_model
-        from agentstate.models.factory import ModelSettings
-
-        return chat_model(ModelSettings(self.base_url, model=self.alias), max_tokens=max_tokens)
 
     def command(self) -> list[str]:
         """The server's argv: the measured flags, loopback only."""

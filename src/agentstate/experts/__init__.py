@@ -22,7 +22,7 @@ with needs("experts", "agentstate.experts"):
         sqlite_checkpointer,
     )
     from agentstate.experts.graph import ExpertsConfig, build_experts_graph, user_turn
-    from agentstate.experts.llm import chat_model
+    from agentstate.experts.llm import chat_model, engine_model
     from agentstate.experts.manual import Manual, load_manual
     from agentstate.experts.personas import EXPERTS
     from agentstate.experts.prompts import (
@@ -58,6 +58,7 @@ __all__ = [
     "case_rows",
     "chat_model",
     "common_prefix_length",
+    "engine_model",
     "evict",
     "file_contains",
     "load_manual",

@@ -122,6 +122,13 @@ class RequestRecorder:
         return out
 
 
+def engine_model(server: Any, max_tokens: int = 64) -> ChatOpenAI:
+    """:func:`chat_model` for a running ``agentstate.engine.EngineServer`` (lesson 05's live
+    cell): its address and model alias. Here, not on the server: the engine imports nothing
+    from the experts."""
+    return chat_model(ModelSettings(server.base_url, model=server.alias), max_tokens=max_tokens)
+
+
 def chat_model(
     settings: ModelSettings | None = None,
     *,
