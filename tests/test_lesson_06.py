@@ -562,7 +562,8 @@ def test_proof_summary_counts_the_resends_and_lists_the_kinds():
     lines = proof_summary([*runs[:2], (*runs[2][:2], False)], policy).splitlines()
     sent = sum(len(s) for _, s, _ in runs)
     assert lines[0] == (
-        f"3 random chats, {sent} events sent ({resends} of them resends), 30 model replies"
+        f"3 random chats, {sent} events sent: messages, control events and {resends} resends; "
+        "30 model replies"
     )
     kinds = " ".join(line.strip() for line in lines[1:-1])
     assert kinds.startswith("kinds proposed, 2 of 11: duplicate, flush (never: nothing,")

@@ -73,7 +73,7 @@ def build_desk(model, prompt, manual=manual):
 # `system_prefix(manual)` (the desk's instructions and the manual). The
 # scripted model answers "a note" and keeps every prompt; `shared_prefix`
 # compares them, sorted (the experts run in parallel). `they part at`
-# shows the text all share, a `|`, then each prompt's next bytes. The
+# shows the end of the text all share, a `|`, then each prompt's next bytes. The
 # clock changes every run, and so does this output:
 
 # %% tags=["nbval-ignore-output"]
@@ -100,7 +100,7 @@ Table([busted])
 
 # %% [markdown]
 # ## 2. Look inside: the clock, and the layout of a prompt
-# The three calls read the clock a millisecond apart (drawn with one
+# The three calls read the clock milliseconds apart (drawn with one
 # run's digits); the cache compares bytes:
 #
 # ```mermaid
@@ -152,8 +152,8 @@ Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encod
 # from the engine's log, the prompt tokens each request reused.
 
 # %% [markdown]
-# With the first chapter only, it takes 32 s in CI, minutes on a busy
-# machine (it starts the server and loads the model first).
+# It runs the first chapter only and prints how long it took (it starts
+# the server and loads the model first: minutes on a busy machine).
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -201,8 +201,9 @@ plot_ttft()
 
 # %% [markdown]
 # Per question (the table, left) the first expert still pays the cold
-# call. Per call (right) the warm line stays under a second; it starts
-# below the floor (the same call without the manual: run-to-run noise).
+# call. Per call (right) the warm line rises slowly, to about a second at
+# the largest prefix; it starts below the floor (the same call without the
+# manual: run-to-run noise).
 
 # %% [markdown]
 # ## 5. What the doctor says

@@ -157,7 +157,7 @@ def build_guarded_capture(model, tools, checkpointer):
 # flowchart LR
 #     S["SESSION_START"] -->|package only| B["get_context, list_entries"]
 #     M["each chat message"] -->|"guard and package"| E["add_entry, once"]
-#     F["6th message, FLUSH_CONTEXT, SESSION_END"] -->|package only| P["put_context"]
+#     F["every 6th message, FLUSH_CONTEXT, SESSION_END"] -->|package only| P["put_context"]
 # ```
 #
 # The same replay behind both; does each store hold the chat, once, in order?

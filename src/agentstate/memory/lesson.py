@@ -345,8 +345,8 @@ def proof_summary(runs: Iterable[tuple[Conversation, list[Event], bool]], policy
     exact = sum(bool(ok) for _, _, ok in runs)
     return "\n".join(
         [
-            f"{len(runs)} random chats, {sent} events sent ({resends} of them resends), "
-            f"{policy.tried} model replies",
+            f"{len(runs)} random chats, {sent} events sent: messages, control events and "
+            f"{resends} resends; {policy.tried} model replies",
             *textwrap.wrap(kinds, 88, subsequent_indent="  "),
             f"stores that hold their chat once, in order: {exact} of {len(runs)}",
         ]
