@@ -101,7 +101,8 @@ Table(
 # log's numbering). The entries do not have the hazard: a writer claims the
 # memory's `heads` row (`SELECT ... FOR UPDATE SKIP LOCKED`) and numbers the
 # memory's entries from its counter under that lock, so the writer of seq 11
-# cannot even take its number before seq 10 commits.
+# cannot even take its number before seq 10 commits. The second cell's two
+# writers are its own `drain()` and a transaction it holds open.
 
 # %%
 import psycopg
@@ -136,7 +137,9 @@ label = {ten: 10, eleven: 11}
 # %%
 from agentstate.memory import PostgresMemoryStore
 
-store = PostgresMemoryStore(url)
+# a database of its own: the replicas' writers poll every queue of `url` and would
+# apply seq 10 and 11 themselves, at a moment no cell controls
+store = PostgresMemoryStore(postgres.create_database("paging"))
 store.create_memory("team", "paged")
 for n in range(1, 12):
     store.enqueue(
