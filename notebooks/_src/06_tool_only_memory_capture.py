@@ -109,7 +109,7 @@ from langgraph.graph import START, StateGraph
 
 
 class GuardState(TypedDict, total=False):
-    turn: BaseMessage  # the one new message of this invoke
+    turn: BaseMessage  # this invoke's event: a chat message or a control event
     plan: list[dict]  # add_entry's arguments, for none or one entry
     stored: Annotated[list[int], operator.add]  # msg_idx already stored in this thread
 

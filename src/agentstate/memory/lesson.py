@@ -1,10 +1,10 @@
 """Helpers that keep notebook 06's cells short: a server to start, the observer that feeds an
 agent a chat and reads back the store, the replayed report's model and its faults, the store
-as table rows (and per message, for the knob), the teaching guard's bookkeeping (which
-message to store, the summary it takes from a reply, the add_entry arguments), side-by-side
-runs, the guard removed for the proof that breaks it, and the random proposals and chats of
-the proof that the guard holds whatever the model proposes, with its tally (notebook 06 and
-tests/test_lesson_06.py)."""
+as table rows (and per message, for the knob), the rules beside what each agent stored and
+called, the teaching guard's bookkeeping (its prompt, which message to store, the summary it
+takes from a reply, the add_entry arguments), side-by-side runs, the guard removed for the
+proof that breaks it, and the random proposals and chats of the proof that the guard holds
+whatever the model proposes, with its tally (notebook 06 and tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
