@@ -595,3 +595,50 @@ def test_stores_by_message_needs_an_agent(server):
 
     with pytest.raises(ValueError, match="name at least one agent and its memory"):
         stores_by_message(server.db, load("solo_travel"), "trip", {})
+
+
+def test_rules_for_is_the_capture_prompt_of_the_memory_the_invoke_names():
+    from agentstate.memory import rules_for
+
+    ids = {"thread_id": "t", "vault_id": VAULT, "memory_id": "m.trip"}
+    shown = rules_for(ids)
+    assert isinstance(shown, SystemMessage)
+    assert shown.content == system_prompt(VAULT, "m.trip")
+    assert ids_from([shown]) == (VAULT, "m.trip")
+    with pytest.raises(ValueError, match="rules_for: ids must name vault_id and memory_id"):
+        rules_for({"thread_id": "t"})
+
+
+async def test_rules_kept_sets_each_agents_entries_and_calls_beside_the_rules(server):
+    """Section 3's table, as the page builds it: the replayed loop bootstraps twice and skips
+    the periodic flushes (after 6 and 12), the teaching guard makes no call but add_entry,
+    and the package's graph keeps every rule; each column read from the server's file."""
+    from agentstate.memory import observe, replay_model, rules_kept
+
+    travel, n = load("solo_travel"), next(_memories)
+    stores = {"loop": f"kept{n}.loop", "teaching": f"kept{n}.teach", "package": f"kept{n}.pkg"}
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        agents = {
+            "loop": react_loop(replay_model(), tools, stores["loop"]),
+            "teaching": teaching_guard()(replay_model(), tools, InMemorySaver()),
+            "package": build_capture_graph(replay_model(), tools, InMemorySaver()),
+        }
+        for name, agent in agents.items():
+            await observe(agent, client, server.db, travel.events, stores[name])
+    rows = {r["rule"]: r for r in rules_kept(server.db, travel, "trip", stores)}
+    assert list(rows) == [
+        "entries stored",
+        "the chat, once, in order",
+        "bootstrap: get_context, list_entries",
+        "flush: put_context after msg_idx",
+    ]
+    columns = ["the rules ask", "loop", "teaching", "package"]
+    assert [rows["entries stored"][c] for c in columns] == [14, 21, 14, 14]
+    assert [rows["the chat, once, in order"][c] for c in columns] == ["yes", "no", "yes", "yes"]
+    bootstrap = [rows["bootstrap: get_context, list_entries"][c] for c in columns]
+    assert bootstrap == ["1, 1", "2, 2", "0, 0", "1, 1"]
+    flushes = [rows["flush: put_context after msg_idx"][c] for c in columns]
+    assert flushes == ["6, 8, 12, 14", "8, 14", "(none)", "6, 8, 12, 14"]
+    with pytest.raises(ValueError, match="rules_kept: name at least one agent and its memory"):
+        rules_kept(server.db, travel, "trip", {})

@@ -2,33 +2,36 @@
 # # 06 · Tool-only memory capture: code decides what is stored
 #
 # An agent watches a user's chat with an assistant and stores one memory
-# entry per message, with its role and text. A post-mortem built it as a
-# prebuilt agent with the rules in its prompt: "even with strong guidance,
-# the ReAct loop still produced assistant chat and duplicate `add_entry`".
-# We replay that report against a real memory server, then write a guard in
-# code.
+# entry per message (the memory server's tool `add_entry`), with its role
+# and text. A post-mortem
+# ([where this comes from](../README.md#where-this-comes-from)) built it as
+# a prebuilt agent with the rules in its prompt: "Prompt-only constraints
+# are insufficient: even with strong guidance, the ReAct loop still produced
+# assistant chat and duplicate `add_entry`". We replay that report against
+# a real memory server, then write a guard in code.
 
 # %% [markdown]
 # ## Recap
 # Lesson 05 decided what goes into a model's prompt; this lesson decides
-# which of its tool calls may run at all. Releases:
+# which of its tool calls may run at all. Releases affected:
 # [memory-in-react-loop](../docs/hazards-by-version.md#memory-in-react-loop).
 #
 # ## Goals
-# - Replay the write-up's report through its agent; read the store.
+# - Replay the post-mortem's report through its agent; read the store.
 # - Write a guard: one `add_entry` per message, whatever the model
 #   proposes, and prove it over random proposals.
 
 # %% [markdown]
-# ## 1. Reproduce: the write-up's report, replayed
+# ## 1. Reproduce: the post-mortem's report, replayed
 # The memory server is a real process (SQLite, on 127.0.0.1) with tools
-# over [MCP](../docs/glossary.md#mcp). The write-up's agent is a
-# [ReAct loop](../docs/glossary.md#react-loop), `create_agent`, whose
-# system prompt, the capture rules, is all that guards the store.
+# over [MCP](../docs/glossary.md#mcp). The chat reaches the agent as
+# events: user and assistant messages, numbered by `msg_idx`, and control
+# events (`SESSION_START`, `FLUSH_CONTEXT`, `SESSION_END`), sent as system
+# messages. The capture rules say what to store:
 
 # %%
-from agentstate import memory
-from agentstate.lessons.display import Table, compare_findings
+from agentstate import memory  # this series' package: the server, its client, the chats
+from agentstate.lessons.display import Table, compare_findings  # tables for the page
 
 server = memory.start_server()  # a real process on 127.0.0.1, over a new SQLite file
 client = memory.MemoryClient(server.url)
@@ -37,21 +40,34 @@ rules = memory.system_prompt("agentstate", "react.trip")  # the rules, and the m
 print(rules)
 
 # %% [markdown]
+# The rules, drawn: a [bootstrap and flushes](../docs/glossary.md#bootstrap-and-flush-calls)
+# around one `add_entry` per message.
+#
+# ```mermaid
+# flowchart LR
+#     S["SESSION_START"] --> B["bootstrap: get_context, list_entries"]
+#     M["each message"] --> E["add_entry, once"]
+#     F["every 6th message, FLUSH_CONTEXT, SESSION_END"] --> P["flush: put_context"]
+# ```
+
+# %% [markdown]
 # **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
 # the report at fixed positions, whatever the prompt says. Its fault
-# schedule (`msg_idx`: a message's position in the chat):
+# schedule:
 
 # %%
 travel = memory.load("solo_travel")
 Table(memory.replay_schedule(travel, "trip"))  # what memory.replay_model() plays, and where
 
 # %% [markdown]
-# The run: `observe` sends the agent each event of the chat as one invoke
-# and returns the store's entries, read from `server.db`, its SQLite file.
+# The post-mortem's agent: a [ReAct loop](../docs/glossary.md#react-loop),
+# LangChain's `create_agent`, with the rules as its system prompt, all that
+# guards the store. `observe` sends it each event as one invoke and returns
+# the store's entries, read from `server.db`, its SQLite file.
 
 # %%
 from langchain.agents import create_agent
-from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.memory import InMemorySaver  # keeps each thread's state in memory
 
 # replay_model() plays the schedule above; observe() returns (msg_idx, role, text) per entry
 loop = create_agent(memory.replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())
@@ -59,9 +75,8 @@ react_store = await memory.observe(loop, client, server.db, travel.events, "reac
 {"messages in the chat": len(travel.messages("trip")), "entries in the store": len(react_store)}
 
 # %% [markdown]
-# Seven too many: at the schedule's 4 answer rows the loop stored its own
-# answer, and at its 3 double-write rows a second copy (the table below:
-# "not this message's text", "stored twice").
+# Seven too many: its own answer at the schedule's 4 "answers the user"
+# positions, a second copy at its 3 "writes twice" ones.
 #
 # ## 2. Look inside: the store
 # Each wrong entry beside what the chat said:
@@ -71,7 +86,8 @@ Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r
 
 # %% [markdown]
 # Each row sits where the schedule put a fault: the loop runs every call as
-# proposed.
+# proposed. The bootstrap and flush faults are calls, not entries: section 3
+# counts them.
 
 # %% [markdown]
 # ## 3. The fix: a guard in code
@@ -81,19 +97,19 @@ Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r
 # %% [markdown]
 # - `decide` asks the model, then builds the call from the message. The
 #   model's reply may only offer a summary.
-# - A control message or a resend gets no call.
+# - A control event or a resend gets no call.
 # - `write` marks a message stored only if the server took it.
 
 # %%
 import operator
 from typing import Annotated, TypedDict
 
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage
 from langgraph.graph import START, StateGraph
 
 
 class GuardState(TypedDict, total=False):
-    turn: BaseMessage  # the one new message of this invoke
+    turn: BaseMessage  # this invoke's event: a chat message or a control event
     plan: list[dict]  # add_entry's arguments, for none or one entry
     stored: Annotated[list[int], operator.add]  # msg_idx already stored in this thread
 
@@ -103,9 +119,8 @@ def build_guarded_capture(model, tools, checkpointer):
 
     async def decide(state: GuardState, config) -> dict:
         turn, ids = state["turn"], config["configurable"]  # observe() put vault_id, memory_id
-        rules = memory.system_prompt(ids["vault_id"], ids["memory_id"])
-        reply = await model.ainvoke([SystemMessage(rules), turn])  # it may propose anything
-        idx = memory.chat_msg_idx(turn)  # None for a control or system message: never stored
+        reply = await model.ainvoke([memory.rules_for(ids), turn])  # it may propose anything
+        idx = memory.chat_msg_idx(turn)  # None unless a user or assistant message: not stored
         if idx is None or idx in state.get("stored", []):
             return {"plan": []}  # nothing to store, or a resend: no call
         # text, role, msg_idx: the message's; from the reply a summary at most (None: ours)
@@ -123,9 +138,9 @@ def build_guarded_capture(model, tools, checkpointer):
 
 
 # %% [markdown]
-# The two graphs, as `graph.get_graph().edges` lists them. In the ReAct
-# loop the model's reply picks the next step (dotted), and `tools` runs
-# whatever it proposed. The guard's path is fixed.
+# The two graphs. In the ReAct loop the model's reply picks the next step
+# (dotted), and `tools` runs whatever it proposed. The guard's path is
+# fixed.
 
 # %% [markdown]
 # **The ReAct loop (`create_agent`)**
@@ -148,34 +163,26 @@ def build_guarded_capture(model, tools, checkpointer):
 # ```
 #
 # %% [markdown]
-# The teaching guard stores entries only. The rules printed in section 1
-# also ask for a [bootstrap and flushes](../docs/glossary.md#bootstrap-and-flush-calls);
-# those come from the package's `build_capture_graph`, with an
-# [idempotency key](../docs/glossary.md#idempotency-key) on each write:
-#
-# ```mermaid
-# flowchart LR
-#     S["SESSION_START"] -->|package only| B["get_context, list_entries"]
-#     M["each chat message"] -->|"guard and package"| E["add_entry, once"]
-#     F["every 6th message, FLUSH_CONTEXT, SESSION_END"] -->|package only| P["put_context"]
-# ```
-#
-# The same replay behind both; does each store hold the chat, once, in order?
+# The teaching guard stores entries only; the package's
+# `build_capture_graph` also bootstraps and flushes. The same replay
+# behind both, beside the ReAct loop's run, read from the server's file:
 
 # %%
 guarded = build_guarded_capture(memory.replay_model(), tools, InMemorySaver())
 package = memory.build_capture_graph(memory.replay_model(), tools, InMemorySaver())
-teaching_store = await memory.observe(guarded, client, server.db, travel.events, "teaching.trip")
-package_store = await memory.observe(package, client, server.db, travel.events, "package.trip")
-expected = memory.expected_entries(travel, "trip")  # the chat's messages, once, in order
-{"teaching guard": teaching_store == expected, "package": package_store == expected}
+await memory.observe(guarded, client, server.db, travel.events, "teaching.trip")
+await memory.observe(package, client, server.db, travel.events, "package.trip")
+stores = {"ReAct loop": "react.trip", "teaching guard": "teaching.trip", "package": "package.trip"}
+Table(memory.rules_kept(server.db, travel, "trip", stores))  # each agent's entries and calls
 
 # %% [markdown]
-# The replay's faults sit at fixed positions, so that proves little.
+# The loop's second bootstrap and missing flushes (after 6 and 12) are the
+# schedule's. The replay's faults sit at fixed positions, so this proves
+# little.
 #
 # ## 4. Prove it: whatever the model proposes
-# A model proposes random misbehaviours at every message, on random chats
-# in which some messages are sent twice. Twelve seeded runs:
+# A model proposes random misbehaviours at every event, on random chats
+# in which some messages are sent twice (resends). Twelve seeded runs:
 
 # %%
 model = memory.random_model(seed=6)  # model.policy counts its replies and kinds of proposal
@@ -192,8 +199,9 @@ print(memory.proof_summary(runs, model.policy))
 # checks `stored`.
 #
 # ## 5. What the doctor says
-# The [doctor](../docs/glossary.md#doctor) reads a compiled graph without
-# running it. This lesson's hazard: a memory-writing tool (`add_entry`,
+# The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
+# schema and its tools' code, without running it, and names the hazards
+# these lessons teach. This lesson's: a memory-writing tool (`add_entry`,
 # the flush's `put_context`) inside a ReAct loop:
 
 # %%
@@ -207,7 +215,7 @@ compare_findings({"ReAct loop": diagnose(loop), "guard": diagnose(guarded)})
 # guard stored for it, with section 2's verdicts.
 
 # %% tags=["nbval-ignore-output"]
-import ipywidgets as widgets
+import ipywidgets as widgets  # Jupyter's sliders and boxes
 
 agents = {"ReAct loop": "react.trip", "guard": "teaching.trip"}  # the memory each wrote
 by_msg = memory.stores_by_message(server.db, travel, "trip", agents)  # msg_idx -> a table
@@ -223,9 +231,9 @@ knob_widget = widgets.interact(lambda msg_idx=8: by_msg[msg_idx], msg_idx=(1, 14
 #   loop runs every proposed call.
 # - The guard in code builds one `add_entry` per message from the message;
 #   its `stored` list stops resends. It holds over random proposals.
-# - `build_capture_graph` adds the bootstrap, flushes and idempotent retries.
+# - `build_capture_graph` adds the bootstrap and the flushes.
 # - Going further: [the auditor's rules, three conversations and the kill
-#   tests](going_further/06_audit_and_kill_tests.ipynb); [the memory service
+#   tests, retries after a crash](going_further/06_audit_and_kill_tests.ipynb); [the memory service
 #   for a fleet](going_further/06_memory_fleet.ipynb), several replicas over
 #   one Postgres.
 
@@ -235,8 +243,7 @@ knob_widget = widgets.interact(lambda msg_idx=8: by_msg[msg_idx], msg_idx=(1, 14
 #    message's text. Which kind of random proposal breaks the store first?
 # 2. Remove the `stored` check from `decide`. Which part of the random run
 #    fails, and why does the replayed report alone not show it?
-# 3. Add the bootstrap to the teaching guard: on a `SESSION_START` control
-#    message (a chat session begins), call `get_context` then
-#    `list_entries(limit=10)`. Check it with `agentstate.memory.audit`,
+# 3. Add the bootstrap to the teaching guard: on `SESSION_START`, call
+#    `get_context` then `list_entries(limit=10)`. Check it with `agentstate.memory.audit`,
 #    which reads the server's SQLite file and checks every capture rule.
 #    What does it still miss, and why?

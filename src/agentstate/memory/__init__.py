@@ -92,10 +92,12 @@ _HOMES = {
     "without_guard": "lesson",  # the capture graph with its guard removed (a proof)
     "add_entry_args": "lesson",  # the teaching guard's add_entry, built from the message
     "chat_msg_idx": "lesson",  # msg_idx of a message the teaching guard stores, else None
+    "rules_for": "lesson",  # the capture rules of one memory, as the teaching guard's prompt
     "offered_summary": "lesson",  # the one thing the teaching guard takes from a reply
     "proof_summary": "lesson",  # the random proof's tally: resends, kinds, exact stores
     "start_server": "lesson",  # a memory server on a fresh SQLite file (notebook 06)
     "stores_by_message": "lesson",  # per msg_idx, what the chat said and each agent stored
+    "rules_kept": "lesson",  # the capture rules beside each agent's store and call log
     "PROPOSAL_KINDS": "lesson",  # the kinds of tool call a random model proposes
     "RandomProposals": "lesson",  # a model proposing random tool calls (the guard's property test)
     "expected_entries": "lesson",  # the entries the capture rules call for

@@ -1,10 +1,10 @@
 """Helpers that keep notebook 06's cells short: a server to start, the observer that feeds an
 agent a chat and reads back the store, the replayed report's model and its faults, the store
-as table rows (and per message, for the knob), the teaching guard's bookkeeping (which
-message to store, the summary it takes from a reply, the add_entry arguments), side-by-side
-runs, the guard removed for the proof that breaks it, and the random proposals and chats of
-the proof that the guard holds whatever the model proposes, with its tally (notebook 06 and
-tests/test_lesson_06.py)."""
+as table rows (and per message, for the knob), the rules beside what each agent stored and
+called, the teaching guard's bookkeeping (its prompt, which message to store, the summary it
+takes from a reply, the add_entry arguments), side-by-side runs, the guard removed for the
+proof that breaks it, and the random proposals and chats of the proof that the guard holds
+whatever the model proposes, with its tally (notebook 06 and tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from agentstate.lessons.display import Table
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.baselines.auditor import (
     Violation,
+    actual_flushes,
     audit,
     expected_flushes,
     read_memory,
@@ -31,7 +32,7 @@ from agentstate.memory.capture.baselines.auditor import (
 from agentstate.memory.capture.conversations import CONTROLS, Conversation, Event, parse
 from agentstate.memory.capture.observer import VAULT, CaptureRun, ReactRun
 from agentstate.memory.capture.policy import AS_REPORTED, CapturePolicy, Faults, policy_model
-from agentstate.memory.capture.prompt import ids_from
+from agentstate.memory.capture.prompt import ids_from, system_prompt
 from agentstate.memory.client import MemoryClient, SyncMemoryClient
 from agentstate.memory.service.checks import MemoryInputError, check_text
 from agentstate.memory.service.process import ServerProcess
@@ -162,6 +163,20 @@ def offered_summary(reply: Any) -> str | None:
     return None
 
 
+def _check_ids(who: str, ids: Mapping[str, Any]) -> None:
+    """Refuse, in one line, ``ids`` that do not name the memory (``vault_id``, ``memory_id``)."""
+    missing = [k for k in ("vault_id", "memory_id") if not isinstance(ids.get(k), str)]
+    if missing:
+        raise ValueError(f"{who}: ids must name {' and '.join(missing)} (strings)")
+
+
+def rules_for(ids: Mapping[str, Any]) -> SystemMessage:
+    """The capture rules of the memory ``ids`` names (``vault_id``, ``memory_id``: the invoke's
+    ``configurable``), as the system message the teaching guard shows its model (notebook 06)."""
+    _check_ids("rules_for", ids)
+    return SystemMessage(system_prompt(ids["vault_id"], ids["memory_id"]))
+
+
 def add_entry_args(turn: ChatMessage, summary: str | None, ids: Mapping[str, Any]) -> dict:
     """``add_entry``'s arguments for the chat message ``turn``: its text verbatim, tags exactly
     {role, msg_idx}, in the memory ``ids`` names (``vault_id``, ``memory_id``: the invoke's
@@ -172,9 +187,7 @@ def add_entry_args(turn: ChatMessage, summary: str | None, ids: Mapping[str, Any
         raise ValueError(
             f"add_entry_args: only user and assistant messages are stored, got {what!r:.60}"
         )
-    missing = [k for k in ("vault_id", "memory_id") if not isinstance(ids.get(k), str)]
-    if missing:
-        raise ValueError(f"add_entry_args: ids must name {' and '.join(missing)} (strings)")
+    _check_ids("add_entry_args", ids)
     call = calls.add_entry(
         ids["vault_id"], ids["memory_id"], turn.role, idx, str(turn.content), summary
     )
@@ -457,6 +470,41 @@ def _judged(
             verdict = "ok"
         seen.add((idx, text))
         yield idx, role, text, verdict
+
+
+def rules_kept(
+    db: str | Path, conversation: Conversation, thread: str, memories: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """What the capture rules ask of ``thread``'s chat, beside what each agent did, read from the
+    server's file ``db`` (``memories``: an agent's name -> the memory it wrote): the entries
+    stored and whether they are the chat once and in order, the bootstrap's calls, and after
+    which ``msg_idx`` each ``put_context`` (a flush) ran (notebook 06, section 3)."""
+    if not memories:
+        raise ValueError("rules_kept: name at least one agent and its memory")
+    starts = sum(e.content == "SESSION_START" for e in conversation.thread_events(thread))
+    expected = expected_entries(conversation, thread)
+
+    def column(entries: list[Entry], bootstrap: str, flushes: list[int]) -> dict[str, Any]:
+        return {
+            "entries stored": len(entries),
+            "the chat, once, in order": "yes" if entries == expected else "no",
+            "bootstrap: get_context, list_entries": bootstrap,
+            "flush: put_context after msg_idx": ", ".join(map(str, flushes)) or "(none)",
+        }
+
+    columns = {
+        "the rules ask": column(
+            expected, f"{starts}, {starts}", expected_flushes(conversation, thread)
+        )
+    }
+    for agent, memory_id in memories.items():
+        ops = read_memory(db, memory_id)["ops"]
+        tools = [op["tool"] for op in ops]
+        bootstrap = f"{tools.count('get_context')}, {tools.count('list_entries')}"
+        flushes = [after for after, _ in actual_flushes(ops)]
+        columns[agent] = column(stored_entries(db, memory_id), bootstrap, flushes)
+    rules = columns["the rules ask"]
+    return [{"rule": rule, **{name: col[rule] for name, col in columns.items()}} for rule in rules]
 
 
 def stores_by_message(
