@@ -187,10 +187,11 @@ def test_task_hands_the_subagent_the_parents_state_not_only_the_description(less
 
 
 def test_the_page_draws_what_task_hands_down_and_brings_up():
-    """The diagram says state goes down (not the description only), minus todos."""
+    """The diagram says state goes down (not the description only), minus the kept-out keys
+    the "down" table prints."""
     block = LESSON.read_text().split("# ```mermaid\n", 2)[1].split("# ```", 1)[0]
-    assert "flowchart LR" in block and "down: all but todos" in block
-    assert "up: changed keys but messages and todos" in block
+    assert "flowchart LR" in block and "down: all but the kept-out keys" in block
+    assert "up: changed keys but messages, kept-out keys" in block
 
 
 def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
@@ -337,16 +338,29 @@ def test_the_declarations_table_shows_what_task_brings_up(lesson):
         assert "messages" in recorder.updates[0]["update keys"]
 
 
-def test_task_never_brings_up_the_keys_the_page_names():
-    """The page names what ``task`` leaves out: ``messages``, ``todos``, ``structured_response``
-    (deepagents' excluded keys); a deepagents upgrade that changes the set turns this red."""
+def test_task_never_brings_up_the_keys_the_page_names(lesson):
+    """The page names what ``task`` keeps out: ``structured_response`` and the parent's private
+    keys (``jump_to``, ``_blob_payloads``, two ``_summarization_`` keys), which the "down" table
+    prints, and ``todos``, which deepagents always excludes and this parent lacks; a deepagents
+    upgrade that changes the sets turns this red."""
+    from deepagents.middleware._state import private_state_field_names
+    from deepagents.middleware.filesystem import _FilesystemBlobPayloadState
     from deepagents.middleware.subagents import _EXCLUDED_STATE_KEYS
+    from deepagents.middleware.summarization import SummarizationState
 
     assert {"messages", "todos", "structured_response"} <= set(_EXCLUDED_STATE_KEYS)
-    page = LESSON.read_text()
-    left_out = "# Left out both ways: `todos` (deepagents' to-do list),\n# `structured_response`"
-    assert left_out in page
-    assert "`messages` is replaced: the task going down, one ToolMessage coming up" in page
+    (row,) = lesson["what_went_down"](lesson["handed"], lesson["model"], lesson["parent"]).rows
+    private = [k for k in row["kept out"] if k != "structured_response"]
+    summaries = ["_summarization_event", "_summarization_session_id"]
+    assert private == ["_blob_payloads", *summaries, "jump_to"]
+    marked = private_state_field_names(AgentState, SummarizationState, _FilesystemBlobPayloadState)
+    assert set(private) <= marked  # the keys deepagents' middleware marks private
+    assert "todos" not in lesson["parent"].stream_channels_list  # "which this parent lacks"
+    page = " ".join(LESSON.read_text().replace("# ", "").split())
+    for key in ("structured_response", "jump_to", "todos"):
+        assert f"`{key}`" in page
+    assert "`jump_to` and the three whose names start with an underscore" in page
+    assert "`messages` is replaced: the task going down, one ToolMessage (a tool's reply)" in page
 
 
 def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson):
@@ -450,7 +464,7 @@ def test_the_readouts_refuse_a_turn_they_cannot_read():
     with pytest.raises(ValueError, match=r"no reply from \['get_collected_requirements', 'task'\]"):
         what_each_said(user_turn())
     with pytest.raises(ValueError, match="run one turn with `handed`"):
-        what_went_down(TaskInputs(), collector_model())
+        what_went_down(TaskInputs(), collector_model(), None)
     with pytest.raises(ValueError, match="saw no `task` call"):
         task_report("the parent only", {}, CommandRecorder(["task"]))
 
@@ -462,9 +476,16 @@ def test_what_went_down_is_the_dict_task_handed_and_the_collectors_messages(less
     model, handed = collector_model(), TaskInputs()
     agent = lesson["parent_agent"](lesson["collector_agent"](model=model))
     agent.invoke(user_turn(), config={"callbacks": [handed]})
-    assert what_went_down(handed, model).rows == [
-        {"task handed down": ["files", "messages", "requirements"], "its model got": ["human"]}
+    assert what_went_down(handed, model, agent).rows == [
+        {
+            "task handed down": ["files", "messages", "requirements"],
+            "kept out": ["_blob_payloads", "_summarization_event", "_summarization_session_id"]
+            + ["jump_to", "structured_response"],
+            "its model got": ["human"],
+        }
     ]
+    with pytest.raises(TypeError, match="expected the compiled parent, got dict"):
+        what_went_down(handed, model, {})
 
 
 def test_who_sees_what_without_a_path_uses_a_temporary_file_and_removes_it(tmp_path, monkeypatch):

@@ -2,39 +2,46 @@
 # # 04 · Subagents: what crosses the `task` boundary, and why
 #
 # A [subagent](../docs/glossary.md#subagent) is an agent that the main
-# agent, the *parent*, starts for one job. The RDS agent's collector
-# subagent stores five fields, says "Stored 5 field(s).", and the parent
-# finds none. Its changelog blamed "isolated execution contexts" and added
-# a cache. This lesson finds the cause in the collector's state schema.
+# agent, the *parent*, starts for one job by calling its `task` tool. In
+# the RDS agent (it collects an Amazon RDS database's settings), the
+# collector subagent stores five fields, says "Stored 5 field(s).", and
+# the parent finds none. The changelog blamed "isolated execution
+# contexts" and added a cache. This lesson finds the cause in the
+# collector's state schema.
 
 # %% [markdown]
 # ## Recap
 # Lesson 02: a field-merge [reducer](../docs/glossary.md#reducer) keeps
-# every parallel write to `requirements`. Lesson 03: readers in a batch
-# see the state from before it.
+# every parallel write to `requirements`. Lesson 03: a tool reading state
+# in a [batch](../docs/glossary.md#batch) (one model reply's tool calls)
+# sees the state from before the batch.
 #
 # ## Goals
 # - Reproduce: the collector stores five fields, the parent sees none.
 # - Look inside: which keys go down `task`, which come back up.
 # - Fix it with one schema, and compare it with the cache.
 #
-# Releases: [subagent-drops-key](../docs/hazards-by-version.md#subagent-drops-key),
+# Releases with these hazards:
+# [subagent-drops-key](../docs/hazards-by-version.md#subagent-drops-key),
 # [list-doubled-by-subagent](../docs/hazards-by-version.md#list-doubled-by-subagent).
 
 # %% [markdown]
 # ## 1. Reproduce: the parent sees nothing
 # A [state schema](../docs/glossary.md#state-schema) lists an agent's
-# state keys. From the package: lesson 02's `RequirementsState` and
-# `store_requirement`; the collector's scripted model (store every field of
-# its task in one reply, then report); the parent's reader tool,
-# `get_collected_requirements` (its own state's `requirements`), and its
-# script, `parent_script` (call `task`, read, say "Done.").
+# state keys. From this series' package, `agentstate`: lesson 02's
+# `RequirementsState` and `store_requirement`; `collector_model`, a
+# [scripted model](../docs/glossary.md#scripted-model) (fixed replies, no
+# LLM) that stores every field of its task in one reply, then reports; the
+# parent's reader tool, `get_collected_requirements` (returns the parent's
+# `requirements`); and `parent_script`, the parent's model (call `task`,
+# read, say "Done.").
 
 # %% [markdown]
 # The two agents, as a developer writes them: the collector is a plain
-# [`create_agent`](../docs/glossary.md#create-agent), the parent a
-# [`create_deep_agent`](../docs/glossary.md#create-deep-agent) that gets
-# it as a compiled subagent.
+# [`create_agent`](../docs/glossary.md#create-agent) (LangChain's agent
+# loop), the parent a [`create_deep_agent`](../docs/glossary.md#create-deep-agent)
+# (from [deepagents](../docs/glossary.md#deepagents), LangChain's library
+# for agents with subagents) that gets the compiled collector as `runnable`.
 
 # %%
 from deepagents import create_deep_agent
@@ -69,38 +76,48 @@ what_each_said(broken.invoke(user_turn()))
 #
 # ```mermaid
 # flowchart LR
-#     P["parent's state<br/>messages, files, requirements"]
-#     C["collector<br/>keeps the keys its schema declares"]
-#     P -- "down: all but todos, private keys;<br/>messages = one human message: the task" --> C
-#     C -- "up: changed keys but messages and todos;<br/>plus one ToolMessage, its last reply" --> P
+#   P["parent's state<br/>messages, files, requirements"]
+#   C["collector<br/>keeps the keys its schema declares"]
+#   P -- "down: all but the kept-out keys;<br/>messages = one human message: the task" --> C
+#   C -- "up: changed keys but messages, kept-out keys;<br/>+ one ToolMessage: its last reply" --> P
 # ```
 #
-# Left out both ways: `todos` (deepagents' to-do list),
-# `structured_response`, skill and rubric keys, and middleware-private keys.
-# `messages` is replaced: the task going down, one ToolMessage coming up.
+# `messages` is replaced: the task going down, one ToolMessage (a tool's
+# reply) coming up. The next table names the kept-out keys.
 
 # %% [markdown]
-# **Down.** `TaskInputs`, a callback, records the dict `task` hands the
-# collector; the collector's model records what it was given:
+# **Down.** `TaskInputs`, a callback (LangChain calls it as each step
+# starts), records the dict `task` hands the collector; the collector's
+# model records what it was given:
 
 # %%
 from agentstate.lessons.subagents import task_report, what_went_down
 from agentstate.tracing import CommandRecorder, TaskInputs
 
 model, handed = collector_model(), TaskInputs()
-parent_agent(collector_agent(model=model)).invoke(user_turn(), config={"callbacks": [handed]})
-what_went_down(handed, model)
+parent = parent_agent(collector_agent(model=model))
+parent.invoke(user_turn(), config={"callbacks": [handed]})
+what_went_down(handed, model, parent)
 
 # %% [markdown]
 # `requirements` goes down too, but this collector's schema lacks it. Its
-# model sees the task only; the user's message stays above.
+# model got one human message, the task; the user's message stays with the
+# parent. `files` is deepagents' virtual file store: paths and contents
+# kept in state, not on disk.
 
 # %% [markdown]
-# **Up.** A graph keeps only the keys its schema declares (`.channels`), and drops
-# a write to any other key without an error. `CommandRecorder`, a
-# [middleware](../docs/glossary.md#middleware) around each tool call,
-# records the keys `task` brought up besides `messages`, for each side
-# that declares `requirements`:
+# **Kept out**, going down and coming up: `structured_response` (a final
+# answer in a set format) and the keys deepagents' middleware marks
+# private for its own bookkeeping: `jump_to` and the three whose names
+# start with an underscore. deepagents also keeps out `todos` (a to-do
+# list), which this parent lacks; exercise 2 gives it to the collector.
+
+# %% [markdown]
+# **Up.** A compiled graph keeps only the keys its schema declares (its
+# `.channels`), and drops a write to any other key without an error.
+# `CommandRecorder`, a [middleware](../docs/glossary.md#middleware) around
+# each tool call, records the keys `task` brought up besides `messages`,
+# for each choice of who declares `requirements`:
 
 # %%
 from agentstate.lessons.display import Table, compare_findings
@@ -134,14 +151,15 @@ Table(declared_by(who).rows[0] for who in SCHEMAS)
 # ```
 #
 # The cause is the collector's schema, not isolation: both agents' tools
-# run in one process, which is why the write-up's cache works at all.
+# run in one process, which is why the changelog's cache (a dict both
+# share) shows the fields in section 4.
 
 # %% [markdown]
 # ## 3. The fix: one schema for both
-# The collector built with the parent's schema, the last row above. A
-# [declarative subagent](../docs/glossary.md#declarative-subagent) (a dict
-# deepagents builds) gets it without a line. The package's
-# `build_shared_schema_agent` is this fix on the full RDS agent:
+# Build the collector with the parent's schema: the last row above. The
+# package's `build_shared_schema_agent` is this fix on the full RDS agent,
+# with a [declarative subagent](../docs/glossary.md#declarative-subagent)
+# (a dict deepagents builds into an agent, with the parent's schema):
 
 # %%
 from agentstate.rds import build_shared_schema_agent
@@ -154,7 +172,8 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 
 # %% [markdown]
 # ## 4. Prove it: the schema fix against the cache fix
-# The write-up kept the split schema and added a cache, in outline:
+# The changelog kept the split schema (the collector without
+# `requirements`) and added a cache, in outline:
 #
 # ```mermaid
 # flowchart LR
@@ -167,9 +186,9 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 
 # %% [markdown]
 # `who_sees_what` runs the package's three builds: turn 1 delegates and
-# reads, turn 2 reads again, then a new agent over the same SQLite file (a
-# restart) reads. Each column counts the fields read; the last, those in
-# the file:
+# reads, turn 2 reads again, then a new agent over the same SQLite database
+# (a restart) reads. Each column counts the fields the reader got; the
+# last, those in `/requirements.json` (a file in `files`):
 
 # %%
 from agentstate.lessons.fixtures import AddNotesState, build_notes_agent, who_sees_what
@@ -177,16 +196,16 @@ from agentstate.rds import build_cache_fix_agent, build_split_schema_agent
 
 builds = {
     "split schema (broken)": build_split_schema_agent,
-    "cache fix (the write-up)": build_cache_fix_agent,
+    "cache fix (the changelog)": build_cache_fix_agent,
     "one schema (the fix)": build_shared_schema_agent,
 }
 Table({"build": name, **who_sees_what(build)} for name, build in builds.items())
 
 # %% [markdown]
 # The cache shows the fields in the same turn only: they never enter
-# state, so the next turn has lost them while the file lists all five. The
-# schema fix puts them in state, which the
-# [checkpointer](../docs/glossary.md#checkpointer) keeps.
+# `requirements`, so the next turn has lost them while `/requirements.json`
+# lists all five. The schema fix puts them in state, which the
+# [checkpointer](../docs/glossary.md#checkpointer) saves in the database.
 
 # %% [markdown]
 # ## A list comes back doubled
@@ -204,6 +223,7 @@ Table({"build": name, **who_sees_what(build)} for name, build in builds.items())
 # The package's note-taker, a subagent that adds one note, shows it:
 
 # %%
+# AddNotesState: `notes`, a list whose reducer is operator.add
 notes = build_notes_agent(AddNotesState).invoke({**user_turn(), "notes": ["pre"]})["notes"]
 notes
 
@@ -212,8 +232,9 @@ notes
 # (exercise 3).
 #
 # ## 5. What the doctor says
-# The [doctor](../docs/glossary.md#doctor), `agentstate.doctor.diagnose`,
-# reads a compiled graph without running it, here both builds:
+# The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
+# schema and its tools' code, without running it, and names the hazards
+# these lessons teach. Here `diagnose` reads both builds:
 
 # %%
 from agentstate.doctor import diagnose
@@ -222,12 +243,15 @@ reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
-# A *note* is what it cannot decide from the graph alone: a reader in the
-# same reply as `task` would see the state from before it (lesson 03).
+# A *note* is what the doctor cannot decide from the graph alone. The fix
+# makes `task` bring `requirements` up (the broken build's brings nothing),
+# and the parent's reader reads that key: called in `task`'s batch, it
+# would see the state from before (lesson 03). The parent's script reads
+# in its next reply, so the reader got 5 fields above: nothing to act on.
 
 # %% [markdown]
 # ## Try it: who declares `requirements`
-# Run the cells above first; the knob runs one turn per position.
+# Run the cells above first; the dropdown runs one turn per choice.
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
@@ -252,7 +276,7 @@ knob_widget = widgets.interact(declared_by, who=knob)
 #    `task` calls of one field each (`model=parent_script(one, other)`,
 #    collector model `collector_model(tasks=2)`), or one `task` of two fields?
 # 2. Give the collector a tool that writes `todos`, and declare `todos` in
-#    its schema. Check that its todos stay below, as section 2's diagram says.
+#    its schema. Check that its todos stay below, as section 2 says.
 # 3. Make `notes` a list of dicts with an `id`, and write a reducer that
 #    merges by id. Show that `pre` is no longer doubled, and that a
 #    subagent can update a note in place.

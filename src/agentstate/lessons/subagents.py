@@ -55,12 +55,19 @@ def what_each_said(state: Mapping[str, Any]) -> Table:
     return Table([{"collector said": said["task"], "parent's reader got": got}])
 
 
-def what_went_down(handed: TaskInputs, collector_model: ScriptedChatModel) -> Table:
-    """The keys ``task`` handed the collector beside the message types its model was given."""
+def what_went_down(handed: TaskInputs, collector_model: ScriptedChatModel, parent: Any) -> Table:
+    """The keys ``task`` handed the collector, the parent's state keys it kept out, and the
+    message types the collector's model was given (``parent``: the compiled parent graph)."""
     if not handed.inputs or not collector_model.seen:
         raise ValueError("what_went_down: run one turn with `handed` in the config's callbacks")
+    keys = getattr(parent, "stream_channels_list", None)  # a compiled graph's state keys
+    if keys is None:
+        got = type(parent).__name__
+        raise TypeError(f"what_went_down: expected the compiled parent, got {got}")
+    down = sorted(handed.inputs[0])
+    kept_out = sorted(k for k in keys if k not in down)
     given = [m.type for m in collector_model.seen[0]]
-    return Table([{"task handed down": sorted(handed.inputs[0]), "its model got": given}])
+    return Table([{"task handed down": down, "kept out": kept_out, "its model got": given}])
 
 
 def task_report(who: str, state: Mapping[str, Any], recorder: CommandRecorder) -> Table:
