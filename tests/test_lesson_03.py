@@ -13,7 +13,7 @@ import pytest
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate.core import TurnCacheMiddleware
+from agentstate.core import TurnCacheBase, TurnCacheMiddleware, merge_fields, written_value
 from agentstate.doctor import diagnose
 from agentstate.hazards import hazard
 from agentstate.lessons.fixtures import (
@@ -42,7 +42,6 @@ from tests.lesson_source import code_cells, definitions
 
 # What the lesson defines and the tests run: its agent, its cache, its knob.
 TEACHING = (
-    "merge_fields",
     "RequirementsState",
     "store_requirement",
     "get_collected_requirements",
@@ -173,10 +172,10 @@ def test_the_teaching_cache_is_one_cell_of_a_screen_at_most():
     cells = [c for c in code_cells("03") if "\nclass TurnCache(" in f"\n{c}"]
     assert len(cells) == 1, "the teaching cache of notebook 03 was renamed or split"
     code = [line for line in cells[0].splitlines() if line.strip() and line.strip()[0] != "#"]
-    in_class = code[code.index("class TurnCache(AgentMiddleware):") :]
-    # issue 42: the mechanism only (wait, merge, record, drop); the reply's ids, the view a
-    # tool reads and the value a Command wrote come from agentstate.core
-    assert len(code) <= 25 and len(in_class) <= 21, (len(code), len(in_class))
+    in_class = code[code.index("class TurnCache(TurnCacheBase):") :]
+    # issue 42: the mechanism only (wait, merge, record, drop); the settings, the reply's ids,
+    # the view a tool reads and the value a Command wrote come from agentstate.core
+    assert len(code) <= 19 and len(in_class) <= 17, (len(code), len(in_class))
 
 
 def test_the_plain_agent_of_the_lesson_reads_nothing_without_a_cache(lesson):
@@ -269,7 +268,7 @@ def test_teaching_and_package_turn_caches_agree_on_the_rds_reply(lesson):
             writers=WRITER_TOOLS,
             readers=READER_TOOLS,
             key="requirements",
-            reducer=lesson["merge_fields"],
+            reducer=merge_fields,
         )
         state = build_reducer_agent(all_in_one_reply_model(), middleware=[cache]).invoke(
             user_turn()
@@ -617,3 +616,48 @@ def test_the_teaching_cache_forgets_each_batch_and_records_a_readers_finish(less
     }
     assert len(last) == 7 and cache.batches == {}
     assert [last[i] for i, n in readers.items() if n in lesson["READS"]] == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"writers": "store_requirement"}, TypeError, "writers must be tool names, not the string"),
+        ({"readers": []}, ValueError, "readers must name at least one tool"),
+        ({"readers": ["store_requirement"]}, ValueError, "both writer and reader"),
+        ({"key": ""}, TypeError, "key must be a state key's name"),
+        ({"reducer": "merge_fields"}, TypeError, "reducer must be a function"),
+        ({"timeout": 0}, ValueError, "timeout must be positive seconds, got 0"),
+        ({"timeout": "10"}, ValueError, "timeout must be positive seconds, got '10'"),
+    ],
+)
+def test_the_teaching_caches_base_refuses_bad_settings_in_one_line(lesson, options, error, message):
+    """``TurnCacheBase`` (the settings the page's ``TurnCache`` takes from the package): a bad
+    setting fails when the cache is made, with a line naming it, not inside a tool call."""
+    with pytest.raises(error, match=re.escape(message)) as raised:
+        teaching_cache(lesson, **options)
+    assert "\n" not in str(raised.value)
+
+
+def test_the_teaching_caches_base_holds_what_the_page_uses(lesson):
+    cache = teaching_cache(lesson, timeout=0.5)
+    assert isinstance(cache, TurnCacheBase) and cache.name == "TurnCache"
+    assert cache.writers == {"store_requirement"} and cache.readers == set(lesson["READS"])
+    assert cache.key == "requirements" and cache.reducer is merge_fields and cache.batches == {}
+    assert cache.changed.acquire(blocking=False)  # a lock of its own, free before any call
+    cache.changed.release()
+    error = cache.timed_out({"name": "validate_manifest", "args": {}, "id": "c1"})
+    assert isinstance(error, TimeoutError)
+    assert str(error) == "validate_manifest: writers still busy after 0.5 s"
+    assert teaching_cache(lesson).changed is not cache.changed  # no condition shared
+
+
+def test_written_value_names_what_a_command_wrote_and_a_plain_reply_wrote_nothing():
+    """What the page's step 3 records: ``written_value(result, key).value``."""
+    from langchain_core.messages import ToolMessage
+    from langgraph.types import Command
+
+    done = ToolMessage("Stored engine.", tool_call_id="c1")
+    wrote = written_value(Command(update={"requirements": {"engine": "pg"}}), "requirements")
+    assert wrote.wrote and wrote.value == {"engine": "pg"}
+    assert written_value(done, "requirements") == (False, None)
+    assert written_value([done, Command(update={"other": 1})], "requirements").value is None

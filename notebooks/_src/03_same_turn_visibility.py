@@ -55,10 +55,9 @@ TOOLS = [store_requirement, get_collected_requirements, validate_manifest]
 READS = ["get_collected_requirements", "validate_manifest"]
 
 
-def my_agent(*middleware, fields=POSTGRES_FIELDS, next_reply=False, turns=1):
+def my_agent(*extra, fields=POSTGRES_FIELDS, next_reply=False, turns=1):
     model = same_turn_model(fields, READS, next_reply=next_reply, turns=turns)
-    used = filter(None, middleware)  # None: no middleware
-    return create_agent(model, tools=TOOLS, state_schema=RequirementsState, middleware=[*used])
+    return create_agent(model, tools=TOOLS, state_schema=RequirementsState, middleware=[*extra])
 
 
 timeline = ToolTimeline()  # a middleware that records each tool call, for the figure below
@@ -73,25 +72,24 @@ print("fields the reader listed:", fields_seen_by_reader(state), "of", len(state
 draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one reply")
 
 # %% [markdown]
-# Is the reader just too early? `ReadLast` holds it until every store has
-# returned. Then a second run: the readers in the next reply.
+# Is the reader just too early? `ReadLast` holds the reader's tool until
+# every store has returned. Then the readers moved to the next reply.
 
 # %%
 from agentstate.lessons.simulation import ReadLast, ToolLatencyMiddleware
 
 late_timeline = ToolTimeline()
 read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
-# ReadLast also holds each store until the reader has started: 6 calls at once need 6 threads
+# ReadLast also holds each store until the reader is waiting: 6 calls at once need 6 threads
 my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 6})
 print(read_last.report())  # what ReadLast's timeline recorded
 next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
 
 # %% [markdown]
-# The reader was held until every store had returned, and it still saw
-# nothing: timing is not the cause. Writes apply when the **super-step**
-# ends, not the turn. And the calls ran on several threads: not
-# "single-threaded".
+# The held reader still replied `{}`: timing is not the cause. The first
+# quote holds: all 7 calls ran in super-step 2, whose writes apply after
+# every call, the readers' too. The second does not: more than one thread.
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
@@ -123,38 +121,30 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # ```
 
 # %% [markdown]
-# `batches`: a reply's id -> what each finished call wrote; a `Condition` is
-# a lock threads can wait on. `batch_of`, `reader_view` and `written_value`:
-# the package's bookkeeping.
+# `TurnCacheBase` (from `agentstate.core`) keeps the settings, `batches` (a
+# reply's id -> what each finished call wrote) and `changed`, a `Condition`:
+# a lock threads can wait on. `reader_view` sets a state value where tools
+# read it, `runtime.state`.
 
 # %%
-import threading
 from functools import reduce
 
-from langchain.agents.middleware import AgentMiddleware
-
-from agentstate.core import TurnCacheMiddleware, batch_of, merge_fields, reader_view, written_value
+from agentstate.core import TurnCacheBase, TurnCacheMiddleware, batch_of, reader_view, written_value
 
 
-class TurnCache(AgentMiddleware):
-    def __init__(self, writers, readers, key, reducer=merge_fields, timeout=10.0):
-        self.writers, self.readers, self.key, self.reducer = writers, readers, key, reducer
-        self.timeout, self.batches, self.changed = timeout, {}, threading.Condition()
-
+class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        call, state = request.tool_call, request.state
-        reply, writer_ids, size = batch_of(request, self.writers)  # the batch: this call's reply
+        reply, writer_ids, size = batch_of(request, self.writers)  # the reply holding this call
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
-            if call["name"] in self.readers:  # step 1, wait: every writer of its reply done
+            if request.tool_call["name"] in self.readers:  # step 1, wait: every writer done
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
-                    raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
-                # step 2, merge: the writes folded into the state's value, in call order
-                merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
-                request = reader_view(request, self.key, merged)  # tools read runtime.state too
+                    raise self.timed_out(request.tool_call)  # a TimeoutError naming the reader
+                view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
+                request = reader_view(request, self.key, view)  # step 2: merged, where tools read
         result = handler(request)
-        with self.changed:
-            done[call["id"]] = written_value(result, self.key)[1]  # step 3, record (a reader: None)
+        with self.changed:  # step 3, record what its Command wrote to key (a reader: None)
+            done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
             if len(done) == size:  # step 4, drop: every call (readers too) is done
                 del self.batches[reply]
@@ -163,22 +153,21 @@ class TurnCache(AgentMiddleware):
 
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
-# The package's `TurnCacheMiddleware` adds async, a batch per conversation
-# and errors the model can read. Neither needs a `reducer`: both default to
+# Beside it, the package's `TurnCacheMiddleware`; both default `reducer` to
 # `merge_fields`. Each tool call waits a seeded random 0-5 ms:
 
 # %%
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
-for cache in (None, TurnCache(**CACHE), TurnCacheMiddleware(**CACHE)):
-    agent = my_agent(cache, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 scripted turns
+for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []: the plain agent
+    agent = my_agent(*caches, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 turns
     seen = {fields_seen_by_reader(agent.invoke(TURN)) for _ in range(100)}  # a set: the counts seen
-    print(getattr(cache, "name", "plain agent"), "saw", seen, "of 5 fields in 100 turns")
+    print(caches[0].name if caches else "plain agent", "saw", seen, "of 5 fields in 100 turns")
 
 # %% [markdown]
-# The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
-# reads an agent's code without running it. Below: the diff its `--fix`
-# would write (no `reducer`: the default), then its findings on the plain
-# agent and on the agent with the package's turn cache.
+# The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
+# schema and its tools' code, without running it, and names the hazards
+# these lessons teach. Below: its `--fix` diff, then its findings without
+# and with the package's cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
@@ -194,12 +183,14 @@ for agent in (my_agent(), my_agent(TurnCacheMiddleware(**CACHE))):
 
 
 # %% tags=["nbval-ignore-output"]
-import ipywidgets as widgets
+import ipywidgets as widgets  # Jupyter's sliders and checkboxes
+
+from agentstate.lessons.fixtures import label_fields  # n distinct fields to store
 
 
 def reader_sees(writers=5, turn_cache=True):
-    agent = my_agent(turn_cache and TurnCache(**CACHE), fields={f"k{i}": i for i in range(writers)})
-    return fields_seen_by_reader(agent.invoke(TURN))
+    caches = [TurnCache(**CACHE)] if turn_cache else []
+    return fields_seen_by_reader(my_agent(*caches, fields=label_fields(writers)).invoke(TURN))
 
 
 knob_widget = widgets.interact(reader_sees, writers=(1, 30), turn_cache=True)
@@ -208,17 +199,16 @@ knob_widget = widgets.interact(reader_sees, writers=(1, 30), turn_cache=True)
 # ## Summary
 # - A reader in the writers' reply sees the state from before the
 #   super-step, even when it starts after them.
-# - Fix: readers in the next reply, or a turn cache when you cannot choose
-#   the order.
+# - Fix: readers in the next reply, or a turn cache.
 # - A shared dict races ([going further](going_further/03_caches_that_fail.ipynb)).
 
 # %% [markdown]
 # ## Exercises
 # 1. Readers *first* in the reply: what does the cached reader see, and why?
-# 2. Run `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`
-#    with `t = ToolTimeline()`: which calls start late (`t.events`)? Why does
-#    no reader time out?
-# 3. Without step 1 (`wait_for` returns `True` at once), how many fields
-#    does the reader see over 100 turns?
-# 4. One `TurnCache` agent run from two threads, each with its own fields:
-#    does either reader see the other's?
+# 2. `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`
+#    with `t = ToolTimeline()`: which calls start late? Why does no reader
+#    time out?
+# 3. Without step 1 (`wait_for` returns `True` at once), what does the
+#    reader see over 100 turns?
+# 4. One `TurnCache` agent invoked from two threads, each with its own
+#    fields: does either reader see the other's?

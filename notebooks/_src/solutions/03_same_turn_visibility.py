@@ -12,10 +12,9 @@ import threading
 from functools import reduce
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import ToolRuntime, tool
 
-from agentstate.core import batch_of, merge_fields, reader_view, written_value
+from agentstate.core import TurnCacheBase, batch_of, reader_view, written_value
 from agentstate.lessons.fixtures import (
     POSTGRES_FIELDS,
     RequirementsState,
@@ -50,25 +49,19 @@ def reply_of(state: dict, tool_name: str) -> str:  # a tool's last reply
 
 
 # %%
-class TurnCache(AgentMiddleware):
-    def __init__(self, writers, readers, key, reducer=merge_fields, timeout=10.0):
-        self.writers, self.readers, self.key, self.reducer = writers, readers, key, reducer
-        self.timeout, self.batches, self.changed = timeout, {}, threading.Condition()
-
+class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        call, state = request.tool_call, request.state
-        reply, writer_ids, size = batch_of(request, self.writers)  # the batch: this call's reply
+        reply, writer_ids, size = batch_of(request, self.writers)  # the reply holding this call
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
-            if call["name"] in self.readers:  # step 1, wait: every writer of its reply done
+            if request.tool_call["name"] in self.readers:  # step 1, wait: every writer done
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
-                    raise TimeoutError(f"{call['name']}: writers still busy after {self.timeout} s")
-                # step 2, merge: the writes folded into the state's value, in call order
-                merged = reduce(self.reducer, map(done.get, writer_ids), state.get(self.key))
-                request = reader_view(request, self.key, merged)  # tools read runtime.state too
+                    raise self.timed_out(request.tool_call)  # a TimeoutError naming the reader
+                view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
+                request = reader_view(request, self.key, view)  # step 2: merged, where tools read
         result = handler(request)
-        with self.changed:
-            done[call["id"]] = written_value(result, self.key)[1]  # step 3, record (a reader: None)
+        with self.changed:  # step 3, record what its Command wrote to key (a reader: None)
+            done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
             if len(done) == size:  # step 4, drop: every call (readers too) is done
                 del self.batches[reply]

@@ -9,7 +9,8 @@ Nothing here knows the RDS domain; the RDS agents are thin users of it.
   reference, resolvable only by its store (notebook 02).
 - :class:`TurnCacheMiddleware`: a reader in the writers' batch sees their
   writes (notebook 03); :func:`batch_of`, :func:`reader_view` and
-  :func:`written_value`, the bookkeeping it shares with the notebook's teaching cache.
+  :func:`written_value`, the bookkeeping it shares with the notebook's teaching cache,
+  and :class:`TurnCacheBase`, that cache's settings, batches and condition.
 - :class:`SharedStateMiddleware`, :func:`share_state`, :func:`undeclared_keys`:
   a subagent's writes are no longer dropped at the ``task`` boundary (notebook 04).
 - :func:`append_unique`: lists are not doubled when a subagent returns (notebook 04).
@@ -31,7 +32,8 @@ from agentstate.core.secrets import (
     secret_ref,
 )
 from agentstate.core.subagents import SharedStateMiddleware, share_state, undeclared_keys
-from agentstate.core.turn_cache import TurnCacheMiddleware, reader_view, written_value
+from agentstate.core.turn_cache import TurnCacheMiddleware, Written, reader_view, written_value
+from agentstate.core.turn_cache_base import TurnCacheBase
 from agentstate.core.turn_cache_batch import Batch
 from agentstate.core.turn_cache_calls import CallBatch, batch_of
 
@@ -43,7 +45,9 @@ __all__ = [
     "SecretRedactionMiddleware",
     "SecretStore",
     "SharedStateMiddleware",
+    "TurnCacheBase",
     "TurnCacheMiddleware",
+    "Written",
     "append_unique",
     "batch_of",
     "is_secret_ref",

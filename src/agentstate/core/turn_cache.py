@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, ToolCallRequest
 from langchain_core.messages import ToolCall, ToolMessage
@@ -64,14 +64,24 @@ ToolResult = ToolMessage | Command[Any]
 GATED = "waits for a human decision (a per-call review listed before the turn cache)"
 
 
-def written_value(result: object, key: str) -> tuple[bool, Any]:
-    """What a tool result writes to ``key``: ``(True, value)`` for a Command updating it."""
+class Written(NamedTuple):
+    """What a tool result writes to one state key (:func:`written_value`)."""
+
+    wrote: bool
+    """True when a ``Command`` in the result updates the key."""
+    value: Any
+    """The value it writes there (None when it writes nothing)."""
+
+
+def written_value(result: object, key: str) -> Written:
+    """What a tool result writes to ``key``: ``Written(True, value)`` for a Command updating it,
+    ``Written(False, None)`` otherwise (notebook 03's teaching cache reads ``.value``)."""
     results = result if isinstance(result, list) else [result]
     for item in results:
         update = getattr(item, "update", None) if isinstance(item, Command) else None
         if isinstance(update, Mapping) and key in update:
-            return True, update[key]
-    return False, None
+            return Written(True, update[key])
+    return Written(False, None)
 
 
 def reader_view(request: ToolCallRequest, key: str, value: Any) -> ToolCallRequest:
