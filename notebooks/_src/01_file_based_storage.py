@@ -194,8 +194,9 @@ def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime):
 
 
 # %% [markdown]
-# Five calls in one reply; the model's next reply reads them back with the
-# package's `get_collected_requirements`, which merges the files:
+# The scripted `store_then_read_model` stores the five fields in one reply;
+# its next reply reads them back with the package's
+# `get_collected_requirements`, which merges the files:
 
 # %%
 from agentstate.lessons.fixtures import get_collected_requirements, store_then_read_model
