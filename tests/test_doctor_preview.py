@@ -207,15 +207,15 @@ def test_a_graph_built_only_by_installed_packages_has_nothing_of_yours_to_fix():
 
 def test_lesson_01_the_file_read_modify_write_has_no_edit_and_says_where_the_fix_is(notebook):
     notebook.run(
+        "from typing import Any\n"
         "from deepagents import create_deep_agent\n"
         "from agentstate.lessons.fixtures import POSTGRES_FIELDS\n"
         "from agentstate.models import ScriptedChatModel, reply\n"
     )
     source = Path(__file__).parent.parent / "notebooks/_src/01_file_based_storage.py"
     text = source.read_text()
-    tool_cell = text[
-        text.index("import json\n") : text.index("# %% [markdown]", text.index("import json\n"))
-    ]
+    start = text.index("from langchain.tools import ToolRuntime, tool\n")
+    tool_cell = text[start : text.index("# %% [markdown]", start)]
     notebook.run(tool_cell.replace("PATH", '"/requirements.json"'))
     notebook.run(
         "broken_agent = create_deep_agent(\n"

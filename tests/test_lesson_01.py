@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import random
+from typing import Annotated, TypedDict
 
 import pytest
 from deepagents import create_deep_agent
@@ -22,6 +24,7 @@ from deepagents.middleware.filesystem import _file_data_delta_reducer
 
 from agentstate.doctor import diagnose
 from agentstate.hazards import hazard
+from agentstate.lessons.filestate import fields_in, write_file
 from agentstate.lessons.fixtures import (
     FILE_LAYOUTS,
     POSTGRES_FIELDS,
@@ -38,9 +41,16 @@ from agentstate.lessons.fixtures import (
     user_turn,
 )
 from agentstate.lessons.simulation import FinishOrder
+from agentstate.lessons.toy import two_writers
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import REQUIREMENTS_PATH, assemble_rds_agent, build_file_storage_agent
-from agentstate.tracing import ToolTimeline, superstep, tool_replies
+from agentstate.tracing import (
+    ToolTimeline,
+    arun_by_step,
+    run_by_step,
+    superstep,
+    tool_replies,
+)
 from tests.lesson_source import definitions
 
 GUARD_ERROR = "Error: parallel file mutations to the same path are not allowed."
@@ -49,13 +59,11 @@ TEACHING = (
     "store_requirement",
     "store_in_own_file",
     "PATH",
-    "FOLDER",
     "TURN",
     "LAYOUTS",
     "fields_in",
     "replace_path",
     "ToyState",
-    "writer",
 )
 
 
@@ -336,16 +344,12 @@ def test_fields_kept_refuses_bad_settings_with_one_line(layout, parallel_calls, 
 # --- the toy, the printed reads, the reducer by hand and the doctor (shown, not asserted) ---
 
 
-def test_the_toy_keeps_one_field_in_files_and_both_writes_in_the_log(lesson):
-    from langgraph.graph import START, StateGraph
-
-    toy = StateGraph(lesson["ToyState"])
-    toy.add_node("store_engine", lesson["writer"]("engine", "postgres"))
-    toy.add_node("store_username", lesson["writer"]("username", "dbadmin"))
-    toy.add_edge(START, "store_engine")
-    toy.add_edge(START, "store_username")
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_toy_keeps_one_field_in_files_and_both_writes_in_the_log(lesson, mode):
+    toy = two_writers(lesson["ToyState"])
+    assert set(toy.get_graph().nodes) == {"__start__", "store_engine", "store_username", "__end__"}
     for _ in range(20):  # the log's order is the order of the nodes, never the threads'
-        result = toy.compile().invoke({"files": {}, "log": []})
+        result = run(toy, {"files": {}, "log": []}, mode)
         assert result["files"] == {lesson["PATH"]: {"username": "dbadmin"}}
         assert result["log"] == [
             "store engine: read {}, wrote {'engine': 'postgres'}",
@@ -393,3 +397,78 @@ def test_the_doctor_names_the_shared_file_tool_and_passes_one_file_per_field(les
     )
     assert diagnose(broken).codes() == ["file-read-modify-write"]
     assert diagnose(fixed).codes() == []
+
+
+def merge_path(files: dict, write: dict) -> dict:
+    return {**files, **{p: {**files.get(p, {}), **f} for p, f in write.items()}}
+
+
+class Merging(TypedDict):
+    files: Annotated[dict[str, dict], merge_path]
+    log: Annotated[list[str], operator.add]
+
+
+def test_a_merging_reducer_in_the_toy_keeps_both_fields():
+    """two_writers builds on the reader's state class: exercise 1's reducer keeps both."""
+    result = two_writers(Merging).invoke({"files": {}, "log": []})
+    assert result["files"] == {REQUIREMENTS_PATH: {"engine": "postgres", "username": "dbadmin"}}
+
+
+# --- the page's helpers: fields_in, write_file, run_by_step ---
+
+
+def test_fields_in_reads_the_json_object_a_file_holds_and_empty_otherwise():
+    files = {
+        REQUIREMENTS_PATH: create_file_data(json.dumps({"engine": "postgres"})),
+        "/list.json": create_file_data("[1, 2]"),
+        "/broken.json": create_file_data("not json"),
+    }
+    assert fields_in(files) == {"engine": "postgres"}
+    assert fields_in(files, "/list.json") == fields_in(files, "/broken.json") == {}
+    assert fields_in(None) == fields_in({}, "/nowhere.json") == {}
+
+
+def test_write_file_writes_the_whole_file_and_replies_to_the_call():
+    class Runtime:
+        tool_call_id = "call-7"
+
+    command = write_file(Runtime(), "/a.json", {"engine": "postgres"}, "Stored engine.")
+    (done,) = command.update["messages"]
+    assert (done.content, done.tool_call_id) == ("Stored engine.", "call-7")
+    assert fields_in(command.update["files"], "/a.json") == {"engine": "postgres"}
+    assert list(command.update) == ["files", "messages"]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_run_by_step_prints_each_super_steps_nodes_and_the_calls_in_reply_order(
+    lesson, capsys, mode
+):
+    timeline = ToolTimeline()
+    agent = create_deep_agent(
+        one_batch_model(POSTGRES_FIELDS),
+        tools=[lesson["store_requirement"]],
+        middleware=[timeline, FinishOrder(timeline, ORDER[::-1])],
+    )
+    if mode == "sync":
+        state = run_by_step(agent, user_turn(), timeline)
+    else:
+        state = asyncio.run(arun_by_step(agent, user_turn(), timeline))
+    printed = capsys.readouterr().out.splitlines()[len(ORDER) :]  # after the tool's own prints
+    threads = "5 threads" if mode == "sync" else "1 thread"  # ainvoke: the event loop's
+    assert printed[:3] == [
+        "super-step 1: PatchToolCallsMiddleware.before_agent",
+        "super-step 2: model",
+        f"super-step 3: tools x5, on {threads}",
+    ]
+    assert printed[3:8] == [
+        f"  #{i} store_requirement({f}) replied 'Stored {f}.'" for i, f in enumerate(ORDER, 1)
+    ]
+    assert printed[8] == "super-step 4: model"
+    assert in_file(state) == {ORDER[-1]: POSTGRES_FIELDS[ORDER[-1]]}
+
+
+def test_run_by_step_without_a_timeline_prints_the_nodes_only(capsys):
+    toy = two_writers(teaching()["ToyState"])
+    state = run_by_step(toy, {"files": {}, "log": []})
+    assert capsys.readouterr().out.splitlines() == ["super-step 1: store_engine, store_username"]
+    assert len(state["log"]) == 2

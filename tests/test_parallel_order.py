@@ -69,8 +69,10 @@ COVERED = {
     f"{DESK}: " + 'return [Send("expert", {**state, "expert": e}) for e in EXPERTS]': "desk",
     f"{DESK}: " + 'desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at '
     "a time": "ignored_timing",
-    "01_file_based_storage.py: one_batch_model(POSTGRES_FIELDS),": "held_reads",
-    "01_file_based_storage.py: store_then_read_model(POSTGRES_FIELDS),": "files",
+    "01_file_based_storage.py: one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], "
+    "middleware=[timeline, last_first]": "held_reads",
+    "01_file_based_storage.py: store_then_read_model(POSTGRES_FIELDS), tools=[store_in_own_file, "
+    "get_collected_requirements]": "files",
     "01_file_based_storage.py: {layout: fields_kept(layout, 20) for layout in LAYOUTS}": "files",
     "02_state_reducer.py: model = one_batch_model(fields)  # first reply: one "
     "store_requirement call per field": "rds",
@@ -93,8 +95,8 @@ COVERED = {
     "going_further/03_caches_that_fail.py: one_batch_model(POSTGRES_FIELDS, extra=readers),": (
         "drawn"
     ),
-    "01_file_based_storage.py: parallel_calls=widgets.IntSlider(value=5, min=1, max=20, "
-    'description="parallel calls"),': "ignored_widget",
+    "01_file_based_storage.py: knob_widget = widgets.interact(fields_kept, layout=LAYOUTS, "
+    "parallel_calls=(1, 20))": "ignored_widget",
     "02_state_reducer.py: def kept_with(parallel_calls: int = 5, reducer: type = "
     "RequirementsState) -> int | str:": "ignored_widget",
     "03_same_turn_visibility.py: my_agent(read_last, late_timeline).invoke(TURN, "
@@ -183,7 +185,7 @@ def tool_batch_files() -> list[dict]:
 
     from agentstate.lessons.fixtures import one_batch_model
 
-    names = ["TURN", "store_requirement", "store_in_own_file", "PATH", "FOLDER", "fields_in"]
+    names = ["TURN", "store_requirement", "store_in_own_file", "PATH", "fields_in"]
     lesson = definitions("01_file", names)
     fields = {f"labels.k{i:02d}": str(i) for i in range(20)}
     results = []

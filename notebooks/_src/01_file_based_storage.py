@@ -49,9 +49,7 @@
 
 # %%
 import operator
-from typing import Annotated, TypedDict
-
-from langgraph.graph import START, StateGraph
+from typing import Annotated, Any, TypedDict
 
 PATH = "/requirements.json"
 
@@ -66,26 +64,14 @@ class ToyState(TypedDict):
 
 
 # %% [markdown]
-# Two writer nodes, both after `START`, so one super-step. Each reads the
-# file, adds its field, writes the whole file back, and logs what it read:
-
+# The package's `two_writers` builds the two nodes drawn above on a state
+# class. Each reads the file, adds its field, writes the whole file back, and
+# logs what it read:
 
 # %%
-def writer(field: str, value: str):  # makes a node that stores one field
-    def store(state: ToyState) -> dict:  # returns only the keys it writes
-        current = state["files"].get(PATH, {})
-        new = {**current, field: value}
-        return {"files": {PATH: new}, "log": [f"store {field}: read {current}, wrote {new}"]}
+from agentstate.lessons.toy import two_writers  # the toy's graph, from this series' package
 
-    return store
-
-
-toy = StateGraph(ToyState)
-toy.add_node("store_engine", writer("engine", "postgres"))
-toy.add_node("store_username", writer("username", "dbadmin"))
-toy.add_edge(START, "store_engine")
-toy.add_edge(START, "store_username")
-result = toy.compile().invoke({"files": {}, "log": []})
+result = two_writers(ToyState).invoke({"files": {}, "log": []})
 print("\n".join(result["log"]))
 print("the file after the step:", result["files"][PATH])
 
@@ -100,40 +86,32 @@ print("the file after the step:", result["files"][PATH])
 # function the model asks to run.
 
 # %% [markdown]
-# This tool reads the file from the state (`runtime.state`), prints what it
-# read, adds one field, and returns the whole file and its reply to the model
-# (a `ToolMessage`) in a `Command`, the object that updates the state.
-# LangChain passes `runtime` in when the tool runs; the model never sees or
-# sends that argument.
+# This tool reads the file from the state (`runtime.state`: LangChain passes
+# `runtime` in, the model never sees it), adds one field, and writes the whole
+# file back. Two package helpers hide deepagents' file format:
+# - `fields_in(files, path)`: the JSON object a file holds.
+# - `write_file(runtime, path, fields, reply)`: the `Command` (a state
+#   update) that writes the file and replies to the model.
 
 # %%
-import json
-from typing import Any
-
-from deepagents.backends.utils import create_file_data, file_data_to_string
-from langchain.messages import ToolMessage
 from langchain.tools import ToolRuntime, tool
-from langgraph.types import Command
 
-
-def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
-    return json.loads(file_data_to_string(files[PATH])) if files and PATH in files else {}
+from agentstate.lessons.filestate import fields_in, write_file
 
 
 @tool
-def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime):
     """Store one requirement in /requirements.json."""
-    current = fields_in(runtime.state.get("files"))
+    current = fields_in(runtime.state.get("files"), PATH)  # read
     print(f"store_requirement({field_name}) read {current}")
-    current[field_name] = value
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    data = create_file_data(json.dumps(current))  # a file as deepagents stores it
-    return Command(update={"files": {PATH: data}, "messages": [done]})
+    current[field_name] = value  # modify
+    return write_file(runtime, PATH, current, f"Stored {field_name}.")  # write it back whole
 
 
 # %% [markdown]
 # The model is **scripted**: it replays fixed replies, offline, with no API
-# key. `one_batch_model`'s first reply holds five **tool calls**, one per field.
+# key. `one_batch_model`'s first reply holds five **tool calls**, one per
+# field of `POSTGRES_FIELDS` (engine, version, instance class, storage, user).
 
 # %% [markdown]
 # Two **middleware**, objects that hook into the agent's loop:
@@ -141,33 +119,30 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Comm
 #   and its thread.
 # - `FinishOrder` holds each call until all five are running (so they run
 #   at once, on five threads), then runs them **last** call **first**.
+#
+# `run_by_step` runs the agent and prints each super-step's nodes and calls
+# (`#k`: a call's place in the reply).
 
 # %%
 from deepagents import create_deep_agent
 
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_batch_model
 from agentstate.lessons.simulation import FinishOrder
-from agentstate.tracing import ToolTimeline, draw_superstep
+from agentstate.tracing import ToolTimeline, draw_superstep, run_by_step  # drawing: section 3
 
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 timeline = ToolTimeline()
 last_first = FinishOrder(timeline, order=list(POSTGRES_FIELDS)[::-1])
 broken_agent = create_deep_agent(
-    one_batch_model(POSTGRES_FIELDS),
-    tools=[store_requirement],
-    middleware=[timeline, last_first],
+    one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], middleware=[timeline, last_first]
 )
-state = broken_agent.invoke(TURN)
-print("the tools replied:", [m.text for m in state["messages"] if m.type == "tool"])
-print("model calls ran in super-steps:", [m.step for m in timeline.model_calls])
-print("the tool calls ran in super-step:", sorted({e.step for e in timeline.events}))
-print("threads used:", timeline.thread_count())
-fields_in(state["files"])  # what the file holds
+state = run_by_step(broken_agent, TURN, timeline)
+fields_in(state["files"], PATH)  # what the file holds after the run
 
 # %% [markdown]
-# Every tool said "Stored", and the file holds one field. `engine` read
-# last (printed above), yet read `{}`: each call reads the state from before
-# the step. Why super-step 3? deepagents adds a node before the model:
+# Every call replied "Stored"; the file holds one field. `engine` read last
+# (its line is printed last), yet read `{}`: each call reads the state from
+# before the step. Why super-step 3? deepagents adds a node before the model:
 #
 # ```mermaid
 # flowchart LR
@@ -175,6 +150,7 @@ fields_in(state["files"])  # what the file holds
 #     p --> m["step 2<br/>model: one reply,<br/>5 tool calls"]
 #     m --> t["step 3<br/>tools: 5 calls<br/>on 5 threads"]
 #     t --> m2["step 4<br/>model"]
+#     m2 --> n["step 5<br/>ParentNotifier<br/>(deepagents)"]
 # ```
 #
 # A plain `create_agent` has no such node: its tools run in step 2 (lesson 02).
@@ -191,8 +167,9 @@ draw_superstep(timeline, key="files", show=lambda f: str(fields_in(f)), reducer=
 
 # %% [markdown]
 # The `files` reducer takes the writes in the order of the calls in the
-# reply, not the order they ran: call 5 read first (printed above), yet its
-# write came last. A later write to a path replaces the whole file.
+# reply, not the order they ran: `#5 store_requirement(username)` read first
+# (printed first above), yet its write came last. A later write to a path
+# replaces the whole file.
 
 # %% [markdown]
 # ## 4. The fix: one file per field
@@ -207,38 +184,34 @@ draw_superstep(timeline, key="files", show=lambda f: str(fields_in(f)), reducer=
 #     f1 & f2 & f5 --> g["get_collected_requirements<br/>merges them, sorted by path"]
 # ```
 
+
 # %%
-FOLDER = "/requirements/"
-
-
 @tool("store_requirement")  # the name the model calls
-def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime):
     """Store one requirement in its own file, /requirements/<field>.json."""
-    path = f"{FOLDER}{field_name}.json"
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    data = create_file_data(json.dumps({field_name: value}))
-    return Command(update={"files": {path: data}, "messages": [done]})
+    path = f"/requirements/{field_name}.json"  # one path per field
+    return write_file(runtime, path, {field_name: value}, f"Stored {field_name}.")
 
 
 # %% [markdown]
-# Five calls in one reply; the model's next reply reads them back with the
-# package's `get_collected_requirements`, which merges the files:
+# The scripted `store_then_read_model` stores the five fields in one reply;
+# its next reply reads them back with the package's
+# `get_collected_requirements`, which merges the files:
 
 # %%
 from agentstate.lessons.fixtures import get_collected_requirements, store_then_read_model
 
 fixed_agent = create_deep_agent(
-    store_then_read_model(POSTGRES_FIELDS),
-    tools=[store_in_own_file, get_collected_requirements],
+    store_then_read_model(POSTGRES_FIELDS), tools=[store_in_own_file, get_collected_requirements]
 )
 fixed_state = fixed_agent.invoke(TURN)
-json.loads(fixed_state["messages"][-2].content)  # [-2]: the reader's reply; [-1] is "Done."
+print(fixed_state["messages"][-2].text)  # [-2]: the reader's reply; [-1] is "Done."
 
 # %% [markdown]
 # ## 5. Prove: any number of parallel calls
-# The package holds both layouts (its tests check they keep what this page's
-# tools keep). `fields_kept` runs one reply of `parallel_calls` stores with
-# either and counts the fields the files hold. With 20 calls:
+# `fields_kept(layout, parallel_calls)` runs one reply of `parallel_calls`
+# stores with the package's copy of either tool and counts the fields the
+# files hold. With 20 calls:
 
 # %%
 from agentstate.lessons.fixtures import fields_kept
@@ -247,34 +220,25 @@ LAYOUTS = ["one file", "one file per field"]
 {layout: fields_kept(layout, 20) for layout in LAYOUTS}
 
 # %% [markdown]
-# The [doctor](../docs/glossary.md#doctor) (`agentstate.doctor.diagnose`)
-# reads an agent's code without running it and names this series' hazards.
-# It finds the hazard in the deep agent's `general-purpose` **subagent**
-# (a helper agent with the same tools) too; `preview_fix` shows what
-# `--fix --unsafe-fixes` would write:
+# The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
+# schema and its tools' code, without running it, and names the hazards these
+# lessons teach. `diagnose` runs it; it finds the hazard in the deep agent's
+# `general-purpose` **subagent** (a helper agent with the same tools) too:
 
 # %%
-from agentstate.doctor import diagnose, preview_fix
-from agentstate.lessons.display import compare_findings
+from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings  # findings side by side
 
-fix = preview_fix(broken_agent, unsafe=True)  # unsafe=True: --fix --unsafe-fixes
-print("--fix --unsafe-fixes would write:", fix.diff or "nothing")
-print(*sorted({f"{n.code}: {n.reason}" for n in fix.no_fix}), sep="\n")
 compare_findings({"broken agent": diagnose(broken_agent), "fixed agent": diagnose(fixed_agent)})
 
 # %% [markdown]
 # ## A knob: how many parallel calls?
-# Run the cells above first. The shared file keeps one field, and one file
-# per field keeps them all.
+# Run the cells above first.
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-knob_widget = widgets.interact(
-    fields_kept,
-    layout=widgets.Dropdown(options=LAYOUTS, description="layout"),
-    parallel_calls=widgets.IntSlider(value=5, min=1, max=20, description="parallel calls"),
-)
+knob_widget = widgets.interact(fields_kept, layout=LAYOUTS, parallel_calls=(1, 20))
 
 # %% [markdown]
 # ## Summary
@@ -294,6 +258,8 @@ knob_widget = widgets.interact(
 #    instead of replacing it. What does the file hold after the step?
 # 2. With `store_in_own_file`, store the same field twice in one reply with
 #    different values. Which value is kept, and on every run?
-# 3. Run the shared-file agent with one call per reply and a `ToolTimeline`.
-#    Draw its second tool step with `draw_superstep(..., step=...)`. What did
-#    that call read?
+# 3. Run the shared-file agent with one call per reply: give
+#    `create_deep_agent` the scripted model
+#    `one_call_per_step_model(POSTGRES_FIELDS)` (from
+#    `agentstate.lessons.fixtures`) and a `ToolTimeline`. Draw its second tool
+#    step with `draw_superstep(..., step=...)`. What did that call read?

@@ -10,7 +10,8 @@ reducer, the state after (:func:`superstep` gives the same values as data).
 :func:`draw_run` draws time: the calls of one reply on their threads, which
 write survived and what each reader saw. Attach a ``ToolTimeline`` to your
 own agent to draw the same pictures of it. :func:`state_by_step` reads a
-checkpointer's history into one row per super-step. Introduced in notebook
+checkpointer's history into one row per super-step; :func:`run_by_step` runs
+a graph once and prints the nodes each super-step ran. Introduced in notebook
 01, used by notebooks 02-04.
 """
 
@@ -767,3 +768,63 @@ def state_by_step(
         )
         previous = values
     return rows
+
+
+def _print_steps(tasks: list[tuple[int, str]], timeline: ToolTimeline | None) -> None:
+    events = timeline.events if timeline is not None else []
+    for step in sorted({s for s, _ in tasks}):
+        calls = sorted((e for e in events if e.step == step), key=lambda e: e.position)
+        threads = len({e.thread for e in calls})
+        on = f", on {threads} thread{'s' if threads != 1 else ''}" if calls else ""
+        print(f"super-step {step}: {_nodes(n for s, n in tasks if s == step)}{on}")
+        for e in calls:
+            print(f"  #{e.position + 1} {e.label} replied {e.reply!r}")
+
+
+def _take(
+    item: tuple[str, Any], tasks: list[tuple[int, str]], state: dict[str, Any]
+) -> dict[str, Any]:
+    """Add a ``debug`` task event's ``(super-step, node)`` to ``tasks`` (the input step left
+    out); return the state, replaced by a ``values`` chunk."""
+    mode, chunk = item
+    if mode == "values":
+        return dict(chunk)
+    if chunk.get("type") == "task" and chunk["payload"]["name"] != "__start__":
+        tasks.append((int(chunk["step"]), str(chunk["payload"]["name"])))
+    return state
+
+
+def run_by_step(
+    graph: Any,
+    inputs: Any,
+    timeline: ToolTimeline | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run ``graph`` once and print the nodes each super-step ran; returns the final state.
+
+    Under a step that ran tool calls, each call the ``timeline`` (in the
+    graph's middleware) recorded: ``#k``, its place in the model's reply, as
+    :func:`draw_superstep` numbers it, and what it replied. Notebook 01 shows
+    with it why its tool calls run in super-step 3.
+    """
+    tasks: list[tuple[int, str]] = []
+    state: dict[str, Any] = {}
+    for item in graph.stream(inputs, config, stream_mode=["debug", "values"]):
+        state = _take(item, tasks, state)
+    _print_steps(tasks, timeline)
+    return state
+
+
+async def arun_by_step(
+    graph: Any,
+    inputs: Any,
+    timeline: ToolTimeline | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The async twin of :func:`run_by_step` (the graph runs under ``astream``)."""
+    tasks: list[tuple[int, str]] = []
+    state: dict[str, Any] = {}
+    async for item in graph.astream(inputs, config, stream_mode=["debug", "values"]):
+        state = _take(item, tasks, state)
+    _print_steps(tasks, timeline)
+    return state

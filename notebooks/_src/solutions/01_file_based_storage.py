@@ -2,52 +2,40 @@
 # # 01 · File-based storage: exercise solutions
 #
 # Each exercise of notebook 01, answered with the lesson's own code: the toy
-# graph, `store_requirement` (without its print), `store_in_own_file` and
-# `fields_in`, written again here, and the package's scripted models the
-# lesson imports. Everything runs offline and asserts its answer.
+# graph's state, `store_requirement` (without its print) and
+# `store_in_own_file`, written again here, and the package's helpers and
+# scripted models the lesson imports. Everything runs offline and asserts its
+# answer.
 
 # %%
-import json
 import operator
 from typing import Annotated, Any, TypedDict
 
 from deepagents import create_deep_agent
-from deepagents.backends.utils import create_file_data, file_data_to_string
-from langchain.tools import ToolRuntime
-from langchain_core.messages import ToolMessage
-from langchain_core.tools import tool
-from langgraph.graph import START, StateGraph
-from langgraph.types import Command
+from langchain.tools import ToolRuntime, tool
 
+from agentstate.lessons.filestate import fields_in, write_file
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, one_call_per_step_model, one_reply_model
+from agentstate.lessons.toy import two_writers
 from agentstate.models import tool_call
 
 PATH = "/requirements.json"
-FOLDER = "/requirements/"
 TURN = {"messages": [{"role": "user", "content": "A Postgres 15.5 manifest, sensible defaults"}]}
 
 
-def fields_in(files: dict | None) -> dict:  # what /requirements.json holds
-    return json.loads(file_data_to_string(files[PATH])) if files and PATH in files else {}
-
-
 @tool
-def store_requirement(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+def store_requirement(field_name: str, value: Any, runtime: ToolRuntime):
     """Store one requirement in /requirements.json."""
-    current = fields_in(runtime.state.get("files"))
-    current[field_name] = value
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    data = create_file_data(json.dumps(current))
-    return Command(update={"files": {PATH: data}, "messages": [done]})
+    current = fields_in(runtime.state.get("files"), PATH)  # read
+    current[field_name] = value  # modify
+    return write_file(runtime, PATH, current, f"Stored {field_name}.")  # write it back whole
 
 
 @tool("store_requirement")
-def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime) -> Command:
+def store_in_own_file(field_name: str, value: Any, runtime: ToolRuntime):
     """Store one requirement in its own file, /requirements/<field>.json."""
-    path = f"{FOLDER}{field_name}.json"
-    done = ToolMessage(f"Stored {field_name}.", tool_call_id=runtime.tool_call_id)
-    data = create_file_data(json.dumps({field_name: value}))
-    return Command(update={"files": {path: data}, "messages": [done]})
+    path = f"/requirements/{field_name}.json"  # one path per field
+    return write_file(runtime, path, {field_name: value}, f"Stored {field_name}.")
 
 
 # %% [markdown]
@@ -69,21 +57,7 @@ class MergingToyState(TypedDict):
     log: Annotated[list[str], operator.add]
 
 
-def writer(field: str, value: str):
-    def store(state: MergingToyState) -> dict:
-        current = state["files"].get(PATH, {})
-        new = {**current, field: value}
-        return {"files": {PATH: new}, "log": [f"store {field}: read {current}, wrote {new}"]}
-
-    return store
-
-
-toy = StateGraph(MergingToyState)
-toy.add_node("store_engine", writer("engine", "postgres"))
-toy.add_node("store_username", writer("username", "dbadmin"))
-toy.add_edge(START, "store_engine")
-toy.add_edge(START, "store_username")
-result = toy.compile().invoke({"files": {}, "log": []})
+result = two_writers(MergingToyState).invoke({"files": {}, "log": []})
 assert result["files"][PATH] == {"engine": "postgres", "username": "dbadmin"}
 print("\n".join(result["log"]))
 print("the file after the step:", result["files"][PATH])
@@ -104,7 +78,7 @@ print("the file after the step:", result["files"][PATH])
 def engine_kept(*values: str) -> str:
     calls = [tool_call("store_requirement", field_name="engine", value=v) for v in values]
     out = create_deep_agent(one_reply_model(*calls), tools=[store_in_own_file]).invoke(TURN)
-    return json.loads(file_data_to_string(out["files"][f"{FOLDER}engine.json"]))["engine"]
+    return fields_in(out["files"], "/requirements/engine.json")["engine"]
 
 
 kept = {

@@ -7,7 +7,8 @@ the systems (``rds``, ``experts``, ``engine``, ``memory``); the lessons (noteboo
 ``display`` (tables, progress, the doctor's reports side by side), ``purity``
 (what a reader in its writers' super-step sees under a reducer), ``subagents``
 (lesson 04's parent script, reader tool and readouts of a turn),
-``simulation`` (tool latency), ``datafiles`` (the shipped data files),
+``simulation`` (tool latency), ``toy`` (lesson 01's toy graph), ``filestate``
+(lesson 01's file reads and writes), ``datafiles`` (the shipped data files),
 ``served`` (the graphs ``langgraph.json`` serves) and ``serve`` (``langgraph
 dev`` with private threads, for ``make serve``). Nothing in ``agentstate.core``
 or ``agentstate.doctor`` imports from here (tests/test_import_cycles.py).
