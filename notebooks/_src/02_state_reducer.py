@@ -165,7 +165,7 @@ def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes curre
     return current
 
 
-print("LangGraph's calls to merge_fields:", reducer_calls(merge_fields))
+print("LangGraph's calls to merge_fields:", reducer_calls(merge_fields))  # counted on this agent
 {r.__name__: reader_saw(r) for r in (merge_fields, merge_in_place)}
 
 # %% [markdown]
