@@ -36,7 +36,8 @@ from agentstate.lessons.fixtures import (
     reader_batch_model,
     user_turn,
 )
-from agentstate.lessons.purity import areader_saw, reader_saw
+from agentstate.lessons.purity import areader_saw, areducer_calls, reader_saw, reducer_calls
+from agentstate.lessons.reducer_knob import arequirements_kept, requirements_kept
 from agentstate.rds import (
     StateStorage,
     assemble_rds_agent,
@@ -57,7 +58,6 @@ TEACHING = {
     "TURN",
     "agent_with",
     "SCHEMAS",
-    "kept_with",
     "merge_in_place",
 }
 
@@ -287,23 +287,35 @@ def test_an_impure_reducer_leaks_the_batch_into_a_same_batch_reader(reducer, see
 def test_the_knob_over_its_range_plain_raises_from_two_replace_keeps_one_merge_keeps_all(
     lesson,
 ):
+    """The table the knob's cell prints, and the knob's start (the first state class, 5 calls)."""
     kept = {
-        (name, n): lesson["kept_with"](n, schema)
+        name: {n: requirements_kept(schema, n) for n in (1, 2, 50)}
         for name, schema in lesson["SCHEMAS"].items()
-        for n in (1, 2, 50)
     }
-    assert lesson["kept_with"]() == 5  # the knob's start: 5 calls, merge_fields
+    assert list(lesson["SCHEMAS"]) == ["plain", "replace_whole", "merge_fields"]
+    assert requirements_kept(lesson["PlainState"]) == "InvalidUpdateError"
     assert kept == {
-        ("plain", 1): 1,
-        ("plain", 2): "InvalidUpdateError",
-        ("plain", 50): "InvalidUpdateError",
-        ("replace_whole", 1): 1,
-        ("replace_whole", 2): 1,
-        ("replace_whole", 50): 1,
-        ("merge_fields", 1): 1,
-        ("merge_fields", 2): 2,
-        ("merge_fields", 50): 50,
+        "plain": {1: 1, 2: "InvalidUpdateError", 50: "InvalidUpdateError"},
+        "replace_whole": {1: 1, 2: 1, 50: 1},
+        "merge_fields": {1: 1, 2: 2, 50: 50},
     }
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("calls", [1, 3, 7])
+def test_the_knobs_requirements_kept_keeps_what_the_pages_own_agent_keeps(lesson, mode, calls):
+    """requirements_kept runs the package's copy of store_requirement: the page's agent_with,
+    on the same state class and calls, keeps as many fields (or raises the same error)."""
+    for schema in lesson["SCHEMAS"].values():
+        try:
+            state = run(lesson["agent_with"](schema, label_fields(calls)), user_turn(), mode)
+            page: int | str = len(state["requirements"])
+        except InvalidUpdateError:
+            page = "InvalidUpdateError"
+        if mode == "sync":
+            assert requirements_kept(schema, calls) == page
+        else:
+            assert asyncio.run(arequirements_kept(schema, calls)) == page
 
 
 def test_the_lessons_mermaid_diagram_has_the_edges_of_the_agents_graph(lesson):
@@ -379,3 +391,19 @@ def test_the_tools_of_create_agent_run_in_super_step_2(lesson):
     agent.invoke(user_turn())
     assert {e.step for e in timeline.events} == {2}
     assert [m.step for m in timeline.model_calls] == [1, 3]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_purity_cells_reducer_calls_one_per_write_while_the_step_runs_and_one_when_it_ends(
+    lesson, mode
+):
+    """What the lesson prints before reader_saw: LangGraph's calls to its merge_fields."""
+    calls = (
+        reducer_calls(lesson["merge_fields"])
+        if mode == "sync"
+        else asyncio.run(areducer_calls(lesson["merge_fields"]))
+    )
+    assert calls == {
+        "while the step runs (on a copy)": 5,
+        "when the step ends (the real state)": 5,
+    }

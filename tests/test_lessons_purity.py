@@ -1,8 +1,9 @@
 """agentstate.lessons.purity: what a reader in the writers' super-step sees (notebook 02).
 
-The lesson prints ``reader_saw`` for its pure and its in-place reducer; here
-both entry points (``invoke`` and ``ainvoke``) are pinned on other field
-counts, a reducer that replaces, and a value that is not a reducer.
+The lesson prints ``reader_saw`` for its pure and its in-place reducer, and
+``reducer_calls`` for its pure one; here both entry points (``invoke`` and
+``ainvoke``) are pinned on other field counts, a reducer that replaces, and a
+value that is not a reducer.
 """
 
 import asyncio
@@ -11,7 +12,16 @@ import pytest
 
 from agentstate.core import merge_fields
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, label_fields, merge_in_place, user_turn
-from agentstate.lessons.purity import READER, areader_saw, reader_agent, reader_saw
+from agentstate.lessons.purity import (
+    READER,
+    WHEN_THE_STEP_ENDS,
+    WHILE_THE_STEP_RUNS,
+    areader_saw,
+    areducer_calls,
+    reader_agent,
+    reader_saw,
+    reducer_calls,
+)
 from agentstate.tracing import tool_replies
 
 
@@ -47,3 +57,22 @@ def test_the_stores_and_the_reader_are_one_reply_and_the_writes_still_land(mode)
 def test_a_value_that_is_not_a_reducer_is_refused_before_anything_runs():
     with pytest.raises(TypeError, match=r"^reducer must be a function of \(current, write\)"):
         reader_saw({"engine": "postgres"})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("fields", [POSTGRES_FIELDS, label_fields(12)], ids=["five", "twelve"])
+@pytest.mark.parametrize("reducer", [merge_fields, replace_whole], ids=["merge", "replace"])
+def test_reducer_calls_counts_one_early_call_per_write_and_one_when_the_step_ends(
+    mode, fields, reducer
+):
+    calls = (
+        reducer_calls(reducer, fields)
+        if mode == "sync"
+        else asyncio.run(areducer_calls(reducer, fields))
+    )
+    assert calls == {WHILE_THE_STEP_RUNS: len(fields), WHEN_THE_STEP_ENDS: len(fields)}
+
+
+def test_reducer_calls_refuses_a_value_that_is_not_a_reducer():
+    with pytest.raises(TypeError, match=r"^reducer must be a function of \(current, write\)"):
+        reducer_calls("merge_fields")

@@ -44,6 +44,7 @@ PARALLEL = re.compile(
     r"|\.batch\(|\*stores\(|store_calls\(|delegate\(|parallel_calls"
     # the package's scripted replies whose first reply holds parallel tool calls
     r"|one_batch_model\(|store_then_read_model\(|same_turn_model\(|fields_kept\(|reader_saw\("
+    r"|requirements_kept\("
 )
 
 
@@ -97,8 +98,10 @@ COVERED = {
     ),
     "01_file_based_storage.py: knob_widget = widgets.interact(fields_kept, layout=LAYOUTS, "
     "parallel_calls=(1, 20))": "ignored_widget",
-    "02_state_reducer.py: def kept_with(parallel_calls: int = 5, reducer: type = "
-    "RequirementsState) -> int | str:": "ignored_widget",
+    "02_state_reducer.py: knob_widget = widgets.interact(requirements_kept, state_class=SCHEMAS, "
+    "parallel_calls=(1, 50))": "ignored_widget",
+    "02_state_reducer.py: {name: {n: requirements_kept(s, n) for n in (1, 2, 50)} for name, s in "
+    "SCHEMAS.items()}": "rds",
     "03_same_turn_visibility.py: my_agent(read_last, late_timeline).invoke(TURN, "
     '{"max_concurrency": 6})': "read_last",
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",

@@ -121,7 +121,7 @@ def saved_knobs(path: Path) -> list[str]:
 # (what the lesson claims at that setting; nbval does not compare a widget's output).
 KNOBS = {
     "01_file_based_storage": ("layout = one file", "1"),  # one field of five kept
-    "02_state_reducer": ("reducer = merge_fields", "5"),
+    "02_state_reducer": ("state_class = plain", "'InvalidUpdateError'"),
     "03_same_turn_visibility": ("turn_cache = True", "5"),
     "04_subagents": ("declared by = the parent only", "the parent only none 0 fields"),
     "05_prefix_cached_experts": (

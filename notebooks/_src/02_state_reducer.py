@@ -2,10 +2,10 @@
 # # 02 · The reducer: requirements that merge field by field
 #
 # The agent's developers answered lesson 01's loss by moving the
-# requirements out of the file into a state key with a reducer. Their
+# requirements from the file into a state key with a reducer. Their
 # design says that with it "All 5 field updates are preserved and merged
 # correctly" ([where this comes from](../README.md#where-this-comes-from)).
-# This lesson tests that claim with a plain agent written here.
+# This lesson tests that claim.
 
 # %% [markdown]
 # Which releases this happens in:
@@ -23,14 +23,13 @@
 # ## Goals
 # - See a plain `requirements: dict` key fail when five tools write it in one
 #   step, and an undeclared key lose the writes silently.
-# - See a reducer that replaces and one that merges, drawn one above the other.
-# - Write the fix, a field-merge reducer, and see why it must be pure.
+# - Write the fix, a reducer that merges, and see why it must be pure.
 
 # %% [markdown]
 # ## 1. Reproduce: a plain dict key
-# The tool writes one field to the `requirements` key with a `Command`; it
-# reads nothing. The **state schema** is the class that declares the
-# agent's state keys. Here `requirements` is a plain dict:
+# The **state schema** is the class declaring the agent's state keys; here
+# `requirements` is a plain dict. The tool writes one field to it with a
+# `Command` (a state update), reading nothing:
 
 # %%
 from typing import Annotated, Any, NotRequired
@@ -68,78 +67,59 @@ def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
 
 
 # %% [markdown]
-# With the plain key, the whole invoke fails. The error comes **after** the
-# five tools ran, when LangGraph applies the step's writes, so the model
-# never sees it:
+# The plain key fails the invoke **after** the five tools ran, when
+# LangGraph applies the step's writes: the model never sees the error. With
+# no `requirements` key declared (the default `AgentState`), the writes are
+# dropped silently while every tool says "Stored".
 
 # %%
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.tracing import ToolTimeline, draw_superstep
 
-timeline = ToolTimeline()
+timeline = ToolTimeline()  # records each tool call of a run
 try:
     agent_with(PlainState, middleware=[timeline]).invoke(TURN)
 except InvalidUpdateError as error:
     print(str(error).splitlines()[0])
 print("tools that ran first:", len(timeline.events))
-
-# %% [markdown]
-# With no `requirements` key declared at all (the default `AgentState`),
-# there is no error: LangGraph drops the writes while every tool says
-# "Stored".
-
-# %%
 undeclared = agent_with(AgentState).invoke(TURN)
-print("the tools replied:", [m.text for m in undeclared["messages"] if m.type == "tool"])
-print("state keys after the turn:", sorted(undeclared))
+print("undeclared key, the state keys after the turn:", sorted(undeclared))
+print("its tools replied:", [m.text for m in undeclared["messages"] if m.type == "tool"])
 
 # %% [markdown]
 # ## 2. Look inside: one value per step
-# The graph `create_agent` builds (`agent.get_graph().draw_mermaid()` prints
-# it; here with words on its edges). Unlike lesson 01's deep agent, no node
-# runs before the model, so the tools run in super-step 2:
+# The graph `create_agent` builds, with words on its edges
+# (`agent.get_graph().draw_mermaid()` prints it bare). The tools run in
+# super-step 2:
 #
 # ```mermaid
 # flowchart LR
-#     start([user message]) --> model["model<br/>steps 1 and 3"]
-#     model -- "a reply with 5 tool calls" --> tools["tools: step 2<br/>5 tasks, one super-step"]
+#     start([user message]) --> model
+#     model -- "a reply with 5 tool calls" --> tools["tools<br/>5 tasks, one super-step"]
 #     tools -- "their writes, applied when the step ends" --> model
 #     model -- "a reply without tool calls" --> done([answer])
 # ```
 
 # %% [markdown]
-# LangGraph keeps each state key in a **channel**. The channel a key gets
-# decides what five writes in one step do:
+# LangGraph keeps each state key in a **channel**; the key's type decides
+# what five writes in one step do:
 #
 # ```mermaid
 # flowchart LR
 #     w["5 writes<br/>in one step"]
-#     plain["requirements: dict<br/>LastValue channel:<br/>one value a step"]
-#     red["Annotated[dict, reducer]<br/>BinaryOperatorAggregate"]
+#     plain["requirements: dict<br/>one value a step"]
+#     red["Annotated[dict, reducer]"]
 #     fold["reducer(current, write)<br/>per write, in call order"]
 #     w --> plain --> err["InvalidUpdateError"]
 #     w --> red --> fold --> kept["one folded value"]
 # ```
 
-
-# %%
-def replace_whole(current: dict | None, write: dict | None) -> dict | None:
-    return write
-
-
-class ReplaceState(AgentState):
-    requirements: Annotated[NotRequired[dict[str, Any]], replace_whole]
-
-
-for schema in (PlainState, ReplaceState):
-    print(schema.__name__, type(agent_with(schema).channels["requirements"]).__name__)
-
 # %% [markdown]
 # ## 3. The fix: a reducer that merges
 # The reducer gets the key's current value and one write, and returns a
-# **new** dict with the write's fields on top. The state class puts it on
-# the key. That is the whole fix: the tool does not change.
+# **new** dict with the write's fields on top; the tool does not change.
+# Below, it and `replace_whole`, a reducer that replaces, on one reply, drawn:
 
 
 # %%
@@ -151,37 +131,33 @@ class RequirementsState(AgentState):
     requirements: Annotated[NotRequired[dict[str, Any]], merge_fields]
 
 
-merge_timeline = ToolTimeline()
-fixed_agent = agent_with(RequirementsState, middleware=[merge_timeline])
-fixed_agent.invoke(TURN)["requirements"]
+def replace_whole(current: dict | None, write: dict | None) -> dict | None:
+    return write
 
-# %% [markdown]
-# An `Annotated` key alone is not enough. Both reducers on the same reply,
-# drawn as state flow. `replace_whole` folds the five writes to the last
-# call's field: lesson 01's loss again, without an error.
 
-# %%
-replace_timeline = ToolTimeline()
-agent_with(ReplaceState, middleware=[replace_timeline]).invoke(TURN)
-runs = {"replace_whole": replace_timeline, "merge_fields": merge_timeline}
+class ReplaceState(AgentState):
+    requirements: Annotated[NotRequired[dict[str, Any]], replace_whole]
+
+
+runs = {"replace_whole": ToolTimeline(), "merge_fields": ToolTimeline()}
+agent_with(ReplaceState, middleware=[runs["replace_whole"]]).invoke(TURN)
+agent_with(RequirementsState, middleware=[runs["merge_fields"]]).invoke(TURN)
 reducers = {"replace_whole": replace_whole, "merge_fields": merge_fields}
 draw_superstep(runs, key="requirements", reducer=reducers)
 
 # %% [markdown]
-# Why a **new** dict? While the step still runs, LangGraph also calls the
-# reducer once per finished write, to choose the next node. Those early
-# calls get the same `current` dict the other tools are reading.
+# An `Annotated` key alone is not enough: `replace_whole` repeats lesson
+# 01's loss, without an error.
 
 # %% [markdown]
-# So a reducer that changes `current` in place shows a write to a tool that
-# should not see it yet. `reader_saw(reducer)` builds the agent above
-# again (`create_agent`, `store_requirement`, that reducer on
-# `requirements`): one reply stores the five fields and, in the same step,
-# calls a reader tool, `count_requirements`, held until the five early
-# calls happened. It returns the reader's count:
+# Why a **new** dict? While the step runs, LangGraph also calls the reducer
+# once per write, on a copy that shares `current` with the state the other
+# tools read. `reader_saw(reducer)` runs this agent with that reducer and a
+# reader tool in the same reply, held until those early calls happened; it
+# returns the fields the reader saw:
 
 # %%
-from agentstate.lessons.purity import reader_saw
+from agentstate.lessons.purity import reader_saw, reducer_calls
 
 
 def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes current
@@ -189,6 +165,7 @@ def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes curre
     return current
 
 
+print("LangGraph's calls to merge_fields:", reducer_calls(merge_fields))  # counted on this agent
 {r.__name__: reader_saw(r) for r in (merge_fields, merge_in_place)}
 
 # %% [markdown]
@@ -198,9 +175,8 @@ def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes curre
 
 # %% [markdown]
 # ## 4. Prove: no loss at scale, and the package agrees
-# The package's `build_reducer_agent` uses the same reducer under the full
-# agent's six tools, and adds value checks, secret redaction and the file
-# rendered from state (going further). 500 calls in one reply, through both:
+# The package's `build_reducer_agent` (going further's full agent) uses
+# the same reducer. 500 calls in one reply, through both:
 
 # %%
 from agentstate.rds import build_reducer_agent
@@ -211,65 +187,56 @@ package = build_reducer_agent(one_batch_model(labels)).invoke(TURN)["requirement
 print("both kept all 500 fields, the same values:", teaching == package == labels)
 
 # %% [markdown]
-# The [doctor](../docs/glossary.md#doctor) reads an agent's code without
-# running it. Below: what `agentstate doctor --fix` would write
-# (`preview_fix`), that fix run once, and the findings on both agents.
-# Its fix, `operator.or_`, merges dicts as `merge_fields` does. Its code
-# `unreduced-parallel-write` is the hazard the opening links as
-# `plain-key-parallel-write`.
+# The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
+# schema and its tools' code, without running it, and names the hazards
+# these lessons teach. Below: what `agentstate doctor --fix` would write,
+# that fix run, and the findings. Its code `unreduced-parallel-write` is
+# the opening's `plain-key-parallel-write`.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
-from agentstate.lessons.display import compare_findings
 
 fix = preview_fix(agent_with(PlainState))  # what --fix writes (a safe fix)
 print(fix.diff)
-namespace = {}
-exec(fix.fixed("PlainState"), namespace)  # the fixed class, in a fresh namespace
-kept = agent_with(namespace["PlainState"]).invoke(TURN)["requirements"]
-print(f"--fix keeps {len(kept)} of 5:", kept == POSTGRES_FIELDS)
-compare_findings({"plain key": diagnose(agent_with(PlainState)), "merge": diagnose(fixed_agent)})
+fixed = fix.load("PlainState", globals())  # the fixed class, run in a copy of globals()
+print("--fix keeps all 5:", agent_with(fixed).invoke(TURN)["requirements"] == POSTGRES_FIELDS)
+for schema in (PlainState, RequirementsState):
+    print(schema.__name__, "- the doctor finds:", diagnose(agent_with(schema)).codes())
 
 # %% [markdown]
-# ## A knob: parallel calls and the reducer
-# Run the cells above first. A plain key survives one call and raises from
-# two on. `replace_whole` keeps one field. `merge_fields` keeps them all.
+# ## A knob: parallel calls and the state class
+# Fields kept at 1, 2 and 50 parallel calls, then a knob to try others
+# (run the cells above first):
+
+# %%
+from agentstate.lessons.reducer_knob import requirements_kept  # fields kept after one reply
+
+SCHEMAS = {"plain": PlainState, "replace_whole": ReplaceState, "merge_fields": RequirementsState}
+{name: {n: requirements_kept(s, n) for n in (1, 2, 50)} for name, s in SCHEMAS.items()}
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets
 
-
-def kept_with(parallel_calls: int = 5, reducer: type = RequirementsState) -> int | str:
-    try:  # reducer: the state class whose `requirements` carries it
-        return len(agent_with(reducer, label_fields(parallel_calls)).invoke(TURN)["requirements"])
-    except InvalidUpdateError:
-        return "InvalidUpdateError"
-
-
-SCHEMAS = {"plain": PlainState, "replace_whole": ReplaceState, "merge_fields": RequirementsState}
-knob_widget = widgets.interact(kept_with, parallel_calls=(1, 50), reducer=SCHEMAS)
+knob_widget = widgets.interact(requirements_kept, state_class=SCHEMAS, parallel_calls=(1, 50))
 
 # %% [markdown]
 # ## Summary
-# - A plain dict key takes one write a super-step: five parallel writes
-#   raise `InvalidUpdateError` after the tools ran. An undeclared key drops
-#   them silently.
-# - The fix is the key's reducer, `Annotated[NotRequired[dict], merge_fields]`,
-#   folding every write of the step in call order. One that replaces keeps
-#   one field.
-# - LangGraph also calls a reducer before the step ends, so it must be pure.
-# - Going further:
-#   [reducer purity, file sync and secrets](going_further/02_file_sync_and_secrets.ipynb):
-#   bad input refused, the file rendered from state, the password kept out.
+# - A plain dict key takes one write a super-step: parallel writes raise
+#   `InvalidUpdateError` after the tools ran. An undeclared key drops them.
+# - The fix: `Annotated[NotRequired[dict], merge_fields]`. A reducer that
+#   replaces keeps one field.
+# - LangGraph also calls the reducer while the step runs: keep it pure.
+# - [Going further 02](going_further/02_file_sync_and_secrets.ipynb): file
+#   sync and secrets.
 
 # %% [markdown]
 # ## Exercises
-# 1. Change `merge_fields` so that a write whose value is `None` deletes the
-#    field. Call it by hand on a dict and check its inputs are unchanged.
-# 2. Give the model's reply two `store_requirement` calls for `engine`, with
-#    different values. Which value does `merge_fields` keep? Draw the step.
-# 3. Build the fixed agent with `create_deep_agent` instead (subclass
-#    `deepagents.DeepAgentState` instead of `AgentState`). Do the five fields
-#    still merge? In which super-step do the tools run now?
+# 1. Make `merge_fields` delete a field written as `None`, without changing
+#    its inputs.
+# 2. Store `engine` twice in one reply, with different values. Which does
+#    `merge_fields` keep? Draw the step.
+# 3. Build the fixed agent with `create_deep_agent` (subclass
+#    `deepagents.DeepAgentState`). Do the fields still merge, and in which
+#    super-step?
 # 4. With `PlainState`, store `engine` in one reply and `username` in the
-#    next. What does `requirements` hold after the turn?
+#    next. What does `requirements` hold?
