@@ -5,7 +5,7 @@ live engine cell, the chart and the widget), so a change on the page is
 tested here: the teaching ``expert_prompt`` must give the package's bytes for
 every expert (the page says so in a sentence; this is the comparison), the
 page's desk must share the manual only with the fixed order, and the knob's
-``request_id_after`` (in ``agentstate.lessons.fixtures``) must share one more
+``request_id_after`` (in ``agentstate.lessons.desk``) must share one more
 chapter at each of its positions. The recorded figures default to the
 recorded run, so the page shows them with one import. The LangGraph behaviours the
 old lesson asserted cell by cell (super-steps per execution mode, update
@@ -15,13 +15,14 @@ README's cold/warm figures are checked against ``data/results``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 
 import jupytext
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.errors import InvalidUpdateError
 
 from agentstate.engine import count_tokens, engine_installed
@@ -41,6 +42,15 @@ from agentstate.experts import (
 )
 from agentstate.experts.prompts import utc_clock
 from agentstate.hazards import hazard
+from agentstate.lessons.desk import (
+    DESK_QUESTION,
+    adoctor_reports,
+    ashares,
+    atokens_reused,
+    doctor_reports,
+    shares,
+    tokens_reused,
+)
 from agentstate.lessons.fixtures import plain_dict_fan_out, prompt_text, shared_by_all, super_steps
 from agentstate.models import ScriptedChatModel
 
@@ -78,7 +88,7 @@ def test_the_pages_fixed_desk_sends_the_packages_messages_sync_and_async(lesson)
     ``build_messages(system_prefix(manual), expert, question)``; the clock desk's is not."""
     import asyncio
 
-    question = lesson["QUESTION"]
+    question = DESK_QUESTION  # the question the page's helpers ask
     package = sorted(
         prompt_text(build_messages(system_prefix(MANUAL), e, question)) for e in EXPERTS
     )
@@ -103,7 +113,7 @@ def test_the_knob_shares_one_more_chapter_at_each_position():
     """The knob's whole range teaches: every position shares more, and stops at the id line
     (the slider's range, 0 to 28 on the page, is checked in tests/test_readable_outputs.py)."""
     from agentstate.experts.prompts import GLOBAL_INSTRUCTIONS
-    from agentstate.lessons.fixtures import request_id_after
+    from agentstate.lessons.desk import request_id_after
 
     chapters = MANUAL.chapter_titles()
     rows = [request_id_after(c).rows[0] for c in range(len(chapters) + 1)]
@@ -113,7 +123,9 @@ def test_the_knob_shares_one_more_chapter_at_each_position():
     assert shared[0] == before and rows[0]["of the prompt"] == "0.3%"
     assert shared[-1] == before + MANUAL.size and rows[-1]["of the prompt"] == "99.7%"
     assert all("Request id: 000|0" in r["they part at"] for r in rows)
-    assert [r["id line after"] for r in rows] == ["(nothing: before the manual)", *chapters]
+    # the 290 bytes at 0 are the desk's instructions, before the manual: the label says so
+    assert [r["id line after"] for r in rows] == ["the desk's instructions", *chapters]
+    assert rows[0]["they part at"] == "system message 1, line 4: Request id: 000|0 / 1 / 2"
     # each position adds exactly the chapter the line moved past
     sizes = [0] + [MANUAL.leading(c).size for c in range(1, len(chapters) + 1)]
     assert [s - before for s in shared] == sizes
@@ -121,7 +133,7 @@ def test_the_knob_shares_one_more_chapter_at_each_position():
 
 @pytest.mark.parametrize("chapter", [-1, 29, 1.0, True, "3", None])
 def test_the_knob_refuses_a_chapter_the_manual_has_not(chapter):
-    from agentstate.lessons.fixtures import request_id_after
+    from agentstate.lessons.desk import request_id_after
 
     with pytest.raises(ValueError, match=r"^chapter must be an int from 0 to 28, got "):
         request_id_after(chapter)
@@ -191,24 +203,77 @@ def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(lesson):
 
     shared, manual_at = desk_shares(lesson["clock_first"])
     assert shared < manual_at  # they part before the manual, as in the reproduction
-    assert lesson["busted"]["bytes shared"] < manual_at  # what the page printed
+    assert lesson["busted"].column("bytes shared")[0] < manual_at  # what the page printed
     shared, manual_at = desk_shares(lesson["expert_prompt"])
     assert shared > manual_at + MANUAL.size
 
 
-def test_the_doctor_tells_the_two_desks_apart(lesson):
-    reports = lesson["reports"]
-    assert reports["clock first"].codes() == ["prefix-not-invariant"]
-    assert reports["manual first"].codes() == []
+def test_the_doctor_tells_the_two_desks_apart_sync_and_async(lesson):
+    """The page's doctor table (``doctor_reports``, run with invoke and ainvoke): only the
+    clock-first desk warns, and the table names the desk (a plain StateGraph), not an agent."""
+    build, orders = lesson["build_desk"], lesson["ORDERS"]
+    for table in (
+        doctor_reports(build, orders, ALL3),
+        asyncio.run(adoctor_reports(build, orders, ALL3)),
+    ):
+        assert table.column("hazard") == ["prefix-not-invariant"]
+        assert table.column("clock first") == ["warning in the desk"]
+        assert table.column("manual first") == ["none"]
 
 
-def test_the_doctor_table_names_the_desk_not_an_agent(lesson):
-    """The desk is a plain StateGraph: the table says where the warning is without "agent"."""
-    from agentstate.lessons.display import compare_findings
+def test_shares_reads_the_pages_desk_the_same_sync_and_async(lesson):
+    """``shares`` (the page's sections 1 and 3): the clock-first prompts part in system message
+    1 before the manual, the fixed ones in system message 2, the same with invoke and ainvoke."""
+    build = lesson["build_desk"]
+    for prompt, shares_manual in ((lesson["clock_first"], False), (lesson["expert_prompt"], True)):
+        rows = [
+            shares(build, prompt, ALL3).rows[0],
+            asyncio.run(ashares(build, prompt, ALL3)).rows[0],
+        ]
+        assert (rows[0]["bytes shared"] > MANUAL.size) is shares_manual
+        assert rows[0]["bytes shared"] == rows[1]["bytes shared"]
+        where = "system message 2, line 1: " if shares_manual else "system message 1, line 1: "
+        assert all(row["they part at"].startswith(where) for row in rows)
 
-    table = compare_findings(lesson["reports"], whole="the desk")
-    assert table.column("clock first") == ["warning in the desk"]
-    assert table.column("manual first") == ["none"]
+
+def test_shared_prefix_names_the_message_and_line_where_the_prompts_part():
+    """ "they part at" says where: a message past the first, a line past the first, and a
+    difference in the role label itself (never a negative window)."""
+    from agentstate.lessons.fixtures import shared_prefix
+
+    a = [SystemMessage("same\nline two A"), HumanMessage("q")]
+    b = [SystemMessage("same\nline two B"), HumanMessage("q")]
+    assert shared_prefix([b, a])["they part at"] == "system message 1, line 2: line two |A / B"
+    c = [SystemMessage("same"), HumanMessage("q1")]
+    d = [SystemMessage("same"), HumanMessage("q2")]
+    assert shared_prefix([c, d])["they part at"] == "human message 2, line 1: q|1 / 2"
+    e = [SystemMessage("same"), AIMessage("x")]
+    assert shared_prefix([c, e])["they part at"].startswith("ai message 2, line 1: |")
+    with pytest.raises(ValueError, match="at least one message"):
+        shared_prefix([[], c])
+
+
+@pytest.mark.engine
+@pytest.mark.skipif(not engine_installed(), reason="engine not installed: run `make engine`")
+def test_tokens_reused_on_the_engine_sync_and_async(lesson):
+    """The page's live cell (``tokens_reused``) and its async twin on the real engine: the
+    clock-first desk reuses only tokens before the clock, the fixed one the manual's first
+    chapter and the instructions, whichever runs it (counts, not timings)."""
+    from agentstate.engine import EngineServer
+
+    chapter1 = MANUAL.leading(1)
+    before_clock = count_tokens("Current time:")  # generous: the role tokens come first too
+    with EngineServer(verbose=True) as server:
+        for table in (
+            tokens_reused(server, lesson["build_desk"], lesson["ORDERS"], chapter1, ALL3),
+            asyncio.run(
+                atokens_reused(server, lesson["build_desk"], lesson["ORDERS"], chapter1, ALL3)
+            ),
+        ):
+            assert table.column("prompt") == ["clock first", "manual first"]
+            clock, fixed = table.column("tokens reused")
+            assert clock < before_clock + 30
+            assert fixed >= count_tokens(system_prefix(chapter1).text)
 
 
 def test_the_live_cells_model_talks_to_its_own_engine_with_the_measured_settings():
@@ -409,10 +474,10 @@ def test_they_part_at_shows_whole_words_never_a_cut_value(lesson):
         return shared_prefix(model.seen)["they part at"]
 
     before, after = parted(lesson["clock_first"]).split("|")
-    assert before.startswith(("system: Current time: ", "…Current time: "))
+    assert before.startswith("system message 1, line 1: Current time: ")
     assert all(re.fullmatch(r"\d*\+00:00", word) for word in after.split(" / "))
     before, after = parted(lesson["expert_prompt"]).split("|")
-    assert before == "system: You are the "
+    assert before == "system message 2, line 1: You are the "
     assert after == "compliance / support / technical"  # by name, not by which thread ran first
 
 

@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import PrivateAttr
 
 from agentstate.experts.personas import EXPERTS
+from agentstate.lessons.desk import DESK_QUESTION
 from agentstate.lessons.fixtures import POSTGRES_FIELDS, fields_seen_by_reader, shared_prefix
 from agentstate.lessons.served import (
     build_served_reducer,
@@ -68,8 +69,6 @@ def parallel_cells() -> dict[str, str]:
 DESK = "05_prefix_cached_experts.py"
 COVERED = {
     f"{DESK}: " + 'return [Send("expert", {**state, "expert": e}) for e in EXPERTS]': "desk",
-    f"{DESK}: " + 'desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at '
-    "a time": "ignored_timing",
     "01_file_based_storage.py: one_batch_model(POSTGRES_FIELDS), tools=[store_requirement], "
     "middleware=[timeline, last_first]": "held_reads",
     "01_file_based_storage.py: store_then_read_model(POSTGRES_FIELDS), tools=[store_in_own_file, "
@@ -160,13 +159,13 @@ def arrival(model: ScriptedChatModel) -> list[str]:
 @cache
 def desk_prints() -> list[tuple[list[str], str, dict]]:
     """Lesson 05's desk with its experts reaching the model in order, then reversed."""
-    lesson = definitions("05_prefix", ["manual", "QUESTION", "DeskState", "build_desk"])
+    lesson = definitions("05_prefix", ["manual", "DeskState", "build_desk"])
     prompt = definitions("05_prefix", ["expert_prompt"])["expert_prompt"]
     names = list(EXPERTS)
     runs = []
     for order in (names, names[::-1]):
         model = InTurnModel(script=[AIMessage("a note")] * 3, order=order)
-        state = lesson["build_desk"](model, prompt).invoke({"question": lesson["QUESTION"]})
+        state = lesson["build_desk"](model, prompt).invoke({"question": DESK_QUESTION})
         runs.append((arrival(model), json.dumps(shared_prefix(model.seen)), state["notes"]))
     return runs
 

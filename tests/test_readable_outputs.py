@@ -126,7 +126,7 @@ KNOBS = {
     "04_subagents": ("declared by = the parent only", "the parent only none 0 fields"),
     "05_prefix_cached_experts": (
         "chapter = 0 (0 to 28)",
-        "(nothing: before the manual) 290 0.3% Request id: 000|0 / 1 / 2",
+        "the desk's instructions 290 0.3% system message 1, line 4: Request id: 000|0 / 1 / 2",
     ),
     "06_tool_only_memory_capture": (  # message 8: the guard's one entry is the chat's message
         "msg_idx = 8 (1 to 14)",

@@ -1,16 +1,15 @@
 # %% [markdown]
 # # 05 · The invariant prefix: a question's three experts read the manual once, not three times
 #
-# A bank's operations desk sends each question to three experts. Each
-# reads the same 108 KB manual, then the thread's history, then the
-# question. An engine with a [prefix cache](../docs/glossary.md#prefix-cache)
-# skips the manual for the second and third expert, if every token before
-# it is identical.
+# A bank's desk sends each question to three experts. Each reads the same
+# 108 KB manual, then the thread's history and the question. A
+# [prefix cache](../docs/glossary.md#prefix-cache) lets the second and
+# third skip the manual, if every token before it is identical.
 
 # %% [markdown]
 # ## Recap
-# [cache-lm](https://github.com/itsntshaw/cache-lm), a prefix-cache
-# project, keeps this rule: "I never put expert persona, timestamps, request IDs,
+# The rule of [cache-lm](https://github.com/itsntshaw/cache-lm), a
+# prefix-cache project: "I never put expert persona, timestamps, request IDs,
 # or chat history before the manual." Lesson 04 decided which keys cross a
 # boundary; this one, where changing state goes in the prompt.
 #
@@ -33,9 +32,7 @@
 #     A & B & C -->|"notes: dict merge"| N["notes"]
 # ```
 #
-# `history` holds the thread's earlier messages, kept between turns by a
-# [checkpointer](../docs/glossary.md#checkpointer). `prompt` builds each
-# expert's messages.
+# `prompt` lays out each expert's messages.
 
 # %%
 import operator
@@ -45,9 +42,9 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
 from agentstate.experts import EXPERTS, load_manual, plot_prompt_layouts, system_prefix
+from agentstate.lessons.desk import doctor_reports, request_id_after, shares, tokens_reused
 
 manual = load_manual()
-QUESTION = "The overnight batch outage: what must we report to the regulator?"
 
 
 class DeskState(TypedDict, total=False):
@@ -69,39 +66,30 @@ def build_desk(model, prompt, manual=manual):
 
 
 # %% [markdown]
-# A common first prompt puts the current time before
-# `system_prefix(manual)` (the desk's instructions and the manual). The
-# scripted model answers "a note" and keeps every prompt; `shared_prefix`
-# compares them, sorted (the experts run in parallel). `they part at`
-# shows the end of the text all share, a `|`, then each prompt's next bytes. The
-# clock changes every run, and so does this output:
+# A common first prompt puts the time before `system_prefix(manual)`
+# (instructions and manual). `shares` runs the desk with a scripted model
+# and says where the three prompts part: message, line, shared text, `|`,
+# each one's next bytes. The clock changes every run, so does this output:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-
-from agentstate.lessons.display import Table, compare_findings
-from agentstate.lessons.fixtures import request_id_after, shared_prefix
-from agentstate.models import ScriptedChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
 
 
 def clock_first(manual, persona, question, history=()):
-    clock = f"Current time: {datetime.now(UTC).isoformat(timespec='microseconds')}\n"
-    first = SystemMessage(clock + system_prefix(manual).text)  # instructions + manual
+    first = SystemMessage(f"Current time: {datetime.now(UTC)}\n" + system_prefix(manual).text)
     return [first, SystemMessage(persona), *history, HumanMessage(question)]
 
 
-recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
-build_desk(recorder, clock_first).invoke({"question": QUESTION})
-busted = shared_prefix(recorder.seen)
-assert busted["bytes shared"] < 100 < manual.size
-Table([busted])
+busted = shares(build_desk, clock_first)
+assert busted.column("bytes shared")[0] < 100 < manual.size
+busted
 
 # %% [markdown]
 # ## 2. Look inside: the clock, and the layout of a prompt
-# The three calls read the clock milliseconds apart (drawn with one
-# run's digits); the cache compares bytes:
+# The calls read the clock milliseconds apart (one run's digits drawn);
+# the cache compares bytes:
 #
 # ```mermaid
 # sequenceDiagram
@@ -116,8 +104,8 @@ Table([busted])
 # ```
 
 # %% [markdown]
-# Both orders, part by part, coloured by what the cache does with each
-# part on the second and third expert's call:
+# Both orders, coloured by what the cache does with each part on the
+# second and third call:
 
 # %%
 plot_prompt_layouts(system_prefix(manual).size)
@@ -135,64 +123,47 @@ def expert_prompt(manual, persona, question, history=()):
 
 
 ORDERS = {"clock first": clock_first, "manual first": expert_prompt}
-recorder = ScriptedChatModel(script=[AIMessage("a note")] * 3)
-build_desk(recorder, expert_prompt).invoke({"question": QUESTION})
-fixed = shared_prefix(recorder.seen)
-Table([{**fixed, "system message 1 bytes": len(recorder.seen[0][0].content.encode())}])
+shares(build_desk, expert_prompt)
 
 # %% [markdown]
-# The prompts now part only at each expert's title, after all of system
-# message 1. The package's `build_messages` sends the same bytes (a test
-# checks it); its graph routes a question to 1-3 experts, then a synthesis.
+# The package's `build_messages(prefix, expert, question, history)`
+# returns these same messages (a test checks it).
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
-# The desk on llama.cpp with SmolLM2-135M (`make engine`), once per order,
-# one expert at a time, after an unrelated prompt. `prefix_hits()` reads,
-# from the engine's log, the prompt tokens each request reused.
-
-# %% [markdown]
-# It runs the first chapter only and prints how long it took (it starts
-# the server and loads the model first: minutes on a busy machine).
+# The desk on llama.cpp with SmolLM2-135M and the manual's
+# first chapter. Per order, `tokens_reused` fills the cache with another
+# prompt, runs the experts one at a time, and reads in the engine's log
+# the most tokens a call reused.
 
 # %% tags=["nbval-ignore-output"]
-import time
-
 from agentstate.engine import EngineServer, engine_installed
-from agentstate.experts import engine_model
 
-started, live = time.monotonic(), "engine not installed: run `make engine` to see this live"
+live = "engine not installed: run `make engine` to see this live"
 if engine_installed():
-    with EngineServer(verbose=True) as server:
-        model, live = engine_model(server, max_tokens=8), []
-        for name, prompt in ORDERS.items():
-            model.invoke(f"Say one word. {datetime.now()}")  # the cache now holds this instead
-            seen, desk = len(server.prefix_hits()), build_desk(model, prompt, manual.leading(1))
-            desk.invoke({"question": QUESTION}, {"max_concurrency": 1})  # one call at a time
-            live.append({"prompt": name, "tokens reused": max(server.prefix_hits()[seen:])})
-    live = Table(live)
+    with EngineServer(verbose=True) as server:  # starts llama.cpp: minutes on a busy machine
+        live = tokens_reused(server, build_desk, ORDERS, manual.leading(1))
     assert live.column("tokens reused")[0] < 50 < 600 < live.column("tokens reused")[1]
-print(f"took {time.monotonic() - started:.0f} s")
 live
 
 # %% [markdown]
-# With the clock first, a call reused only the tokens before the clock's
-# digits; with the manual first, every token up to the experts' titles:
-# the manual's first chapter and the desk's instructions.
+# Clock first, a call reused only what precedes the clock's digits;
+# manual first, all up to the experts' titles.
 #
 # ## What it saves, per question
 # A [cold call](../docs/glossary.md#cold-and-warm-calls)
 # [prefills](../docs/glossary.md#prefill) (reads) the whole prefix, a warm
-# one only the persona and the question. With the clock first a question
-# costs three cold calls; with the invariant prefix, one cold, two warm.
+# one only persona and question: three cold calls a question with the
+# clock first; one cold, two warm with the fix.
 
 # %% [markdown]
 # In [time to first token](../docs/glossary.md#time-to-first-token), as
-# `scripts/bench_experts.py` recorded it on this engine (3 rounds, medians,
-# the manual's first 1 to 16 of 28 chapters: up to 29 of its 108 KB):
+# `scripts/bench_experts.py` recorded it on this engine (medians of 3
+# rounds; the manual's first 1 to 16 chapters, up to 29 of its 108 KB):
 
 # %%
 from agentstate.experts import plot_ttft, question_seconds
+from agentstate.lessons.display import Table
 
 Table(question_seconds())  # the recorded run: data/results/experts_benchmark.json
 
@@ -200,62 +171,49 @@ Table(question_seconds())  # the recorded run: data/results/experts_benchmark.js
 plot_ttft()
 
 # %% [markdown]
-# Per question (the table, left) the first expert still pays the cold
-# call. Per call (right) the warm line rises slowly, to about a second at
-# the largest prefix; it starts below the floor (the same call without the
-# manual: run-to-run noise).
+# In the right panel (per call) each label is cold ÷ warm time to first
+# token at that prefix size; warm reaches about a second at the largest
+# prefix and, by noise, starts below the floor (the call without the manual).
 
 # %% [markdown]
 # ## 5. What the doctor says
-# `agentstate.doctor.Watch`, a callback handler passed to a run, reports
-# model calls whose prompts part before a large shared part. Both desks
-# (the `StateGraph` above):
+# The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
+# schema and its tools' code, without running it, and names the hazards
+# these lessons teach. Order shows only in a run: `doctor_reports` runs
+# each desk with the doctor's `Watch` callback:
 
 # %%
-from agentstate.doctor import Watch
-
-reports = {}
-for name, prompt in ORDERS.items():
-    desk = build_desk(ScriptedChatModel(script=[AIMessage("a note")] * 3), prompt)
-    desk.invoke({"question": QUESTION}, {"callbacks": [watch := Watch(desk)]})
-    reports[name] = watch.report()
-compare_findings(reports, whole="the desk")
+doctor_reports(build_desk, ORDERS)
 
 # %% [markdown]
-# ## Try it: a variable line anywhere in the manual
+# ## Try it: a variable line in the manual
 # `request_id_after(chapter)` puts a per-call request id after the
-# manual's first `chapter` chapters (0: before it) and shows what the
-# three prompts share.
+# manual's first `chapter` chapters (0: after the instructions, before
+# the manual) and shows what the three prompts share.
 
 # %% tags=["nbval-ignore-output"]
-import ipywidgets as widgets
+import ipywidgets as widgets  # Jupyter's sliders
 
-slider = widgets.IntSlider(value=0, max=len(manual.chapter_titles()), description="chapter")
-knob_widget = widgets.interact(request_id_after, chapter=slider)
-
-# %% [markdown]
-# Each chapter the line moves down is shared by every call; the cache
-# stops at the first byte that differs.
+knob_widget = widgets.interact(request_id_after, chapter=(0, len(manual.chapter_titles())))
 
 # %% [markdown]
 # ## Summary
 # - A prefix cache reuses only identical leading tokens: a clock line
-#   before the manual makes every call read it again.
-# - The fix is an order: instructions + manual, the persona, then the
-#   thread's history and the question.
-# - Recorded on llama.cpp, a question of three experts is 2.3 to 2.9 times
-#   faster with it; a warm call 6 to 41 times faster than a cold one.
-# - Going further: [the router, the graph, the benchmark and its
+#   before the manual makes every call reread it.
+# - The fix is an order: instructions + manual, persona, then history
+#   and question.
+# - On llama.cpp, a three-expert question is 2.3 to 2.9 times faster with
+#   it; a warm call 6 to 41 times faster than a cold one.
+# - Going further: [the benchmark and its
 #   provenance](going_further/05_benchmark_and_provenance.ipynb).
 
 # %% [markdown]
 # ## Exercises
-# 1. Put the persona before the manual (swap the first two messages of
-#    `expert_prompt`). How many bytes do the three experts' prompts share?
-# 2. Continue a thread: pass the first turn's question and answer as
-#    `history`. Does system message 1 change, and do two turns of one
-#    expert still share the manual?
-# 3. The router often sends a question to one or two experts. From the
-#    recorded points (`from agentstate.experts import ttft_points`), how
-#    many seconds does the invariant prefix save on a question of 1, 2
-#    and 3 experts at the largest prefix? Why is one of them zero?
+# 1. Swap `expert_prompt`'s first two messages (persona before manual):
+#    how many bytes do the three prompts share?
+# 2. Pass a first turn's question and answer as `history`: does system
+#    message 1 change? Do two turns of one expert still share the manual?
+# 3. The package's router (keyword rules or a model call) often picks one
+#    or two experts. At the largest prefix in
+#    `agentstate.experts.ttft_points()`, what does the fix save for 1, 2
+#    and 3 experts? Why is one zero?

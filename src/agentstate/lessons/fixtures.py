@@ -664,71 +664,47 @@ def shared_prefix(prompts: Sequence[Sequence[BaseMessage]]) -> dict[str, Any]:
 
     ``"bytes shared"`` is what a prefix cache could reuse across the calls,
     ``"of the prompt"`` that as a share of the first prompt, and
-    ``"they part at"`` shows the shared start of the line where they part (up to 48
-    characters, from a word), a bar, then each prompt's rest of that word, separated
-    by `` / ``, so a reader sees which byte ends the reuse, never a value cut short.
+    ``"they part at"`` says where they part: the message (``system message 2``) and its
+    line, then the shared start of that line (up to 48 characters, from a word), a bar,
+    then each prompt's rest of that word, separated by `` / ``, so a reader sees which
+    byte ends the reuse, never a value cut short.
     The prompts are taken in sorted order (so by the expert's name where they part),
     never in the order parallel calls reached the model, which varies run to run.
     """
     import re
 
-    data = sorted(prompt_text(p) for p in prompts)
+    ordered = sorted(prompts, key=prompt_text)
+    data = [prompt_text(p) for p in ordered]
     n = shared_by_all(data)
-    line = data[0].rfind(b"\n", 0, n) + 1
-    start = max(line, n - 48)
-    if start > line:  # begin at a word, after the "…"
-        space = data[0].find(b" ", start, n)
-        start = space + 1 if space != -1 else start
-    before = data[0][start:n].decode("utf-8", "replace")
+    if not ordered[0]:
+        raise ValueError("shared_prefix needs prompts of at least one message")
+    sizes = [len(prompt_text([m])) for m in ordered[0]]
+    start, index = 0, 0
+    while index < len(sizes) - 1 and n > start + sizes[index]:  # the message holding byte n
+        start += sizes[index] + 1
+        index += 1
+    message = ordered[0][index]
+    label = len(f"{message.type}: ".encode())
+    line = max(data[0].rfind(b"\n", 0, n) + 1, start + label if n >= start + label else start)
+    line_no = data[0].count(b"\n", start, n) + 1
+    where = f"{message.type} message {index + 1}, line {line_no:,}: "
+    begin = max(line, n - 48)
+    if begin > line:  # begin at a word, after the "…"
+        space = data[0].find(b" ", begin, n)
+        begin = space + 1 if space != -1 else begin
+    before = data[0][begin:n].decode("utf-8", "replace")
 
     def word(prompt: bytes) -> str:
         rest = prompt[n : n + 40]
         end = re.search(rb"\s", rest)
         return rest[: end.start() if end else len(rest)].decode("utf-8", "replace")
 
-    shown = "…" * (start > line) + before
+    shown = where + "…" * (begin > line) + before
     return {
         "bytes shared": n,
         "of the prompt": f"{n / len(data[0]):.1%}",
         "they part at": f"{shown}|{' / '.join(word(d) for d in data)}",
     }
-
-
-DESK_QUESTION = "The overnight batch outage: what must we report to the regulator?"
-
-
-def request_id_after(chapter: int = 0) -> Any:
-    """Notebook 05's knob: a per-call line inside the manual, and what the experts still share.
-
-    A request id, different for each expert's call, goes after the manual's first
-    ``chapter`` chapters (0: before the manual) in system message 1 of the fixed order
-    (``build_messages(system_prefix(...))``). The one-row table names the chapter and
-    says what the three experts' prompts share and where they part (:func:`shared_prefix`):
-    each chapter the line moves down adds that chapter to what every call shares, and
-    nothing after the line is shared. Only ``chapter`` is a parameter, so
-    ``ipywidgets.interact`` draws one slider.
-    """
-    import dataclasses
-
-    from agentstate.experts import EXPERTS, build_messages, load_manual, system_prefix
-    from agentstate.lessons.display import Table
-
-    manual = load_manual()
-    chapters = manual.chapter_titles()
-    if (
-        isinstance(chapter, bool)
-        or not isinstance(chapter, int)
-        or not 0 <= chapter <= len(chapters)
-    ):
-        raise ValueError(f"chapter must be an int from 0 to {len(chapters)}, got {chapter!r}")
-    cut = manual.leading(chapter).size if chapter else 0
-    prompts = []
-    for n, expert in enumerate(EXPERTS):  # the line differs per call
-        data = manual.data[:cut] + f"Request id: {n:04d}\n".encode() + manual.data[cut:]
-        prefix = system_prefix(dataclasses.replace(manual, data=data))
-        prompts.append(build_messages(prefix, expert, DESK_QUESTION))
-    after = chapters[chapter - 1] if chapter else "(nothing: before the manual)"
-    return Table([{"id line after": after, **shared_prefix(prompts)}])
 
 
 def super_steps(graph: Any, inputs: Any, config: dict[str, Any] | None = None) -> list[list[str]]:
