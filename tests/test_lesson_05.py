@@ -230,8 +230,9 @@ def test_shares_reads_the_pages_desk_the_same_sync_and_async(lesson):
             shares(build, prompt, ALL3).rows[0],
             asyncio.run(ashares(build, prompt, ALL3)).rows[0],
         ]
-        assert (rows[0]["bytes shared"] > MANUAL.size) is shares_manual
-        assert rows[0]["bytes shared"] == rows[1]["bytes shared"]
+        assert all((row["bytes shared"] > MANUAL.size) is shares_manual for row in rows)
+        if shares_manual:  # clock first: how many digits two clocks share depends on when they ran
+            assert rows[0]["bytes shared"] == rows[1]["bytes shared"]
         where = "system message 2, line 1: " if shares_manual else "system message 1, line 1: "
         assert all(row["they part at"].startswith(where) for row in rows)
 
