@@ -146,6 +146,12 @@ def test_two_runs_stack_one_above_the_other_with_their_own_titles():
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert len(fig.axes) == 2 and titles[0].startswith("merge: ") and titles[1].startswith("plain")
     assert "1 of 1 writes kept" in titles[0] and "0 of 1 writes kept" in titles[1]
+    # the legend reads first: above the first run's title (lesson 02's two-run figure)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    (legend,) = fig.legends
+    first_run = fig.axes[0].get_tightbbox(renderer)  # its title included
+    assert legend.get_window_extent(renderer).y0 >= first_run.y1
 
 
 def test_a_timeline_that_saw_nothing_or_a_step_without_calls_is_a_clear_error():

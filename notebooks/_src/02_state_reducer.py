@@ -68,9 +68,9 @@ def agent_with(schema: type, fields: dict = POSTGRES_FIELDS, **options):
 
 # %% [markdown]
 # The plain key fails the invoke **after** the five tools ran, when
-# LangGraph applies the step's writes: the model never sees the error. With
-# no `requirements` key declared (the default `AgentState`), the writes are
-# dropped silently while every tool says "Stored".
+# LangGraph applies the step's writes; the model, called once before them,
+# never sees the error. An undeclared key (the default `AgentState`) drops
+# them silently:
 
 # %%
 from langgraph.errors import InvalidUpdateError
@@ -82,16 +82,15 @@ try:
     agent_with(PlainState, middleware=[timeline]).invoke(TURN)
 except InvalidUpdateError as error:
     print(str(error).splitlines()[0])
-print("tools that ran first:", len(timeline.events))
+print("tools that ran:", len(timeline.events), "- model calls:", len(timeline.model_calls))
 undeclared = agent_with(AgentState).invoke(TURN)
 print("undeclared key, the state keys after the turn:", sorted(undeclared))
 print("its tools replied:", [m.text for m in undeclared["messages"] if m.type == "tool"])
 
 # %% [markdown]
 # ## 2. Look inside: one value per step
-# The graph `create_agent` builds, with words on its edges
-# (`agent.get_graph().draw_mermaid()` prints it bare). The tools run in
-# super-step 2:
+# The graph `create_agent` builds, with words on its edges. The tools run
+# in super-step 2:
 #
 # ```mermaid
 # flowchart LR
@@ -119,7 +118,7 @@ print("its tools replied:", [m.text for m in undeclared["messages"] if m.type ==
 # ## 3. The fix: a reducer that merges
 # The reducer gets the key's current value and one write, and returns a
 # **new** dict with the write's fields on top; the tool does not change.
-# Below, it and `replace_whole`, a reducer that replaces, on one reply, drawn:
+# Below, one reply with it and with `replace_whole`, which returns the write:
 
 
 # %%
@@ -142,19 +141,19 @@ class ReplaceState(AgentState):
 runs = {"replace_whole": ToolTimeline(), "merge_fields": ToolTimeline()}
 agent_with(ReplaceState, middleware=[runs["replace_whole"]]).invoke(TURN)
 agent_with(RequirementsState, middleware=[runs["merge_fields"]]).invoke(TURN)
-reducers = {"replace_whole": replace_whole, "merge_fields": merge_fields}
-draw_superstep(runs, key="requirements", reducer=reducers)
+draw_superstep(runs, key="requirements", reducer={name: name for name in runs})
 
 # %% [markdown]
 # An `Annotated` key alone is not enough: `replace_whole` repeats lesson
 # 01's loss, without an error.
 
 # %% [markdown]
-# Why a **new** dict? While the step runs, LangGraph also calls the reducer
-# once per write, on a copy that shares `current` with the state the other
-# tools read. `reader_saw(reducer)` runs this agent with that reducer and a
-# reader tool in the same reply, held until those early calls happened; it
-# returns the fields the reader saw:
+# Why a **new** dict? As each tool finishes, LangGraph also calls the
+# reducer on a copy of the state, so the edge after `tools` can pick the next
+# node from the state with that write. The copy shares `current` with the
+# state the other tools read. `reader_saw(reducer)` runs this agent with that
+# reducer and a reader tool in the same reply, the reader waiting for those
+# five copy calls; it returns how many fields the reader saw:
 
 # %%
 from agentstate.lessons.purity import reader_saw, reducer_calls
@@ -165,7 +164,8 @@ def merge_in_place(current: dict, write: dict) -> dict:  # IMPURE: changes curre
     return current
 
 
-print("LangGraph's calls to merge_fields:", reducer_calls(merge_fields))  # counted on this agent
+# counted on agent_with(RequirementsState), without the reader
+print("LangGraph's calls to merge_fields:", reducer_calls(merge_fields))
 {r.__name__: reader_saw(r) for r in (merge_fields, merge_in_place)}
 
 # %% [markdown]
@@ -175,30 +175,32 @@ print("LangGraph's calls to merge_fields:", reducer_calls(merge_fields))  # coun
 
 # %% [markdown]
 # ## 4. Prove: no loss at scale, and the package agrees
-# The package's `build_reducer_agent` (going further's full agent) uses
-# the same reducer. 500 calls in one reply, through both:
+# The package's `build_reducer_agent` (the full agent of
+# [going further 02](going_further/02_file_sync_and_secrets.ipynb)) uses the
+# same reducer. 500 calls in one reply, through both:
 
 # %%
 from agentstate.rds import build_reducer_agent
 
-labels = label_fields(500)
+labels = label_fields(500)  # a dict of 500 fields: {"labels.k000": "0", ...}
 teaching = agent_with(RequirementsState, labels).invoke(TURN)["requirements"]
 package = build_reducer_agent(one_batch_model(labels)).invoke(TURN)["requirements"]
-print("both kept all 500 fields, the same values:", teaching == package == labels)
+print("fields kept:", len(package), "- both hold what was written:", teaching == package == labels)
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Below: what `agentstate doctor --fix` would write,
-# that fix run, and the findings. Its code `unreduced-parallel-write` is
-# the opening's `plain-key-parallel-write`.
+# these lessons teach. Below: what `agentstate doctor --fix` would write
+# (`operator.or_`, on dicts a new dict with the write's fields on top, like
+# `merge_fields`), that fix run, and the findings. Its code
+# `unreduced-parallel-write` is the opening's `plain-key-parallel-write`.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
 
-fix = preview_fix(agent_with(PlainState))  # what --fix writes (a safe fix)
+fix = preview_fix(agent_with(PlainState))  # safe: writers only add fields, read none
 print(fix.diff)
-fixed = fix.load("PlainState", globals())  # the fixed class, run in a copy of globals()
+fixed = fix.load("PlainState", globals())  # runs the fixed cell in a copy of our names
 print("--fix keeps all 5:", agent_with(fixed).invoke(TURN)["requirements"] == POSTGRES_FIELDS)
 for schema in (PlainState, RequirementsState):
     print(schema.__name__, "- the doctor finds:", diagnose(agent_with(schema)).codes())
@@ -221,11 +223,11 @@ knob_widget = widgets.interact(requirements_kept, state_class=SCHEMAS, parallel_
 
 # %% [markdown]
 # ## Summary
-# - A plain dict key takes one write a super-step: parallel writes raise
-#   `InvalidUpdateError` after the tools ran. An undeclared key drops them.
-# - The fix: `Annotated[NotRequired[dict], merge_fields]`. A reducer that
-#   replaces keeps one field.
-# - LangGraph also calls the reducer while the step runs: keep it pure.
+# - The claim holds only with a reducer that merges and is pure:
+#   `merge_fields` kept 5 of 5 (and 500), `replace_whole` lost 4 of 5, a
+#   plain key raised `InvalidUpdateError` after the tools ran.
+# - LangGraph also calls the reducer as each tool finishes: an in-place
+#   merge showed a reader 5 fields it should not see.
 # - [Going further 02](going_further/02_file_sync_and_secrets.ipynb): file
 #   sync and secrets.
 

@@ -729,7 +729,8 @@ def draw_superstep(
     }
     used = {READ if c.kept is None else KEPT if c.kept else LOST for c in all_calls}
     handles: list[Any] = [Patch(color=c, label=n) for c, n in patches.items() if c in used]
-    fig.legend(handles=handles, fontsize=FONT_SIZE, frameon=False, ncol=4, loc="outside lower left")
+    # on top, where the reader starts: below two stacked runs it sat far from the first
+    fig.legend(handles=handles, fontsize=FONT_SIZE, frameon=False, ncol=4, loc="outside upper left")
     return fig
 
 
