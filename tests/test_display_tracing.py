@@ -24,6 +24,17 @@ def test_table_text_and_html_are_aligned_and_escaped():
     assert table.column("field") == ["engine", "<b>"]
 
 
+def test_table_stacks_the_rows_of_tables_given_as_rows():
+    """Notebook 04 stacks one-row tables: ``Table(t for t in ...)``, rows in order, mixed
+    with plain dicts; a Table row is copied, not shared."""
+    one, two = Table([{"who": "a", "n": 1}]), Table([{"who": "b"}, {"who": "c", "x": 2}])
+    stacked = Table([one, {"who": "d"}, two])
+    assert stacked.rows == [{"who": "a", "n": 1}, {"who": "d"}, {"who": "b"}, {"who": "c", "x": 2}]
+    assert stacked.columns == ["who", "n", "x"]
+    stacked.rows[0]["n"] = 9
+    assert one.rows == [{"who": "a", "n": 1}]
+
+
 def test_mermaid_renders_as_a_fenced_block_without_remote_calls():
     diagram = graph_mermaid(build_reducer_agent(one_batch_model({})))
     assert diagram._repr_markdown_().startswith("```mermaid\n")

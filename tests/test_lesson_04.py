@@ -191,7 +191,7 @@ def test_the_page_draws_what_task_hands_down_and_brings_up():
     the "down" table prints."""
     block = LESSON.read_text().split("# ```mermaid\n", 2)[1].split("# ```", 1)[0]
     assert "flowchart LR" in block and "down: all but the kept-out keys" in block
-    assert "up: changed keys but messages, kept-out keys" in block
+    assert "up: changed keys except messages and kept-out keys" in block
 
 
 def test_the_hazard_rows_the_lesson_links_show_what_the_lesson_shows(lesson):
@@ -322,6 +322,7 @@ def test_the_declarations_table_shows_what_task_brings_up(lesson):
     and the recorder saw it on every row."""
     assert list(lesson["SCHEMAS"]) == DECLARATIONS
     rows = {who: lesson["declared_by"](who).rows[0] for who in DECLARATIONS}
+    assert len(lesson["declared_by"]()) == 1  # one row each: the page stacks three
     assert rows["the parent only"]["state keys brought up"] == "none"
     assert rows["the parent only"]["parent's reader got"] == "0 fields"
     assert rows["the collector only"]["state keys brought up"] == "requirements"
@@ -481,9 +482,12 @@ def test_what_went_down_is_the_dict_task_handed_and_the_collectors_messages(less
             "task handed down": ["files", "messages", "requirements"],
             "kept out": ["_blob_payloads", "_summarization_event", "_summarization_session_id"]
             + ["jump_to", "structured_response"],
-            "its model got": ["human"],
+            "its model got": ['human: {"engine": "postgres", "engine_version"…'],
         }
     ]
+    # the human message is the task's description (the fields, as JSON), not the user's turn
+    (task,) = model.seen[0]
+    assert json.loads(task.text) == dict(POSTGRES_FIELDS)
     with pytest.raises(TypeError, match="expected the compiled parent, got dict"):
         what_went_down(handed, model, {})
 

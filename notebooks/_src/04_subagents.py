@@ -79,20 +79,22 @@ what_each_said(broken.invoke(user_turn()))
 #   P["parent's state<br/>messages, files, requirements"]
 #   C["collector<br/>keeps the keys its schema declares"]
 #   P -- "down: all but the kept-out keys;<br/>messages = one human message: the task" --> C
-#   C -- "up: changed keys but messages, kept-out keys;<br/>+ one ToolMessage: its last reply" --> P
+#   C -- "up: changed keys except messages and kept-out keys;<br/>+ a ToolMessage: its reply" --> P
 # ```
 #
 # `messages` is replaced: the task going down, one ToolMessage (a tool's
-# reply) coming up. The next table names the kept-out keys.
+# reply) coming up, the collector's last reply: the "Stored 5 field(s)."
+# printed above. The next table names the kept-out keys.
 
 # %% [markdown]
 # **Down.** `TaskInputs`, a callback (LangChain calls it as each step
 # starts), records the dict `task` hands the collector; the collector's
-# model records what it was given:
+# model records its messages. `what_went_down` prints them (type and first
+# characters) and names `parent`'s state keys not handed down:
 
 # %%
-from agentstate.lessons.subagents import task_report, what_went_down
-from agentstate.tracing import CommandRecorder, TaskInputs
+from agentstate.lessons.subagents import what_went_down
+from agentstate.tracing import TaskInputs
 
 model, handed = collector_model(), TaskInputs()
 parent = parent_agent(collector_agent(model=model))
@@ -101,16 +103,18 @@ what_went_down(handed, model, parent)
 
 # %% [markdown]
 # `requirements` goes down too, but this collector's schema lacks it. Its
-# model got one human message, the task; the user's message stays with the
-# parent. `files` is deepagents' virtual file store: paths and contents
-# kept in state, not on disk.
+# model got one human message, the task (the fields, as JSON); the user's
+# message stays with the parent. `files` is deepagents' virtual
+# file store: paths and contents kept in state, not on disk.
 
 # %% [markdown]
 # **Kept out**, going down and coming up: `structured_response` (a final
 # answer in a set format) and the keys deepagents' middleware marks
 # private for its own bookkeeping: `jump_to` and the three whose names
 # start with an underscore. deepagents also keeps out `todos` (a to-do
-# list), which this parent lacks; exercise 2 gives it to the collector.
+# list), which this parent lacks: deepagents 0.7.32's `create_deep_agent`
+# adds no to-do middleware by default. Exercise 2 gives `todos` to the
+# collector.
 
 # %% [markdown]
 # **Up.** A compiled graph keeps only the keys its schema declares (its
@@ -120,7 +124,9 @@ what_went_down(handed, model, parent)
 # for each choice of who declares `requirements`:
 
 # %%
-from agentstate.lessons.display import Table, compare_findings
+from agentstate.lessons.display import Table
+from agentstate.lessons.subagents import task_report
+from agentstate.tracing import CommandRecorder
 
 SCHEMAS = {  # who declares requirements: (the parent's schema, the collector's)
     "the parent only": (RequirementsState, AgentState),
@@ -136,10 +142,12 @@ def declared_by(who="the parent only"):
     return task_report(who, agent.invoke(user_turn()), recorder)
 
 
-Table(declared_by(who).rows[0] for who in SCHEMAS)
+Table(declared_by(who) for who in SCHEMAS)  # the three one-row tables, stacked
 
 # %% [markdown]
-# A write reaches the parent's reader only if it passes two doors:
+# Middle row: `task` brings `requirements` up; the parent, lacking it,
+# drops it: 0 fields. A write reaches the parent's reader only if it
+# passes two doors:
 #
 # ```mermaid
 # flowchart LR
@@ -150,9 +158,8 @@ Table(declared_by(who).rows[0] for who in SCHEMAS)
 #     B -- no --> X
 # ```
 #
-# The cause is the collector's schema, not isolation: both agents' tools
-# run in one process, which is why the changelog's cache (a dict both
-# share) shows the fields in section 4.
+# The cause is the collector's schema, not isolation: section 4's cache,
+# a dict both agents' tools write and read, shows the fields.
 
 # %% [markdown]
 # ## 3. The fix: one schema for both
@@ -191,7 +198,7 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # last, those in `/requirements.json` (a file in `files`):
 
 # %%
-from agentstate.lessons.fixtures import AddNotesState, build_notes_agent, who_sees_what
+from agentstate.lessons.fixtures import who_sees_what
 from agentstate.rds import build_cache_fix_agent, build_split_schema_agent
 
 builds = {
@@ -202,10 +209,10 @@ builds = {
 Table({"build": name, **who_sees_what(build)} for name, build in builds.items())
 
 # %% [markdown]
-# The cache shows the fields in the same turn only: they never enter
-# `requirements`, so the next turn has lost them while `/requirements.json`
-# lists all five. The schema fix puts them in state, which the
-# [checkpointer](../docs/glossary.md#checkpointer) saves in the database.
+# The cache fix's reader reads state plus the cache, emptied after each
+# turn: its next-turn 0 says the fields never entered `requirements`;
+# `/requirements.json` lists all five. The schema fix puts them in state,
+# which the [checkpointer](../docs/glossary.md#checkpointer) saves.
 
 # %% [markdown]
 # ## A list comes back doubled
@@ -223,6 +230,8 @@ Table({"build": name, **who_sees_what(build)} for name, build in builds.items())
 # The package's note-taker, a subagent that adds one note, shows it:
 
 # %%
+from agentstate.lessons.fixtures import AddNotesState, build_notes_agent
+
 # AddNotesState: `notes`, a list whose reducer is operator.add
 notes = build_notes_agent(AddNotesState).invoke({**user_turn(), "notes": ["pre"]})["notes"]
 notes
@@ -234,20 +243,23 @@ notes
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Here `diagnose` reads both builds:
+# these lessons teach. Here `diagnose` reads both builds; `subagents=`
+# names the subagent, so a finding inside it says where. The fixed build
+# gets a *note* (what the doctor cannot decide from the graph alone): its
+# `task` now brings `requirements` up, and the parent's reader, called in
+# `task`'s own batch, would miss it (lesson 03).
 
 # %%
 from agentstate.doctor import diagnose
+from agentstate.lessons.display import compare_findings
 
 reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
-# A *note* is what the doctor cannot decide from the graph alone. The fix
-# makes `task` bring `requirements` up (the broken build's brings nothing),
-# and the parent's reader reads that key: called in `task`'s batch, it
-# would see the state from before (lesson 03). The parent's script reads
-# in its next reply, so the reader got 5 fields above: nothing to act on.
+# The broken build's `task` brings nothing up, so it gets no note. The
+# parent's script reads in its next reply, so the reader got 5 fields
+# above: nothing to act on.
 
 # %% [markdown]
 # ## Try it: who declares `requirements`

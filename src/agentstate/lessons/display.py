@@ -20,10 +20,14 @@ from typing import Any
 
 
 class Table:
-    """Rows of dicts shown as an aligned text table (``repr``) and a left-aligned HTML table."""
+    """Rows of dicts shown as an aligned text table (``repr``) and a left-aligned HTML table.
 
-    def __init__(self, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None):
-        self.rows = [dict(r) for r in rows]
+    A row may also be a ``Table``: its rows are stacked in (notebook 04 stacks the one-row
+    tables its ``declared_by`` returns).
+    """
+
+    def __init__(self, rows: Iterable[Mapping[str, Any] | Table], columns: list[str] | None = None):
+        self.rows = [dict(r) for item in rows for r in _rows_of(item)]
         self.columns = columns or list(dict.fromkeys(k for r in self.rows for k in r))
 
     def __len__(self) -> int:
@@ -55,6 +59,10 @@ class Table:
             for row in self._cells()
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _rows_of(item: Mapping[str, Any] | Table) -> Iterable[Mapping[str, Any]]:
+    return item.rows if isinstance(item, Table) else [item]
 
 
 def _fmt(value: Any) -> str:

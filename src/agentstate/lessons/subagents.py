@@ -57,7 +57,11 @@ def what_each_said(state: Mapping[str, Any]) -> Table:
 
 def what_went_down(handed: TaskInputs, collector_model: ScriptedChatModel, parent: Any) -> Table:
     """The keys ``task`` handed the collector, the parent's state keys it kept out, and the
-    message types the collector's model was given (``parent``: the compiled parent graph)."""
+    messages the collector's model was given, each as its type and first characters.
+
+    ``parent`` is the compiled parent graph: its state keys, less those handed down, are the
+    kept-out ones.
+    """
     if not handed.inputs or not collector_model.seen:
         raise ValueError("what_went_down: run one turn with `handed` in the config's callbacks")
     keys = getattr(parent, "stream_channels_list", None)  # a compiled graph's state keys
@@ -66,8 +70,12 @@ def what_went_down(handed: TaskInputs, collector_model: ScriptedChatModel, paren
         raise TypeError(f"what_went_down: expected the compiled parent, got {got}")
     down = sorted(handed.inputs[0])
     kept_out = sorted(k for k in keys if k not in down)
-    given = [m.type for m in collector_model.seen[0]]
+    given = [f"{m.type}: {_first(m.text, 40)}" for m in collector_model.seen[0]]
     return Table([{"task handed down": down, "kept out": kept_out, "its model got": given}])
+
+
+def _first(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def task_report(who: str, state: Mapping[str, Any], recorder: CommandRecorder) -> Table:
