@@ -8,10 +8,12 @@
 # reproduces that loss, draws it, and fixes it.
 
 # %% [markdown]
-# Which releases this happens in:
-# [file-read-modify-write](../docs/hazards-by-version.md#file-read-modify-write),
-# and for deepagents' own file tools
-# [builtin-parallel-edit](../docs/hazards-by-version.md#builtin-parallel-edit).
+# At the tutorial's pins (deepagents 0.7.32), a tool like this lesson's
+# keeps 1 field of 5, as in every release
+# [tested](../docs/hazards-by-version.md#file-read-modify-write); deepagents'
+# own `edit_file` refuses 4 of 5 parallel edits to one file
+# ([builtin-parallel-edit](../docs/hazards-by-version.md#builtin-parallel-edit)),
+# so the loss is in custom tools.
 
 # %% [markdown]
 # ## Before you start
@@ -76,8 +78,9 @@ print("\n".join(result["log"]))
 print("the file after the step:", result["files"][PATH])
 
 # %% [markdown]
-# Both writers read an empty file, so each wrote only its own field. The
-# `files` reducer kept the second write whole; `log` kept both.
+# Both writers read an empty file, so each wrote only its own field.
+# LangGraph hands a step's writes to the reducers sorted by node name (the
+# `log` order): `store_username`'s write came second and replaced the file.
 
 # %% [markdown]
 # ## 2. Reproduce: five fields in one reply
@@ -103,7 +106,7 @@ from agentstate.lessons.filestate import fields_in, write_file
 def store_requirement(field_name: str, value: Any, runtime: ToolRuntime):
     """Store one requirement in /requirements.json."""
     current = fields_in(runtime.state.get("files"), PATH)  # read
-    print(f"store_requirement({field_name}) read {current}")
+    print(f"store_requirement({field_name}) read {current}")  # live, before the summary
     current[field_name] = value  # modify
     return write_file(runtime, PATH, current, f"Stored {field_name}.")  # write it back whole
 
@@ -111,7 +114,8 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime):
 # %% [markdown]
 # The model is **scripted**: it replays fixed replies, offline, with no API
 # key. `one_batch_model`'s first reply holds five **tool calls**, one per
-# field of `POSTGRES_FIELDS` (engine, version, instance class, storage, user).
+# field of the dict `POSTGRES_FIELDS` (engine, version, instance class,
+# storage, user).
 
 # %% [markdown]
 # Two **middleware**, objects that hook into the agent's loop:
@@ -162,14 +166,13 @@ fields_in(state["files"], PATH)  # what the file holds after the run
 # survived, red ones were lost.
 
 # %%
-# show: what a box prints for a files value
+# show: what a box prints for a files value (fields_in's path defaults to /requirements.json)
 draw_superstep(timeline, key="files", show=lambda f: str(fields_in(f)), reducer="the files reducer")
 
 # %% [markdown]
-# The `files` reducer takes the writes in the order of the calls in the
-# reply, not the order they ran: `#5 store_requirement(username)` read first
-# (printed first above), yet its write came last. A later write to a path
-# replaces the whole file.
+# The reducer folds the writes in call order, #1 first, #5 last, whatever
+# order the calls ran in (`username` read first above). Each write replaces
+# the whole file, so #5's is kept.
 
 # %% [markdown]
 # ## 4. The fix: one file per field
@@ -205,7 +208,7 @@ fixed_agent = create_deep_agent(
     store_then_read_model(POSTGRES_FIELDS), tools=[store_in_own_file, get_collected_requirements]
 )
 fixed_state = fixed_agent.invoke(TURN)
-print(fixed_state["messages"][-2].text)  # [-2]: the reader's reply; [-1] is "Done."
+print(fixed_state["messages"][-2].text)  # [-2]: the reader tool's reply
 
 # %% [markdown]
 # ## 5. Prove: any number of parallel calls
