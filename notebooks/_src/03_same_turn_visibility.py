@@ -40,9 +40,11 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# `my_agent` builds the plain agent on a scripted model (`same_turn_model`,
-# offline): five stores and two readers (the package's `validate_manifest`
-# too) in one reply, or the readers in the next. The tools run in super-step 2.
+# `my_agent`: the plain agent on a scripted model (`same_turn_model`,
+# offline; `turns`: how many user turns its script lasts). Its reply stores
+# five fields and calls two readers (with `next_reply`, a reply later); reader
+# two, `validate_manifest`, replies `valid` or how many fields are missing.
+# Step 1 is the model's call; the tools run in super-step 2.
 
 # %%
 from langchain.agents import create_agent
@@ -66,35 +68,37 @@ print("fields the reader listed:", fields_seen_by_reader(state), "of", len(state
 
 # %% [markdown]
 # ## 2. Look inside: one super-step, read from the state before it
-# Drawn: every call got the state from before the step.
 
 # %%
 draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one reply")
 
 # %% [markdown]
-# Is the reader just too early? `ReadLast` holds the reader's tool until
-# every store has returned. Then the readers moved to the next reply.
+# Is the reader just too early? Two tries: hold it until every store
+# returned (`ReadLast`), then move the readers to the next reply.
 
 # %%
 from agentstate.lessons.simulation import ReadLast, ToolLatencyMiddleware
 
-late_timeline = ToolTimeline()
+late_timeline = ToolTimeline()  # a middleware too (below): ReadLast waits on what it records
+# ReadLast(timeline, the reader it holds, the writer it waits for, how many of those)
 read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
-# ReadLast also holds each store until the reader is waiting: 6 calls at once need 6 threads
+# It also holds each store until the reader waits: 6 calls at once need 6 threads (the 7th,
+# validate_manifest, is not held). LangGraph's default pool, cpu_count+4 threads, is 6 on
+# 2 cores only, so the run sets it:
 my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 6})
 print(read_last.report())  # what ReadLast's timeline recorded
 next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
 
 # %% [markdown]
-# The held reader still replied `{}`: timing is not the cause. The first
-# quote holds: all 7 calls ran in super-step 2, whose writes apply after
-# every call, the readers' too. The second does not: more than one thread.
+# The held reader still replied `{}`: timing is not the cause. "Applied only
+# after ALL tools complete" holds: all 7 calls ran in super-step 2.
+# "Single-threaded within agent turn" does not: the held run needs 6
+# threads at once, and finished.
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
-# The cheap fix is above (readers in the next reply); a turn cache pays when
-# you cannot choose the order.
+# Two fixes; a turn cache pays when you cannot choose the order:
 #
 # ```mermaid
 # flowchart LR
@@ -121,10 +125,11 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # ```
 
 # %% [markdown]
-# `TurnCacheBase` (from `agentstate.core`) keeps the settings, `batches` (a
-# reply's id -> what each finished call wrote) and `changed`, a `Condition`:
-# a lock threads can wait on. `reader_view` sets a state value where tools
-# read it, `runtime.state`.
+# `TurnCacheBase` (from `agentstate.core`) keeps the settings (`writers`,
+# `readers`, `key`, `reducer`: `merge_fields` unless given, `timeout`: a
+# reader's wait, 10 s), `batches` (a reply's id -> what each finished call
+# wrote) and `changed`, a `Condition`: a lock threads can wait on.
+# `reader_view` sets a state value where tools read it, `runtime.state`.
 
 # %%
 from functools import reduce
@@ -134,7 +139,7 @@ from agentstate.core import TurnCacheBase, TurnCacheMiddleware, batch_of, reader
 
 class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        reply, writer_ids, size = batch_of(request, self.writers)  # the reply holding this call
+        reply, writer_ids, size = batch_of(request, self.writers)  # reply id, writer ids, n calls
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
             if request.tool_call["name"] in self.readers:  # step 1, wait: every writer done
@@ -143,7 +148,7 @@ class TurnCache(TurnCacheBase):
                 view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
                 request = reader_view(request, self.key, view)  # step 2: merged, where tools read
         result = handler(request)
-        with self.changed:  # step 3, record what its Command wrote to key (a reader: None)
+        with self.changed:  # step 3, record written_value(...).value: what it set key to, or None
             done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
             if len(done) == size:  # step 4, drop: every call (readers too) is done
@@ -153,8 +158,8 @@ class TurnCache(TurnCacheBase):
 
 # %% [markdown]
 # ## 5. Prove it: 100 turns, and the package agrees
-# Beside it, the package's `TurnCacheMiddleware`; both default `reducer` to
-# `merge_fields`. Each tool call waits a seeded random 0-5 ms:
+# Beside it, the package's `TurnCacheMiddleware`. Each tool call waits a
+# seeded random 0-5 ms:
 
 # %%
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
@@ -166,20 +171,19 @@ for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []:
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Below: its `--fix` diff, then its findings without
-# and with the package's cache.
+# these lessons teach. Below: the fix it would write, then its findings
+# without and with the package's cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
 
-print(preview_fix(my_agent(), unsafe=True).diff)  # what --fix --unsafe-fixes would write
+print(preview_fix(my_agent(), unsafe=True).diff)  # unsafe: it adds an agentstate import
 for agent in (my_agent(), my_agent(TurnCacheMiddleware(**CACHE))):
     print("the doctor finds:", diagnose(agent).codes())
 
 # %% [markdown]
 # ## A knob: writers in the reply
-# Without the cache the reader sees 0 fields, however many writers; with
-# it, all of them.
+# Section 5 printed 0 fields without the cache, 5 with it. Try more writers.
 
 
 # %% tags=["nbval-ignore-output"]
@@ -200,14 +204,14 @@ knob_widget = widgets.interact(reader_sees, writers=(1, 30), turn_cache=True)
 # - A reader in the writers' reply sees the state from before the
 #   super-step, even when it starts after them.
 # - Fix: readers in the next reply, or a turn cache.
-# - A shared dict races ([going further](going_further/03_caches_that_fail.ipynb)).
+# - [Going further 03](going_further/03_caches_that_fail.ipynb) shows a
+#   shared-dict cache racing.
 
 # %% [markdown]
 # ## Exercises
 # 1. Readers *first* in the reply: what does the cached reader see, and why?
-# 2. `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`
-#    with `t = ToolTimeline()`: which calls start late? Why does no reader
-#    time out?
+# 2. `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`,
+#    `t` a `ToolTimeline`: which calls start late? Why does no reader time out?
 # 3. Without step 1 (`wait_for` returns `True` at once), what does the
 #    reader see over 100 turns?
 # 4. One `TurnCache` agent invoked from two threads, each with its own

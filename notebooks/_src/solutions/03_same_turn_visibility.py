@@ -51,7 +51,7 @@ def reply_of(state: dict, tool_name: str) -> str:  # a tool's last reply
 # %%
 class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        reply, writer_ids, size = batch_of(request, self.writers)  # the reply holding this call
+        reply, writer_ids, size = batch_of(request, self.writers)  # reply id, writer ids, n calls
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
             if request.tool_call["name"] in self.readers:  # step 1, wait: every writer done
@@ -60,7 +60,7 @@ class TurnCache(TurnCacheBase):
                 view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
                 request = reader_view(request, self.key, view)  # step 2: merged, where tools read
         result = handler(request)
-        with self.changed:  # step 3, record what its Command wrote to key (a reader: None)
+        with self.changed:  # step 3, record written_value(...).value: what it set key to, or None
             done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
             if len(done) == size:  # step 4, drop: every call (readers too) is done
