@@ -17,7 +17,8 @@
 # - Reproduce: a clock line first gives every call a new prefix.
 # - Fix the order, prove it on llama.cpp, read what a question saves.
 #
-# Releases: [prefix-not-invariant](../docs/hazards-by-version.md#prefix-not-invariant).
+# Releases affected (library versions that show it):
+# [prefix-not-invariant](../docs/hazards-by-version.md#prefix-not-invariant).
 
 # %% [markdown]
 # ## 1. Reproduce: a clock line before the manual
@@ -42,6 +43,9 @@ from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
 from agentstate.experts import EXPERTS, load_manual, plot_prompt_layouts, system_prefix
+
+# the lesson's helpers: they run the desk and print what its prompts share, what the
+# engine reused, what the doctor says; each is explained where the lesson first uses it
 from agentstate.lessons.desk import doctor_reports, request_id_after, shares, tokens_reused
 
 manual = load_manual()
@@ -105,7 +109,7 @@ busted
 
 # %% [markdown]
 # Both orders, coloured by what the cache does with each part on the
-# second and third call:
+# calls 2 and 3:
 
 # %%
 plot_prompt_layouts(system_prefix(manual).size)
@@ -126,8 +130,9 @@ ORDERS = {"clock first": clock_first, "manual first": expert_prompt}
 shares(build_desk, expert_prompt)
 
 # %% [markdown]
-# The package's `build_messages(prefix, expert, question, history)`
-# returns these same messages (a test checks it).
+# The 29 bytes shared beyond the figure's 109,128: `system: ` twice, a
+# newline and `You are the `. The package's `build_messages` returns these
+# same messages (tests/test_lesson_05.py checks it).
 
 # %% [markdown]
 # ## 4. Prove it on a real engine
@@ -143,23 +148,25 @@ live = "engine not installed: run `make engine` to see this live"
 if engine_installed():
     with EngineServer(verbose=True) as server:  # starts llama.cpp: minutes on a busy machine
         live = tokens_reused(server, build_desk, ORDERS, manual.leading(1))
+    # instructions + chapter 1 are 609 tokens: clock first reuses a few, manual first all
     assert live.column("tokens reused")[0] < 50 < 600 < live.column("tokens reused")[1]
 live
 
 # %% [markdown]
-# Clock first, a call reused only what precedes the clock's digits;
-# manual first, all up to the experts' titles.
+# Clock first, calls reused only the chat template's opening and the
+# clock up to its first changed digit; manual first, all up to the
+# experts' titles.
 #
 # ## What it saves, per question
-# A [cold call](../docs/glossary.md#cold-and-warm-calls)
-# [prefills](../docs/glossary.md#prefill) (reads) the whole prefix, a warm
-# one only persona and question: three cold calls a question with the
-# clock first; one cold, two warm with the fix.
+# A [cold call](../docs/glossary.md#cold-and-warm-calls) (its prefix not
+# cached) [prefills](../docs/glossary.md#prefill) (reads, before its
+# first token) the whole prefix, a warm one only persona and question.
 
 # %% [markdown]
-# In [time to first token](../docs/glossary.md#time-to-first-token), as
-# `scripts/bench_experts.py` recorded it on this engine (medians of 3
-# rounds; the manual's first 1 to 16 chapters, up to 29 of its 108 KB):
+# In [time to first token](../docs/glossary.md#time-to-first-token) summed
+# over a question's three calls (clock first: three cold; invariant: one
+# cold, two warm), as `scripts/bench_experts.py` recorded it on this engine
+# (medians of 3 rounds):
 
 # %%
 from agentstate.experts import plot_ttft, question_seconds
@@ -171,16 +178,16 @@ Table(question_seconds())  # the recorded run: data/results/experts_benchmark.js
 plot_ttft()
 
 # %% [markdown]
-# In the right panel (per call) each label is cold ÷ warm time to first
-# token at that prefix size; warm reaches about a second at the largest
-# prefix and, by noise, starts below the floor (the call without the manual).
+# Right panel, per call: each label is cold ÷ warm at that prefix size;
+# by noise, warm starts below the floor (the call without the manual).
 
 # %% [markdown]
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Order shows only in a run: `doctor_reports` runs
-# each desk with the doctor's `Watch` callback:
+# these lessons teach. It cannot see prompt order, so its `Watch`, a
+# callback handler passed to a run, watches one: `doctor_reports` runs
+# each desk with it.
 
 # %%
 doctor_reports(build_desk, ORDERS)
@@ -188,8 +195,8 @@ doctor_reports(build_desk, ORDERS)
 # %% [markdown]
 # ## Try it: a variable line in the manual
 # `request_id_after(chapter)` puts a per-call request id after the
-# manual's first `chapter` chapters (0: after the instructions, before
-# the manual) and shows what the three prompts share.
+# manual's first `chapter` chapters (0: before the manual) and shows what
+# the three prompts share.
 
 # %% tags=["nbval-ignore-output"]
 import ipywidgets as widgets  # Jupyter's sliders
@@ -213,7 +220,6 @@ knob_widget = widgets.interact(request_id_after, chapter=(0, len(manual.chapter_
 #    how many bytes do the three prompts share?
 # 2. Pass a first turn's question and answer as `history`: does system
 #    message 1 change? Do two turns of one expert still share the manual?
-# 3. The package's router (keyword rules or a model call) often picks one
-#    or two experts. At the largest prefix in
+# 3. A question may need only one or two experts. At the largest prefix in
 #    `agentstate.experts.ttft_points()`, what does the fix save for 1, 2
 #    and 3 experts? Why is one zero?
