@@ -3,8 +3,8 @@
 #
 # An agent watches a user's chat with an assistant and stores one memory
 # entry per message (the memory server's tool `add_entry`), with its role
-# and text. A post-mortem
-# ([where this comes from](../README.md#where-this-comes-from)) built it as
+# and text. A post-mortem shared with this project, not public
+# ([where this comes from](../README.md#where-this-comes-from)), built it as
 # a prebuilt agent with the rules in its prompt: "Prompt-only constraints
 # are insufficient: even with strong guidance, the ReAct loop still produced
 # assistant chat and duplicate `add_entry`". We replay that report against
@@ -40,8 +40,9 @@ rules = memory.system_prompt("agentstate", "react.trip")  # the rules, and the m
 print(rules)
 
 # %% [markdown]
-# The rules, drawn: a [bootstrap and flushes](../docs/glossary.md#bootstrap-and-flush-calls)
-# around one `add_entry` per message.
+# The rules, drawn: one `add_entry` per message, between a
+# [bootstrap](../docs/glossary.md#bootstrap-and-flush-calls) (read the memory's
+# context and last entries) and flushes (save a new context).
 #
 # ```mermaid
 # flowchart LR
@@ -56,8 +57,8 @@ print(rules)
 # schedule:
 
 # %%
-travel = memory.load("solo_travel")
-Table(memory.replay_schedule(travel, "trip"))  # what memory.replay_model() plays, and where
+travel = memory.load("solo_travel")  # a stored chat; its events sit in one thread, "trip"
+Table(memory.replay_schedule(travel, "trip"))  # what replay_model() plays; "at": msg_idx values
 
 # %% [markdown]
 # The post-mortem's agent: a [ReAct loop](../docs/glossary.md#react-loop),
@@ -79,57 +80,59 @@ react_store = await memory.observe(loop, client, server.db, travel.events, "reac
 # positions, a second copy at its 3 "writes twice" ones.
 #
 # ## 2. Look inside: the store
-# Each wrong entry beside what the chat said:
+# Each wrong entry beside what the chat said, one row per scheduled fault
+# (messages 8 and 13 drew two each):
 
 # %%
 Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r["verdict"] != "ok")
 
 # %% [markdown]
-# Each row sits where the schedule put a fault: the loop runs every call as
-# proposed. The bootstrap and flush faults are calls, not entries: section 3
-# counts them.
+# The loop runs every call as proposed. The bootstrap and flush faults are
+# calls, not entries: section 3 counts them.
 
 # %% [markdown]
 # ## 3. The fix: a guard in code
-# A [tool-only graph](../docs/glossary.md#tool-only-graph): the model is
-# asked, but code builds the call.
+# A [tool-only graph](../docs/glossary.md#tool-only-graph): a graph whose
+# nodes, not the model, make every tool call.
 
 # %% [markdown]
-# - `decide` asks the model, then builds the call from the message. The
-#   model's reply may only offer a summary.
+# - `decide` asks the model, but builds the call from the message: the
+#   reply may only offer a summary.
 # - A control event or a resend gets no call.
-# - `write` marks a message stored only if the server took it.
+# - `write` marks a message stored only if the server took it. The
+#   checkpointer keeps `stored` from one invoke (one event) to the next,
+#   per thread.
 
 # %%
 import operator
 from typing import Annotated, TypedDict
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage  # LangChain's message class
 from langgraph.graph import START, StateGraph
 
 
 class GuardState(TypedDict, total=False):
     turn: BaseMessage  # this invoke's event: a chat message or a control event
     plan: list[dict]  # add_entry's arguments, for none or one entry
-    stored: Annotated[list[int], operator.add]  # msg_idx already stored in this thread
+    stored: Annotated[list[int], operator.add]  # msg_idx stored so far in this thread
 
 
 def build_guarded_capture(model, tools, checkpointer):
     model, add_entry = model.bind_tools(tools), {t.name: t for t in tools}["add_entry"]
 
     async def decide(state: GuardState, config) -> dict:
-        turn, ids = state["turn"], config["configurable"]  # observe() put vault_id, memory_id
-        reply = await model.ainvoke([memory.rules_for(ids), turn])  # it may propose anything
-        idx = memory.chat_msg_idx(turn)  # None unless a user or assistant message: not stored
+        turn, ids = state["turn"], config["configurable"]  # observe() sets vault_id, memory_id
+        reply = await model.ainvoke([memory.rules_for(ids), turn])  # rules_for: section 1's rules
+        idx = memory.chat_msg_idx(turn)  # a user or assistant message's msg_idx, else None
         if idx is None or idx in state.get("stored", []):
-            return {"plan": []}  # nothing to store, or a resend: no call
-        # text, role, msg_idx: the message's; from the reply a summary at most (None: ours)
-        return {"plan": [memory.add_entry_args(turn, memory.offered_summary(reply), ids)]}
+            return {"plan": []}  # a control event, or a resend: no call
+        summary = memory.offered_summary(reply)  # the first valid summary the reply offers, or None
+        return {"plan": [memory.add_entry_args(turn, summary, ids)]}  # text, role, msg_idx: turn's
 
     async def write(state: GuardState) -> dict:
-        for args in state["plan"]:
+        for args in state["plan"]:  # a tool given a tool call answers with a ToolMessage
             reply = await add_entry.ainvoke({"args": args, "id": "w", "type": "tool_call"})
-            if reply.status == "error":  # a tool call's refusal: a ToolMessage, status "error"
+            if reply.status == "error":  # the server refused the entry
                 raise ValueError(f"add_entry refused: {reply.text}")  # so it is not marked stored
         return {"stored": [args["tags"]["msg_idx"] for args in state["plan"]]}
 
@@ -173,6 +176,7 @@ package = memory.build_capture_graph(memory.replay_model(), tools, InMemorySaver
 await memory.observe(guarded, client, server.db, travel.events, "teaching.trip")
 await memory.observe(package, client, server.db, travel.events, "package.trip")
 stores = {"ReAct loop": "react.trip", "teaching guard": "teaching.trip", "package": "package.trip"}
+print(memory.flushes_due(travel, "trip"))  # the rules' flushes, and what asks for each
 Table(memory.rules_kept(server.db, travel, "trip", stores))  # each agent's entries and calls
 
 # %% [markdown]

@@ -27,6 +27,7 @@ from agentstate.memory.capture.baselines.auditor import (
     actual_flushes,
     audit,
     expected_flushes,
+    flush_points,
     read_memory,
 )
 from agentstate.memory.capture.conversations import CONTROLS, Conversation, Event, parse
@@ -505,6 +506,24 @@ def rules_kept(
         columns[agent] = column(stored_entries(db, memory_id), bootstrap, flushes)
     rules = columns["the rules ask"]
     return [{"rule": rule, **{name: col[rule] for name, col in columns.items()}} for rule in rules]
+
+
+def flushes_due(conversation: Conversation, thread: str) -> str:
+    """Where the capture rules ask ``thread``'s chat for a flush, and why, in one line: after
+    every 6th message, and after the message each ``FLUSH_CONTEXT`` or ``SESSION_END`` follows
+    (notebook 06, section 3, beside :func:`rules_kept`'s flush row)."""
+    if thread not in conversation.threads:
+        known = ", ".join(conversation.threads)
+        raise ValueError(
+            f"flushes_due: no thread {thread!r} in {conversation.name}; its threads: {known}"
+        )
+    points = flush_points(conversation, thread)
+    if not points:
+        return "flushes due: none"
+    periodic = [str(after) for after, why in points if why == "every 6th message"]
+    parts = [f"{', '.join(periodic)} (every 6th message)"] if periodic else []
+    parts += [f"{after} ({why})" for after, why in points if why != "every 6th message"]
+    return f"flushes due after msg_idx: {'; '.join(parts)}"
 
 
 def stores_by_message(

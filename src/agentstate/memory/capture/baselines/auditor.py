@@ -174,17 +174,23 @@ def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> li
     return out
 
 
-def expected_flushes(conversation: Conversation, thread: str) -> list[int]:
-    """The msg_idx after which a flush must happen (a position may repeat)."""
+def flush_points(conversation: Conversation, thread: str) -> list[tuple[int, str]]:
+    """The msg_idx after which a flush must happen, each with why: "every 6th message" or the
+    control event (``FLUSH_CONTEXT``, ``SESSION_END``) that asks for it (a position may repeat)."""
     points, last = [], 0
     for event in conversation.thread_events(thread):
         if event.kind == "message":
             last = event.msg_idx  # type: ignore[assignment]  # an int for a message (__post_init__)
             if calls.periodic_flush_due(last):
-                points.append(last)
+                points.append((last, "every 6th message"))
         elif event.content in ("FLUSH_CONTEXT", "SESSION_END"):
-            points.append(last)
+            points.append((last, event.content))
     return points
+
+
+def expected_flushes(conversation: Conversation, thread: str) -> list[int]:
+    """The msg_idx after which a flush must happen (a position may repeat)."""
+    return [after for after, _ in flush_points(conversation, thread)]
 
 
 def actual_flushes(ops: list[dict]) -> list[tuple[int, bool]]:
