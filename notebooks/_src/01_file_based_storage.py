@@ -79,8 +79,8 @@ print("the file after the step:", result["files"][PATH])
 
 # %% [markdown]
 # Both writers read an empty file, so each wrote only its own field.
-# LangGraph hands a step's writes to the reducers sorted by node name (the
-# `log` order): `store_username`'s write came second and replaced the file.
+# LangGraph hands a step's writes to the reducers sorted by task, here by
+# node name (the `log` order): `store_username`'s write came second and replaced the file.
 
 # %% [markdown]
 # ## 2. Reproduce: five fields in one reply
@@ -122,7 +122,7 @@ def store_requirement(field_name: str, value: Any, runtime: ToolRuntime):
 # - `ToolTimeline` records what each call read and wrote, its super-step
 #   and its thread.
 # - `FinishOrder` holds each call until all five are running (so they run
-#   at once, on five threads), then runs them **last** call **first**.
+#   at once, on five threads), then lets them finish **last** call **first**.
 #
 # `run_by_step` runs the agent and prints each super-step's nodes and calls
 # (`#k`: a call's place in the reply).
@@ -162,15 +162,16 @@ fields_in(state["files"], PATH)  # what the file holds after the run
 # %% [markdown]
 # ## 3. Look inside: one super-step, drawn
 # `draw_superstep` draws the step the timeline recorded: the state before,
-# what each call read and wrote, the reducer, the state after. Green writes
-# survived, red ones were lost.
+# what each call read and wrote, the reducer, the state after. The legend
+# marks each write kept or lost.
 
 # %%
 # show: what a box prints for a files value (fields_in's path defaults to /requirements.json)
 draw_superstep(timeline, key="files", show=lambda f: str(fields_in(f)), reducer="the files reducer")
 
 # %% [markdown]
-# The reducer folds the writes in call order, #1 first, #5 last, whatever
+# The five calls are five tasks of one node, `tools`, sorted by their place
+# in the reply: the reducer folds the writes #1 first, #5 last, whatever
 # order the calls ran in (`username` read first above). Each write replaces
 # the whole file, so #5's is kept.
 

@@ -83,8 +83,8 @@ late_timeline = ToolTimeline()  # a middleware too (below): ReadLast waits on wh
 # ReadLast(timeline, the reader it holds, the writer it waits for, how many of those)
 read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
 # It also holds each store until the reader waits: 6 calls at once need 6 threads (the 7th,
-# validate_manifest, is not held). LangGraph's default pool, cpu_count+4 threads, is 6 on
-# 2 cores only, so the run sets it:
+# validate_manifest, is not held). max_concurrency=6 gives 6 on any machine (LangGraph's
+# default pool, cpu_count+4 threads, has 5 on 1 core):
 my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 6})
 print(read_last.report())  # what ReadLast's timeline recorded
 next_reply = my_agent(next_reply=True).invoke(TURN)
@@ -164,7 +164,7 @@ class TurnCache(TurnCacheBase):
 # %%
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
 for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []: the plain agent
-    agent = my_agent(*caches, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 turns
+    agent = my_agent(*caches, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 invokes
     seen = {fields_seen_by_reader(agent.invoke(TURN)) for _ in range(100)}  # a set: the counts seen
     print(caches[0].name if caches else "plain agent", "saw", seen, "of 5 fields in 100 turns")
 

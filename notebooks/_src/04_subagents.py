@@ -5,7 +5,8 @@
 # agent, the *parent*, starts for one job by calling its `task` tool. In
 # the RDS agent (it collects an Amazon RDS database's settings), the
 # collector subagent stores five fields, says "Stored 5 field(s).", and
-# the parent finds none. The changelog blamed "isolated execution
+# the parent finds none. The changelog ([where this comes
+# from](../README.md#where-this-comes-from)) blamed "isolated execution
 # contexts" and added a cache. This lesson finds the cause in the
 # collector's state schema.
 
@@ -108,7 +109,7 @@ what_went_down(handed, model, parent)
 # file store: paths and contents kept in state, not on disk.
 
 # %% [markdown]
-# **Kept out**, going down and coming up: `structured_response` (a final
+# **Kept out**, going down (printed above) and coming up: `structured_response` (a final
 # answer in a set format) and the keys deepagents' middleware marks
 # private for its own bookkeeping: `jump_to` and the three whose names
 # start with an underscore. deepagents also keeps out `todos` (a to-do
@@ -192,7 +193,7 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # Its code is in [going further 04](going_further/04_lists_and_fork_mode.ipynb).
 
 # %% [markdown]
-# `who_sees_what` runs the package's three builds: turn 1 delegates and
+# `who_sees_what` runs one of the package's three builds: turn 1 delegates and
 # reads, turn 2 reads again, then a new agent over the same SQLite database
 # (a restart) reads. Each column counts the fields the reader got; the
 # last, those in `/requirements.json` (a file in `files`):

@@ -73,7 +73,8 @@ def build_desk(model, prompt, manual=manual):
 # A common first prompt puts the time before `system_prefix(manual)`
 # (instructions and manual). `shares` runs the desk with a scripted model
 # and says where the three prompts part: message, line, shared text, `|`,
-# each one's next bytes. The clock changes every run, so does this output:
+# each one's next bytes (bytes counted from each message's `system: `).
+# The clock changes every run, so does this output:
 
 # %% tags=["nbval-ignore-output"]
 from datetime import UTC, datetime
@@ -109,7 +110,7 @@ busted
 
 # %% [markdown]
 # Both orders, coloured by what the cache does with each part on the
-# calls 2 and 3:
+# second and third calls:
 
 # %%
 plot_prompt_layouts(system_prefix(manual).size)
@@ -186,7 +187,7 @@ plot_ttft()
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
 # these lessons teach. It cannot see prompt order, so its `Watch`, a
-# callback handler passed to a run, watches one: `doctor_reports` runs
+# callback handler passed to a run, watches a run: `doctor_reports` runs
 # each desk with it.
 
 # %%

@@ -99,7 +99,8 @@ Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r
 # - `decide` asks the model, but builds the call from the message: the
 #   reply may only offer a summary.
 # - A control event or a resend gets no call.
-# - `write` marks a message stored only if the server took it. The
+# - `write` marks a message stored only if the server took it (a refusal
+#   raises; `tests/test_lesson_06.py` sends one). The
 #   checkpointer keeps `stored` from one invoke (one event) to the next,
 #   per thread.
 
@@ -205,7 +206,8 @@ print(memory.proof_summary(runs, model.policy))
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. This lesson's: a memory-writing tool (`add_entry`,
+# these lessons teach (an MCP tool's code is on the server: it goes by the
+# tool's name). This lesson's: a memory-writing tool (`add_entry`,
 # the flush's `put_context`) inside a ReAct loop:
 
 # %%
