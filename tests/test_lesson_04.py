@@ -360,8 +360,9 @@ def test_task_never_brings_up_the_keys_the_page_names(lesson):
     page = " ".join(LESSON.read_text().replace("# ", "").split())
     for key in ("structured_response", "jump_to", "todos"):
         assert f"`{key}`" in page
-    assert "`jump_to` and the three whose names start with an underscore" in page
-    assert "`messages` is replaced: the task going down, one ToolMessage (a tool's reply)" in page
+    assert "`jump_to` and the three starting with an underscore" in page
+    assert "`messages` is replaced both ways: the task goes down;" in page
+    assert "comes up as a ToolMessage" in page
 
 
 def test_a_collector_without_the_reducer_fails_on_its_own_parallel_stores(lesson):

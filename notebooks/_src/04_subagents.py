@@ -1,8 +1,8 @@
 # %% [markdown]
 # # 04 · Subagents: what crosses the `task` boundary, and why
 #
-# A [subagent](../docs/glossary.md#subagent) is an agent that the main
-# agent, the *parent*, starts for one job by calling its `task` tool. In
+# A [subagent](../docs/glossary.md#subagent) is an agent that the
+# *parent* agent starts for one job with its `task` tool. In
 # the RDS agent (it collects an Amazon RDS database's settings), the
 # collector subagent stores five fields, says "Stored 5 field(s).", and
 # the parent finds none. The changelog ([where this comes
@@ -18,9 +18,9 @@
 # sees the state from before the batch.
 #
 # ## Goals
-# - Reproduce: the collector stores five fields, the parent sees none.
-# - Look inside: which keys go down `task`, which come back up.
-# - Fix it with one schema, and compare it with the cache.
+# - Reproduce: the parent sees none of five stored fields.
+# - Look inside: which keys go down `task` and come back up.
+# - Fix it with one schema; compare with the cache.
 #
 # Releases with these hazards:
 # [subagent-drops-key](../docs/hazards-by-version.md#subagent-drops-key),
@@ -29,13 +29,12 @@
 # %% [markdown]
 # ## 1. Reproduce: the parent sees nothing
 # A [state schema](../docs/glossary.md#state-schema) lists an agent's
-# state keys. From this series' package, `agentstate`: lesson 02's
+# state keys. From `agentstate`, this series' package: lesson 02's
 # `RequirementsState` and `store_requirement`; `collector_model`, a
-# [scripted model](../docs/glossary.md#scripted-model) (fixed replies, no
-# LLM) that stores every field of its task in one reply, then reports; the
-# parent's reader tool, `get_collected_requirements` (returns the parent's
-# `requirements`); and `parent_script`, the parent's model (call `task`,
-# read, say "Done.").
+# [scripted model](../docs/glossary.md#scripted-model) (fixed replies) that
+# stores its task's fields in one reply; `get_collected_requirements`, the
+# parent's reader; `parent_script`, the parent's model (call `task`, read,
+# say "Done.").
 
 # %% [markdown]
 # The two agents, as a developer writes them: the collector is a plain
@@ -83,15 +82,14 @@ what_each_said(broken.invoke(user_turn()))
 #   C -- "up: changed keys except messages and kept-out keys;<br/>+ a ToolMessage: its reply" --> P
 # ```
 #
-# `messages` is replaced: the task going down, one ToolMessage (a tool's
-# reply) coming up, the collector's last reply: the "Stored 5 field(s)."
-# printed above. The next table names the kept-out keys.
+# `messages` is replaced both ways: the task goes down; the collector's
+# last reply ("Stored 5 field(s)." above) comes up as a ToolMessage.
 
 # %% [markdown]
-# **Down.** `TaskInputs`, a callback (LangChain calls it as each step
-# starts), records the dict `task` hands the collector; the collector's
-# model records its messages. `what_went_down` prints them (type and first
-# characters) and names `parent`'s state keys not handed down:
+# **Down.** `TaskInputs`, a callback (called as each step starts), records
+# the dict `task` hands the collector. `what_went_down` prints the messages
+# the collector's model got (type, first characters) and the parent's keys
+# not handed down:
 
 # %%
 from agentstate.lessons.subagents import what_went_down
@@ -104,22 +102,19 @@ what_went_down(handed, model, parent)
 
 # %% [markdown]
 # `requirements` goes down too, but this collector's schema lacks it. Its
-# model got one human message, the task (the fields, as JSON); the user's
-# message stays with the parent. `files` is deepagents' virtual
-# file store: paths and contents kept in state, not on disk.
+# model got one human message: the task (the fields as JSON). `files` is
+# deepagents' virtual file store, kept in state, not on disk.
 
 # %% [markdown]
-# **Kept out**, going down (printed above) and coming up: `structured_response` (a final
-# answer in a set format) and the keys deepagents' middleware marks
-# private for its own bookkeeping: `jump_to` and the three whose names
-# start with an underscore. deepagents also keeps out `todos` (a to-do
-# list), which this parent lacks: deepagents 0.7.32's `create_deep_agent`
-# adds no to-do middleware by default. Exercise 2 gives `todos` to the
-# collector.
+# **Kept out**, both ways (printed going down): `structured_response` (a
+# final answer in a set format) and the keys deepagents' middleware marks
+# private: `jump_to` and the three starting with an underscore. `todos` is
+# kept out too; deepagents 0.7.32's `create_deep_agent` adds none by default
+# (exercise 2).
 
 # %% [markdown]
 # **Up.** A compiled graph keeps only the keys its schema declares (its
-# `.channels`), and drops a write to any other key without an error.
+# `.channels`), and drops writes to other keys silently.
 # `CommandRecorder`, a [middleware](../docs/glossary.md#middleware) around
 # each tool call, records the keys `task` brought up besides `messages`,
 # for each choice of who declares `requirements`:
@@ -159,15 +154,15 @@ Table(declared_by(who) for who in SCHEMAS)  # the three one-row tables, stacked
 #     B -- no --> X
 # ```
 #
-# The cause is the collector's schema, not isolation: section 4's cache,
-# a dict both agents' tools write and read, shows the fields.
+# So the cause is the schema, not isolation: section 4's cache, a dict
+# both agents' tools share, shows the fields.
 
 # %% [markdown]
 # ## 3. The fix: one schema for both
 # Build the collector with the parent's schema: the last row above. The
 # package's `build_shared_schema_agent` is this fix on the full RDS agent,
 # with a [declarative subagent](../docs/glossary.md#declarative-subagent)
-# (a dict deepagents builds into an agent, with the parent's schema):
+# (a dict deepagents builds with the parent's schema):
 
 # %%
 from agentstate.rds import build_shared_schema_agent
@@ -180,8 +175,7 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 
 # %% [markdown]
 # ## 4. Prove it: the schema fix against the cache fix
-# The changelog kept the split schema (the collector without
-# `requirements`) and added a cache, in outline:
+# The changelog kept the split schema and added a cache:
 #
 # ```mermaid
 # flowchart LR
@@ -193,10 +187,10 @@ Table([{"package's parent holds": list(package_holds), "same as the fix": same}]
 # Its code is in [going further 04](going_further/04_lists_and_fork_mode.ipynb).
 
 # %% [markdown]
-# `who_sees_what` runs one of the package's three builds: turn 1 delegates and
-# reads, turn 2 reads again, then a new agent over the same SQLite database
-# (a restart) reads. Each column counts the fields the reader got; the
-# last, those in `/requirements.json` (a file in `files`):
+# `who_sees_what` runs one build: turn 1 delegates and reads, turn 2 reads
+# again, then a new agent on the same SQLite database (a restart) reads.
+# Columns count the fields the reader got; the last, those in
+# `/requirements.json`:
 
 # %%
 from agentstate.lessons.fixtures import who_sees_what
@@ -217,9 +211,8 @@ Table({"build": name, **who_sees_what(build)} for name, build in builds.items())
 
 # %% [markdown]
 # ## A list comes back doubled
-# `task` brings a changed key up *whole*, and the parent's reducer folds it
-# into its own value. A dict merge does not mind; a list with
-# `operator.add` (append) does:
+# `task` brings a changed key up *whole*, into the parent's reducer:
+# harmless for a dict merge, not for a list with `operator.add` (append):
 #
 # ```mermaid
 # flowchart LR
@@ -244,11 +237,10 @@ notes
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Here `diagnose` reads both builds; `subagents=`
-# names the subagent, so a finding inside it says where. The fixed build
-# gets a *note* (what the doctor cannot decide from the graph alone): its
-# `task` now brings `requirements` up, and the parent's reader, called in
-# `task`'s own batch, would miss it (lesson 03).
+# these lessons teach. `diagnose` reads both builds (`subagents=` names
+# where a finding sits). The fixed build gets a *note*: its `task` now
+# brings `requirements` up, which a reader in `task`'s own batch would miss
+# (lesson 03).
 
 # %%
 from agentstate.doctor import diagnose
@@ -258,9 +250,8 @@ reports = {"broken build": diagnose(broken), "fixed build": diagnose(fixed)}
 compare_findings(reports, subagents=["requirements-collector"])
 
 # %% [markdown]
-# The broken build's `task` brings nothing up, so it gets no note. The
-# parent's script reads in its next reply, so the reader got 5 fields
-# above: nothing to act on.
+# The broken build gets none (its `task` brings nothing up). The parent's
+# script reads in its next reply (5 fields above): nothing to act on.
 
 # %% [markdown]
 # ## Try it: who declares `requirements`
@@ -279,8 +270,8 @@ knob_widget = widgets.interact(declared_by, who=knob)
 # - One schema for both brings the key up, and the fields last across
 #   turns and a restart. The cache shows them in the same turn only.
 # - `task` brings a key up whole: a list with `operator.add` doubles.
-# - Going further: [the cache written out, idempotent reducers, fork mode,
-#   the user's message shown twice](going_further/04_lists_and_fork_mode.ipynb).
+# - Going further: [the cache written out, idempotent reducers, fork
+#   mode](going_further/04_lists_and_fork_mode.ipynb).
 
 # %% [markdown]
 # ## Exercises
@@ -288,8 +279,7 @@ knob_widget = widgets.interact(declared_by, who=knob)
 #    `agentstate.rds.PlainRequirementsState` (no reducer). Which fails: two
 #    `task` calls of one field each (`model=parent_script(one, other)`,
 #    collector model `collector_model(tasks=2)`), or one `task` of two fields?
-# 2. Give the collector a tool that writes `todos`, and declare `todos` in
-#    its schema. Check that its todos stay below, as section 2 says.
-# 3. Make `notes` a list of dicts with an `id`, and write a reducer that
-#    merges by id. Show that `pre` is no longer doubled, and that a
-#    subagent can update a note in place.
+# 2. Give the collector a tool writing `todos`, declared in its schema: do
+#    its todos stay below?
+# 3. Make `notes` a list of dicts with an `id` and a reducer that merges by
+#    id: `pre` is no longer doubled, and a subagent can update a note.
