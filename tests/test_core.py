@@ -20,6 +20,7 @@ import agentstate
 from agentstate.core import (
     SecretRedactionMiddleware,
     SecretStore,
+    TurnCacheBase,
     TurnCacheMiddleware,
     append_unique,
     merge_fields,
@@ -81,8 +82,27 @@ def test_the_turn_cache_is_generic_a_notes_agent_reader_placed_first_sees_every_
 def test_bad_turn_cache_configuration_is_refused():
     with pytest.raises(ValueError, match="both writer and reader: x"):
         TurnCacheMiddleware(writers=["x"], readers=["x"], key="k")
-    with pytest.raises(ValueError, match="at least one writer and one reader"):
+    with pytest.raises(ValueError, match="writers must name at least one tool"):
         TurnCacheMiddleware(writers=[], readers=["r"], key="k")
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "says"),
+    [
+        # a string would become its letters: the cache would never meet its writer
+        ({"writers": "save_note"}, TypeError, "writers must be tool names, not the string"),
+        ({"readers": "read_notes"}, TypeError, "readers must be tool names, not the string"),
+        ({"key": ""}, TypeError, "key must be a state key's name"),
+        ({"reducer": "merge"}, TypeError, "reducer must be a function"),
+        ({"timeout": "10"}, ValueError, "timeout must be positive seconds, got '10'"),
+    ],
+)
+def test_the_package_cache_refuses_what_the_teaching_cache_refuses(settings, error, says):
+    """TurnCacheMiddleware and notebook 03's TurnCacheBase share one check of their settings."""
+    given = {"writers": ["save_note"], "readers": ["read_notes"], "key": "notes", **settings}
+    for cache in (TurnCacheMiddleware, TurnCacheBase):
+        with pytest.raises(error, match=f"^{cache.__name__}: {says}"):
+            cache(**given)
 
 
 def test_a_non_dict_write_to_a_merging_reducer_names_its_type():

@@ -45,6 +45,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.types import Command, Overwrite
 
 from agentstate.core.reducers import merge_fields
+from agentstate.core.turn_cache_base import checked_settings
 from agentstate.core.turn_cache_batch import Batch as Batch
 from agentstate.core.turn_cache_batch import Reducer as Reducer
 from agentstate.core.turn_cache_calls import (
@@ -144,14 +145,9 @@ class TurnCacheMiddleware(AgentMiddleware):
         max_age: float = 600.0,
     ) -> None:
         super().__init__()
-        self.writers = frozenset(writers)
-        self.readers = frozenset(readers)
-        if not self.writers or not self.readers:
-            raise ValueError("TurnCacheMiddleware needs at least one writer and one reader tool")
-        if both := sorted(self.writers & self.readers):
-            raise ValueError(f"a tool cannot be both writer and reader: {', '.join(both)}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        self.writers, self.readers = checked_settings(
+            "TurnCacheMiddleware", writers, readers, key, reducer, timeout
+        )
         self.key = key
         self.reducer = reducer
         self.timeout = timeout

@@ -20,13 +20,39 @@ from langchain_core.messages import ToolCall
 from agentstate.core.reducers import merge_fields
 
 
-def _tool_names(role: str, names: Iterable[str]) -> frozenset[str]:
-    if isinstance(names, str):
-        raise TypeError(f"TurnCacheBase: {role} must be tool names, not the string {names!r}")
+def _tool_names(owner: str, role: str, names: Iterable[str]) -> frozenset[str]:
+    if isinstance(names, str):  # frozenset("save") would be the letters s, a, v, e
+        raise TypeError(f"{owner}: {role} must be tool names, not the string {names!r}")
     found = frozenset(names)
     if not found or not all(isinstance(n, str) and n for n in found):
-        raise ValueError(f"TurnCacheBase: {role} must name at least one tool, got {names!r}")
+        raise ValueError(f"{owner}: {role} must name at least one tool, got {names!r}")
     return found
+
+
+def checked_settings(
+    owner: str,
+    writers: Iterable[str],
+    readers: Iterable[str],
+    key: str,
+    reducer: Callable[[Any, Any], Any],
+    timeout: float,
+) -> tuple[frozenset[str], frozenset[str]]:
+    """A turn cache's settings checked, one-line errors naming ``owner``; the tool-name sets.
+
+    Shared by :class:`TurnCacheBase` and :class:`~agentstate.core.TurnCacheMiddleware`,
+    so the teaching cache and the package's refuse the same settings.
+    """
+    writer_names = _tool_names(owner, "writers", writers)
+    reader_names = _tool_names(owner, "readers", readers)
+    if both := sorted(writer_names & reader_names):
+        raise ValueError(f"{owner}: a tool cannot be both writer and reader: {', '.join(both)}")
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"{owner}: key must be a state key's name, got {key!r}")
+    if not callable(reducer):
+        raise TypeError(f"{owner}: reducer must be a function, got {reducer!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ValueError(f"{owner}: timeout must be positive seconds, got {timeout!r}")
+    return writer_names, reader_names
 
 
 class TurnCacheBase(AgentMiddleware):
@@ -46,16 +72,9 @@ class TurnCacheBase(AgentMiddleware):
         timeout: float = 10.0,
     ) -> None:
         super().__init__()
-        self.writers = _tool_names("writers", writers)
-        self.readers = _tool_names("readers", readers)
-        if both := sorted(self.writers & self.readers):
-            raise ValueError(f"TurnCacheBase: a tool cannot be both writer and reader: {both}")
-        if not isinstance(key, str) or not key:
-            raise TypeError(f"TurnCacheBase: key must be a state key's name, got {key!r}")
-        if not callable(reducer):
-            raise TypeError(f"TurnCacheBase: reducer must be a function, got {reducer!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError(f"TurnCacheBase: timeout must be positive seconds, got {timeout!r}")
+        self.writers, self.readers = checked_settings(
+            "TurnCacheBase", writers, readers, key, reducer, timeout
+        )
         self.key, self.reducer, self.timeout = key, reducer, timeout
         self.batches: dict[str, dict[str, Any]] = {}
         self.changed = threading.Condition()
