@@ -34,6 +34,8 @@ from agentstate.lessons.simulation import (
     SlowToolMiddleware,
     Together,
     ToolLatencyMiddleware,
+    arun_read_last,
+    run_read_last,
 )
 from agentstate.models import ScriptedChatModel, reply, tool_call
 from agentstate.rds import READER_TOOLS, WRITER_TOOLS, build_reducer_agent
@@ -386,12 +388,13 @@ def test_readers_first_on_two_threads_hold_them_until_their_timeout(lesson):
     assert time.perf_counter() - started >= 1.0
 
 
+LATE = ("get_collected_requirements", "store_requirement")  # the page's reader and writer
+
+
 def test_what_lesson_03_prints_instead_of_asserting(lesson):
-    timeline = ToolTimeline()
-    hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
-    late = lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 6})
-    assert seen(late) == 0 and timeline.thread_count() > 1
-    assert hold.report().splitlines() == [
+    assert run_read_last(lesson["my_agent"], lesson["TURN"], *LATE, 5).splitlines() == [
+        "held at once: 6 calls, so max_concurrency=6 (LangGraph's default pool: cpu_count+4 "
+        "threads)",
         "get_collected_requirements started after every store_requirement ended: True",
         "super-steps of the 7 calls: [2]",
         "they ran on more than one thread: True",
@@ -401,20 +404,34 @@ def test_what_lesson_03_prints_instead_of_asserting(lesson):
     assert seen(nxt) == 5
 
 
-def test_read_last_reports_the_held_run_under_ainvoke_too(lesson):
-    """``ReadLast.report`` under ``ainvoke``: the same order and reply; the timeline records
-    the event loop's thread for every call, and the report says so instead of claiming more."""
-    timeline = ToolTimeline()
-    hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
-    agent = lesson["my_agent"](hold, timeline)
-    late = asyncio.run(agent.ainvoke(lesson["TURN"], {"max_concurrency": 6}))
-    lines = hold.report().splitlines()
-    assert seen(late) == 0 and lines[:2] == [
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("stores", [3, 5])
+def test_run_read_last_gives_a_thread_to_each_held_call_and_reports_the_run(lesson, mode, stores):
+    """``run_read_last`` / ``arun_read_last``: the threads line follows the number of held
+    stores (not the page's 6), the reader still reads nothing, and the agent it built ran
+    every store. Under ``ainvoke`` the timeline records the event loop's thread for every
+    call, and the report says so instead of claiming more."""
+    built = []
+
+    def build(*middleware):
+        fields = dict(list(POSTGRES_FIELDS.items())[:stores])
+        built.append(middleware)
+        return lesson["my_agent"](*middleware, fields=fields)
+
+    args = (build, lesson["TURN"], *LATE, stores)
+    report = run_read_last(*args) if mode == "sync" else asyncio.run(arun_read_last(*args))
+    lines = report.splitlines()
+    threads = stores + 1
+    assert lines[0].startswith(f"held at once: {threads} calls, so max_concurrency={threads} ")
+    assert lines[1:3] == [
         "get_collected_requirements started after every store_requirement ended: True",
-        "super-steps of the 7 calls: [2]",
+        f"super-steps of the {stores + 2} calls: [2]",
     ]
-    assert lines[2] == f"they ran on more than one thread: {timeline.thread_count() > 1}"
-    assert lines[3] == "get_collected_requirements replied: {}"
+    hold, timeline = built[0]
+    assert isinstance(hold, ReadLast) and hold.timeline is timeline
+    assert sum(e.name == "store_requirement" for e in timeline.events) == stores
+    assert lines[3] == f"they ran on more than one thread: {timeline.thread_count() > 1}"
+    assert lines[4] == "get_collected_requirements replied: {}"
 
 
 def test_read_last_report_before_a_run_says_what_is_missing():
@@ -445,11 +462,14 @@ def test_the_late_reader_needs_a_thread_for_each_store_and_one_for_itself(lesson
         _late_run(lesson, stores, stores, timeout=0.5)  # no thread left: a certain deadlock
 
 
-def test_the_pages_max_concurrency_is_the_fewest_threads_its_late_reader_runs_on(lesson):
-    """The page passes what its comment says it needs (5 stores + the reader), not more."""
-    cell = next(c for c in code_cells("03") if "ReadLast(" in c and "max_concurrency" in c)
-    threads = int(re.search(r'"max_concurrency": (\d+)', cell)[1])
-    assert f"{threads} calls at once need {threads} threads" in cell  # its one-line reason
+def test_the_pages_late_reader_runs_on_the_fewest_threads_it_needs(lesson):
+    """The page's ``run_read_last`` passes what its first printed line says it needs (5 stores
+    + the reader), not more: one thread fewer deadlocks."""
+    cell = next(c for c in code_cells("03") if "run_read_last(" in c)
+    assert "max_concurrency" not in cell  # the printed line carries it
+    first = run_read_last(lesson["my_agent"], lesson["TURN"], *LATE, 5).splitlines()[0]
+    threads = int(re.search(r"max_concurrency=(\d+)", first)[1])
+    assert threads == 6 and f"held at once: {threads} calls" in first
     assert _late_run(lesson, 5, threads) == 0
     with pytest.raises(TimeoutError, match="no get_collected_requirements call came to wait"):
         _late_run(lesson, 5, threads - 1, timeout=0.5)

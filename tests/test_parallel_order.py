@@ -45,7 +45,7 @@ PARALLEL = re.compile(
     r"|\.batch\(|\*stores\(|store_calls\(|delegate\(|parallel_calls"
     # the package's scripted replies whose first reply holds parallel tool calls
     r"|one_batch_model\(|store_then_read_model\(|same_turn_model\(|fields_kept\(|reader_saw\("
-    r"|requirements_kept\("
+    r"|requirements_kept\(|run_read_last\("
 )
 
 
@@ -101,8 +101,8 @@ COVERED = {
     "parallel_calls=(1, 50))": "ignored_widget",
     "02_state_reducer.py: {name: {n: requirements_kept(s, n) for n in (1, 2, 50)} for name, s in "
     "SCHEMAS.items()}": "rds",
-    "03_same_turn_visibility.py: my_agent(read_last, late_timeline).invoke(TURN, "
-    '{"max_concurrency": 6})': "read_last",
+    "03_same_turn_visibility.py: print(run_read_last(my_agent, TURN, "
+    '"get_collected_requirements", "store_requirement", 5))': "read_last",
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
@@ -352,26 +352,28 @@ def all_built_cells() -> list[Any]:
 
 def prove_read_last(source: str) -> None:
     """Lesson 03's late reader: ``ReadLast`` holds it until the timeline recorded all five
-    stores (and the stores until it waits), so what the cell prints (``ReadLast.report`` and
-    the next reply's count) is the same with the cell's 6 workers or 16, with no sleep to
+    stores (and the stores until it waits), so what the cell prints (``run_read_last``'s
+    report and the next reply's count) is the same run after run, and its report past the
+    threads line is the same with 16 workers as with the 6 it passes, with no sleep to
     outlast."""
-    from agentstate.lessons.simulation import ReadLast
+    from agentstate.lessons.simulation import ReadLast, run_read_last
     from agentstate.tracing import ToolTimeline
-
-    assert 'ReadLast(late_timeline, "get_collected_requirements", "store_requirement"' in source
-    assert "print(read_last.report())" in source
     from tests.test_lesson_03 import TEACHING
 
+    late = ("get_collected_requirements", "store_requirement")
+    assert f'print(run_read_last(my_agent, TURN, "{late[0]}", "{late[1]}", 5))' in source
     lesson = definitions("03_same", TEACHING)
     printed = []
-    for workers in (6, 16):
-        timeline = ToolTimeline()
-        hold = ReadLast(timeline, "get_collected_requirements", "store_requirement", writers=5)
-        lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": workers})
+    for _ in range(2):
         nxt = lesson["my_agent"](next_reply=True).invoke(lesson["TURN"])
-        printed.append((hold.report(), fields_seen_by_reader(nxt)))
+        report = run_read_last(lesson["my_agent"], lesson["TURN"], *late, 5)
+        printed.append((report, fields_seen_by_reader(nxt)))
     assert printed[0] == printed[1]
-    assert printed[0][0].splitlines()[0].endswith("ended: True") and printed[0][1] == 5
+    assert printed[0][0].splitlines()[1].endswith("ended: True") and printed[0][1] == 5
+    timeline = ToolTimeline()
+    hold = ReadLast(timeline, *late, writers=5)
+    lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 16})
+    assert hold.report().splitlines() == printed[0][0].splitlines()[1:]
 
 
 PROOFS = {

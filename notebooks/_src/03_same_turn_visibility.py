@@ -40,11 +40,10 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# `my_agent`: the plain agent on a scripted model (`same_turn_model`,
-# offline; `turns`: how many user turns its script lasts). Its reply stores
-# five fields and calls two readers (with `next_reply`, a reply later); reader
-# two, `validate_manifest`, replies `valid` or how many fields are missing.
-# Step 1 is the model's call; the tools run in super-step 2.
+# `my_agent`, on an offline scripted model (`same_turn_model`): one reply
+# stores five fields and calls two readers, ours and `validate_manifest`
+# (`next_reply=True`: the readers a reply later). The model runs in
+# super-step 1, the tools in 2.
 
 # %%
 from langchain.agents import create_agent
@@ -74,27 +73,20 @@ draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one 
 
 # %% [markdown]
 # Is the reader just too early? Two tries: hold it until every store
-# returned (`ReadLast`), then move the readers to the next reply.
+# returned (`ReadLast`, a middleware), then move the readers to the next reply.
 
 # %%
-from agentstate.lessons.simulation import ReadLast, ToolLatencyMiddleware
+from agentstate.lessons.simulation import run_read_last
 
-late_timeline = ToolTimeline()  # a middleware too (below): ReadLast waits on what it records
-# ReadLast(timeline, the reader it holds, the writer it waits for, how many of those)
-read_last = ReadLast(late_timeline, "get_collected_requirements", "store_requirement", writers=5)
-# It also holds each store until the reader waits: 6 calls at once need 6 threads (the 7th,
-# validate_manifest, is not held). max_concurrency=6 gives 6 on any machine (LangGraph's
-# default pool, cpu_count+4 threads, has 5 on 1 core):
-my_agent(read_last, late_timeline).invoke(TURN, {"max_concurrency": 6})
-print(read_last.report())  # what ReadLast's timeline recorded
+# my_agent(ReadLast, its timeline), the stores held until the reader waits
+print(run_read_last(my_agent, TURN, "get_collected_requirements", "store_requirement", 5))
 next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
 
 # %% [markdown]
-# The held reader still replied `{}`: timing is not the cause. "Applied only
-# after ALL tools complete" holds: all 7 calls ran in super-step 2.
-# "Single-threaded within agent turn" does not: the held run needs 6
-# threads at once, and finished.
+# Started last, the reader still replied `{}`: timing is not the cause.
+# "Applied only after ALL tools complete": true (one super-step).
+# "Single-threaded within agent turn": false.
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
@@ -125,11 +117,10 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # ```
 
 # %% [markdown]
-# `TurnCacheBase` (from `agentstate.core`) keeps the settings (`writers`,
-# `readers`, `key`, `reducer`: `merge_fields` unless given, `timeout`: a
-# reader's wait, 10 s), `batches` (a reply's id -> what each finished call
-# wrote) and `changed`, a `Condition`: a lock threads can wait on.
-# `reader_view` sets a state value where tools read it, `runtime.state`.
+# `TurnCacheBase` (from `agentstate.core`) keeps the settings (`reducer`:
+# `merge_fields` unless given; `timeout`: 10 s), `batches` (a reply's id ->
+# what each finished call wrote) and `changed`, a `Condition`: a lock
+# threads can wait on.
 
 # %%
 from functools import reduce
@@ -139,19 +130,19 @@ from agentstate.core import TurnCacheBase, TurnCacheMiddleware, batch_of, reader
 
 class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        reply, writer_ids, size = batch_of(request, self.writers)  # reply id, writer ids, n calls
+        reply, writer_ids, size = batch_of(request, self.writers)  # its reply's id, writers, size
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
-            if request.tool_call["name"] in self.readers:  # step 1, wait: every writer done
+            if request.tool_call["name"] in self.readers:  # 1. wait
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
-                    raise self.timed_out(request.tool_call)  # a TimeoutError naming the reader
+                    raise self.timed_out(request.tool_call)
                 view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
-                request = reader_view(request, self.key, view)  # step 2: merged, where tools read
+                request = reader_view(request, self.key, view)  # 2. merge, into runtime.state
         result = handler(request)
-        with self.changed:  # step 3, record written_value(...).value: what it set key to, or None
+        with self.changed:  # 3. record what it wrote to key (a reader: None)
             done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
-            if len(done) == size:  # step 4, drop: every call (readers too) is done
+            if len(done) == size:  # 4. drop, after the reply's last call
                 del self.batches[reply]
         return result
 
@@ -162,6 +153,8 @@ class TurnCache(TurnCacheBase):
 # seeded random 0-5 ms:
 
 # %%
+from agentstate.lessons.simulation import ToolLatencyMiddleware
+
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
 for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []: the plain agent
     agent = my_agent(*caches, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 invokes
@@ -171,19 +164,19 @@ for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []:
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Below: the fix it would write, then its findings
-# without and with the package's cache.
+# these lessons teach. Below: the edit `--fix` would make (unsafe: it adds
+# a dependency on agentstate), and its findings without and with the package's cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
 
-print(preview_fix(my_agent(), unsafe=True).diff)  # unsafe: it adds an agentstate import
+print(*(fix.title for fix in preview_fix(my_agent(), unsafe=True).fixes))
 for agent in (my_agent(), my_agent(TurnCacheMiddleware(**CACHE))):
     print("the doctor finds:", diagnose(agent).codes())
 
 # %% [markdown]
 # ## A knob: writers in the reply
-# Section 5 printed 0 fields without the cache, 5 with it. Try more writers.
+# Try more writers, with and without the cache.
 
 
 # %% tags=["nbval-ignore-output"]

@@ -51,19 +51,19 @@ def reply_of(state: dict, tool_name: str) -> str:  # a tool's last reply
 # %%
 class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        reply, writer_ids, size = batch_of(request, self.writers)  # reply id, writer ids, n calls
+        reply, writer_ids, size = batch_of(request, self.writers)  # its reply's id, writers, size
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
-            if request.tool_call["name"] in self.readers:  # step 1, wait: every writer done
+            if request.tool_call["name"] in self.readers:  # 1. wait
                 if not self.changed.wait_for(lambda: set(writer_ids) <= done.keys(), self.timeout):
-                    raise self.timed_out(request.tool_call)  # a TimeoutError naming the reader
+                    raise self.timed_out(request.tool_call)
                 view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
-                request = reader_view(request, self.key, view)  # step 2: merged, where tools read
+                request = reader_view(request, self.key, view)  # 2. merge, into runtime.state
         result = handler(request)
-        with self.changed:  # step 3, record written_value(...).value: what it set key to, or None
+        with self.changed:  # 3. record what it wrote to key (a reader: None)
             done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
-            if len(done) == size:  # step 4, drop: every call (readers too) is done
+            if len(done) == size:  # 4. drop, after the reply's last call
                 del self.batches[reply]
         return result
 

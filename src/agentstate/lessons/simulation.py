@@ -8,7 +8,8 @@ a fixed design under identical timing. Used by notebook 03.
 its write without a sleep: it holds one reply's parallel calls until all of
 them are running, then lets them finish in a chosen order, so what a lesson
 prints about threads and finishing order is the same under any load. Used by
-notebook 01 and its going-further page.
+notebook 01 and its going-further page. :func:`run_read_last` runs notebook 03's
+late reader (:class:`ReadLast`) on as many threads as its held calls need.
 """
 
 from __future__ import annotations
@@ -214,6 +215,41 @@ class ReadLast(AgentMiddleware):
             self._areader_waits.set()
             await asyncio.to_thread(self._hold, name)
         return await handler(request)
+
+
+def _held_read(
+    build: Callable[..., Any], reader: str, writer: str, writers: int
+) -> tuple[ReadLast, Any, dict[str, Any], str]:
+    """The held run's parts: its ``ReadLast``, the agent, its config, the threads line."""
+    from agentstate.tracing import ToolTimeline
+
+    hold = ReadLast(ToolTimeline(), reader, writer, writers)
+    calls = writers + 1  # the writers wait until the reader waits: all held at once
+    why = (
+        f"held at once: {calls} calls, so max_concurrency={calls} "
+        "(LangGraph's default pool: cpu_count+4 threads)"
+    )
+    return hold, build(hold, hold.timeline), {"max_concurrency": calls}, why
+
+
+def run_read_last(
+    build: Callable[..., Any], turn: Any, reader: str, writer: str, writers: int
+) -> str:
+    """Lesson 03's late reader: ``build(ReadLast, its timeline)`` invoked on ``turn`` with a
+    thread for each held call, and what it showed: why that many threads, then
+    :meth:`ReadLast.report`."""
+    hold, agent, config, why = _held_read(build, reader, writer, writers)
+    agent.invoke(turn, config)
+    return f"{why}\n{hold.report()}"
+
+
+async def arun_read_last(
+    build: Callable[..., Any], turn: Any, reader: str, writer: str, writers: int
+) -> str:
+    """The async twin of :func:`run_read_last` (``ainvoke``)."""
+    hold, agent, config, why = _held_read(build, reader, writer, writers)
+    await agent.ainvoke(turn, config)
+    return f"{why}\n{hold.report()}"
 
 
 class Together(AgentMiddleware):
