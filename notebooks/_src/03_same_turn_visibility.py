@@ -78,7 +78,7 @@ draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one 
 # %%
 from agentstate.lessons.simulation import run_read_last
 
-# my_agent(ReadLast, its timeline), the stores held until the reader waits
+# runs TURN on my_agent(ReadLast, a ToolTimeline); the 5 stores wait until the reader does
 print(run_read_last(my_agent, TURN, "get_collected_requirements", "store_requirement", 5))
 next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
