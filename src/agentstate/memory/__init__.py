@@ -109,6 +109,9 @@ _HOMES = {
     "replay_model": "lesson",  # the scripted model replaying the reported faults
     "replay_schedule": "lesson",  # where that replay's faults fire in a chat
     "store_rows": "lesson",  # a memory's stored entries as table rows
+    "replay_vs_store": "lesson",  # the replay's schedule beside the wrong entries it left
+    "awrite_entries": "lesson",  # the teaching guard's write: add_entry per entry, a refusal raises
+    "write_entries": "lesson",  # the same, sync
     "stored_entries": "lesson",  # the entries a memory holds
     "system_prompt": "capture.prompt",  # the capture prompt every agent is given
     "turn_line": "capture.prompt",  # one conversation message as the model sees it
