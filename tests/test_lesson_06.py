@@ -717,32 +717,6 @@ def test_rules_for_is_the_capture_prompt_of_the_memory_the_invoke_names():
         rules_for({"thread_id": "t"})
 
 
-def test_flushes_due_names_what_asks_for_each_flush_the_rules_table_lists():
-    """Section 3's line above the rules table: the flushes of its "the rules ask" row (6, 8,
-    12, 14 for the trip), each with what asks for it, so 8 and 14 are not read as periodic."""
-    from agentstate.memory import flushes_due
-    from agentstate.memory.capture.baselines.auditor import expected_flushes, flush_points
-
-    travel = load("solo_travel")
-    assert flushes_due(travel, "trip") == (
-        "flushes due after msg_idx: 6, 12 (every 6th message); 8 (FLUSH_CONTEXT); 14 (SESSION_END)"
-    )
-    assert [after for after, _ in flush_points(travel, "trip")] == [6, 8, 12, 14]
-    assert expected_flushes(travel, "trip") == [6, 8, 12, 14]  # the row rules_kept prints
-    said = [{"thread": "t", "role": "user", "content": f"m{i}"} for i in range(1, 7)]
-    controls = [{"thread": "t", "system": "SESSION_END"}, {"thread": "u", "system": "SESSION_END"}]
-    chat = parse({"name": "six", "events": [*said, {"thread": "t", "system": "FLUSH_CONTEXT"}]})
-    assert (
-        flushes_due(chat, "t")
-        == "flushes due after msg_idx: 6 (every 6th message); 6 (FLUSH_CONTEXT)"
-    )
-    early = parse({"name": "early", "events": [*controls, *said[:2]]})
-    assert flushes_due(early, "t") == "flushes due after msg_idx: 0 (SESSION_END)"
-    assert flushes_due(parse({"name": "quiet", "events": said[:5]}), "t") == "flushes due: none"
-    with pytest.raises(ValueError, match="flushes_due: no thread 'trips' in solo_travel; its"):
-        flushes_due(travel, "trips")
-
-
 async def test_rules_kept_sets_each_agents_entries_and_calls_beside_the_rules(server):
     """Section 3's table, as the page builds it: the replayed loop bootstraps twice and skips
     the periodic flushes (after 6 and 12), the teaching guard makes no call but add_entry,
@@ -775,7 +749,7 @@ async def test_rules_kept_sets_each_agents_entries_and_calls_beside_the_rules(se
     assert [rows["the chat, once, in order"][c] for c in columns] == ["yes", "no", "yes", "yes"]
     bootstrap = [rows["bootstrap: get_context, list_entries"][c] for c in columns]
     assert bootstrap == ["1, 1", "2, 2", "0, 0", "1, 1"]
-    # what asks each flush (flushes_due's line, which the page no longer prints beside it)
+    # what asks each flush: the loop's missing ones are the periodic ones (after 6 and 12)
     assert [rows[periodic][c] for c in columns] == ["6, 12", "(none)", "(none)", "6, 12"]
     assert [rows[on_control][c] for c in columns] == ["8, 14", "8, 14", "(none)", "8, 14"]
     with pytest.raises(ValueError, match="rules_kept: name at least one agent and its memory"):

@@ -56,7 +56,8 @@ print(rules)
 # LangChain's `create_agent`, with the rules as its system prompt, all that
 # guards the store. `observe` sends it each event as one invoke and returns
 # the store's entries, read from `server.db`, its SQLite file.
-#
+
+# %% [markdown]
 # **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
 # the report's faults at fixed positions, whatever the prompt says.
 
@@ -119,8 +120,8 @@ def build_guarded_capture(model, tools, checkpointer):
         reply = await model.ainvoke([memory.rules_for(ids), turn])  # section 1's rules
         idx = memory.chat_msg_idx(turn)  # None for a control event
         if idx is None or idx in state.get("stored", []):
-            return {"plan": []}  # a control event or a resend: no call
-        summary = memory.offered_summary(reply)  # all the guard takes from the reply
+            return {"plan": []}
+        summary = memory.offered_summary(reply)
         return {"plan": [memory.add_entry_args(turn, summary, ids)]}  # text, role, msg_idx: turn's
 
     async def write(state: GuardState) -> dict:
@@ -171,7 +172,8 @@ Table(memory.rules_kept(server.db, travel, "trip", stores))  # each agent's entr
 # %% [markdown]
 # The loop's extra bootstrap and missing flushes are section 2's scheduled
 # faults. A replay's faults sit at fixed positions, so this proves little.
-#
+
+# %% [markdown]
 # ## 4. Prove it: whatever the model proposes
 # A model proposes random misbehaviours at every event, on random chats
 # in which some messages are sent twice (resends). Twelve seeded runs:
@@ -187,9 +189,6 @@ for seed in range(12):
 print(memory.proof_summary(runs, model.policy))
 
 # %% [markdown]
-# Every store holds one entry per message, resends included: `decide`
-# checks `stored`.
-#
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
@@ -213,10 +212,6 @@ import ipywidgets as widgets  # Jupyter's sliders and boxes
 agents = {"ReAct loop": "react.trip", "guard": "teaching.trip"}  # the memory each wrote
 by_msg = memory.stores_by_message(server.db, travel, "trip", agents)  # msg_idx -> a table
 knob_widget = widgets.interact(lambda msg_idx=8: by_msg[msg_idx], msg_idx=(1, 14))
-
-# %% [markdown]
-# The guard stores each message once, as the chat said it. The loop's rows
-# follow the schedule: message 8 is stored twice, with the wrong role.
 
 # %% [markdown]
 # ## Summary

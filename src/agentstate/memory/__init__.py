@@ -98,7 +98,6 @@ _HOMES = {
     "start_server": "lesson",  # a memory server on a fresh SQLite file (notebook 06)
     "stores_by_message": "lesson",  # per msg_idx, what the chat said and each agent stored
     "rules_kept": "lesson",  # the capture rules beside each agent's store and call log
-    "flushes_due": "lesson",  # where the rules ask a chat for a flush, and why, in one line
     "PROPOSAL_KINDS": "lesson",  # the kinds of tool call a random model proposes
     "RandomProposals": "lesson",  # a model proposing random tool calls (the guard's property test)
     "expected_entries": "lesson",  # the entries the capture rules call for

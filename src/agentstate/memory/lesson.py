@@ -1,10 +1,11 @@
 """Helpers that keep notebook 06's cells short: a server to start, the observer that feeds an
-agent a chat and reads back the store, the replayed report's model and its faults, the store
-as table rows (and per message, for the knob), the rules beside what each agent stored and
-called, the teaching guard's bookkeeping (its prompt, which message to store, the summary it
-takes from a reply, the add_entry arguments), side-by-side runs, the guard removed for the
-proof that breaks it, and the random proposals and chats of the proof that the guard holds
-whatever the model proposes, with its tally (notebook 06 and tests/test_lesson_06.py)."""
+agent a chat and reads back the store, the replayed report's model and its faults (and beside
+the store's wrong entries), the store as table rows (and per message, for the knob), the rules
+beside what each agent stored and called, the teaching guard's bookkeeping (its prompt, which
+message to store, the summary it takes from a reply, the add_entry arguments, the write),
+side-by-side runs, the guard removed for the proof that breaks it, and the random proposals
+and chats of the proof that the guard holds whatever the model proposes, with its tally
+(notebook 06 and tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
@@ -613,24 +614,6 @@ def rules_kept(
 _PERIODIC = "flush after msg_idx: every 6th"
 _ON_CONTROL = "flush after msg_idx: on FLUSH_CONTEXT, SESSION_END"
 _UNASKED = "flush after msg_idx: not asked for"
-
-
-def flushes_due(conversation: Conversation, thread: str) -> str:
-    """Where the capture rules ask ``thread``'s chat for a flush, and why, in one line: after
-    every 6th message, and after the message each ``FLUSH_CONTEXT`` or ``SESSION_END`` follows
-    (notebook 06, section 3, beside :func:`rules_kept`'s flush row)."""
-    if thread not in conversation.threads:
-        known = ", ".join(conversation.threads)
-        raise ValueError(
-            f"flushes_due: no thread {thread!r} in {conversation.name}; its threads: {known}"
-        )
-    points = flush_points(conversation, thread)
-    if not points:
-        return "flushes due: none"
-    periodic = [str(after) for after, why in points if why == "every 6th message"]
-    parts = [f"{', '.join(periodic)} (every 6th message)"] if periodic else []
-    parts += [f"{after} ({why})" for after, why in points if why != "every 6th message"]
-    return f"flushes due after msg_idx: {'; '.join(parts)}"
 
 
 def stores_by_message(
