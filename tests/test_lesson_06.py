@@ -431,6 +431,10 @@ async def test_awrite_entries_stores_each_planned_entry_and_a_refusal_marks_noth
         gone = add_entry_args(turn(3), None, {**ids, "memory_id": "gone.chat"})
         with pytest.raises(ValueError, match="add_entry refused msg_idx 3, not marked stored: .*"):
             await awrite_entries(add_entry, [gone])
+        after = add_entry_args(turn(5), None, ids)  # stored, then the refusal names it
+        refused = r"refused msg_idx 3, not marked stored \(stored before it: msg_idx 5\): "
+        with pytest.raises(ValueError, match=refused):
+            await awrite_entries(add_entry, [after, gone])
         with pytest.raises(ValueError, match="entry 0 has no tags.msg_idx"):
             await awrite_entries(add_entry, [{**plan[0], "tags": {"role": "user"}}])
         with pytest.raises(ValueError, match="pass the add_entry tool"):
@@ -438,7 +442,8 @@ async def test_awrite_entries_stores_each_planned_entry_and_a_refusal_marks_noth
                 next(t for t in await client.tools() if t.name != "add_entry"), plan
             )
         await client.call("await_consistency", memory_id=memory_id)
-    assert stored_entries(server.db, memory_id) == [(1, "user", "m1"), (2, "user", "m2")]
+    stored = [(1, "user", "m1"), (2, "user", "m2"), (5, "user", "m5")]
+    assert stored_entries(server.db, memory_id) == stored
 
 
 def test_write_entries_is_the_same_for_sync_tools(server):

@@ -213,10 +213,14 @@ def _write_calls(add_entry: Any, plan: Iterable[Mapping[str, Any]]) -> list[tupl
     return out
 
 
-def _stored(reply: Any, idx: int) -> int:
-    """``idx`` if the server took the entry; its refusal as a ValueError otherwise."""
+def _stored(reply: Any, idx: int, before: list[int]) -> int:
+    """``idx`` if the server took the entry; its refusal as a ValueError otherwise (naming the
+    entries of the same plan stored ``before`` it, which the caller will not mark either)."""
     if getattr(reply, "status", None) == "error":  # a tool given a tool call answers so
-        raise ValueError(f"add_entry refused msg_idx {idx}, not marked stored: {reply.text}")
+        earlier = f" (stored before it: msg_idx {', '.join(map(str, before))})" if before else ""
+        raise ValueError(
+            f"add_entry refused msg_idx {idx}, not marked stored{earlier}: {reply.text}"
+        )
     return idx
 
 
@@ -224,12 +228,18 @@ async def awrite_entries(add_entry: Any, plan: Iterable[Mapping[str, Any]]) -> l
     """Send each planned entry (``add_entry``'s arguments) as one tool call, in order; return the
     ``msg_idx`` values the server stored. A refusal raises ValueError naming it, so a guard marks
     nothing stored and a resend is planned again (notebook 06's ``write``; sync: write_entries)."""
-    return [_stored(await add_entry.ainvoke(c), idx) for c, idx in _write_calls(add_entry, plan)]
+    stored: list[int] = []
+    for call, idx in _write_calls(add_entry, plan):
+        stored.append(_stored(await add_entry.ainvoke(call), idx, stored))
+    return stored
 
 
 def write_entries(add_entry: Any, plan: Iterable[Mapping[str, Any]]) -> list[int]:
     """:func:`awrite_entries` for sync code (``add_entry.invoke``)."""
-    return [_stored(add_entry.invoke(c), idx) for c, idx in _write_calls(add_entry, plan)]
+    stored: list[int] = []
+    for call, idx in _write_calls(add_entry, plan):
+        stored.append(_stored(add_entry.invoke(call), idx, stored))
+    return stored
 
 
 def rules_table(conversation: Conversation) -> list[dict[str, Any]]:
