@@ -358,6 +358,111 @@ async def test_the_replayed_store_table_says_stored_twice_where_the_schedule_say
     assert wrong == scheduled
 
 
+async def test_replay_vs_store_sets_each_wrong_entry_beside_the_fault_scheduled_there(server):
+    """Section 2's table: per scheduled fault, the store's wrong entries sit exactly where it
+    was scheduled (read from the store, not copied from the schedule), with one example whose
+    stored side says "the same text" only where the texts are equal; an entry no fault
+    explains gets its own row; the guard's store shows no wrong entry."""
+    from agentstate.memory import observe, replay_model, replay_vs_store, store_rows
+
+    travel, n = load("solo_travel"), next(_memories)
+    async with MemoryClient(server.url) as client:
+        tools = await client.tools()
+        loop = react_loop(replay_model(), tools, f"vs{n}.loop")
+        await observe(loop, client, server.db, travel.events, f"vs{n}.loop")
+        guard = teaching_guard()(replay_model(), tools, InMemorySaver())
+        await observe(guard, client, server.db, travel.events, f"vs{n}.guard")
+        await client.call("create_memory", vault_id=VAULT, memory_id=f"vs{n}.odd")
+        await client.call(
+            "add_entry",
+            vault_id=VAULT,
+            memory_id=f"vs{n}.odd",
+            raw_entry="nobody said this",
+            summary="s",
+            tags={"role": "user", "msg_idx": 2},
+        )
+        await client.call("await_consistency", memory_id=f"vs{n}.odd")
+    rows = {r["fault"]: r for r in replay_vs_store(server.db, f"vs{n}.loop", travel, "trip")}
+    assert list(rows) == [
+        "answers the user",
+        "writes twice",
+        "swaps roles",
+        "bootstraps twice",
+        "skips the periodic flush",
+    ]
+    for fault in ("answers the user", "writes twice", "swaps roles"):
+        assert rows[fault]["in the store at"] == rows[fault]["scheduled at"], fault
+    wrong = [
+        r for r in store_rows(server.db, f"vs{n}.loop", travel, "trip") if r["verdict"] != "ok"
+    ]
+    listed = sum(len(rows[f]["in the store at"].split(", ")) for f in list(rows)[:3])
+    assert listed == len(wrong) == 10  # every wrong entry of section 2's old table, once
+    answers = rows["answers the user"]
+    assert answers["e.g. chat said"].startswith("user: I'm planning my first solo trip")
+    assert answers["stored"].startswith("assistant: Happy to help!")
+    assert rows["swaps roles"]["stored"] == "user: the same text"
+    assert rows["swaps roles"]["e.g. chat said"].startswith("assistant: A week is plenty")
+    assert rows["bootstraps twice"]["in the store at"] == "(calls, not entries)"
+    guarded = replay_vs_store(server.db, f"vs{n}.guard", travel, "trip")
+    assert [r["in the store at"] for r in guarded][:3] == ["(none)"] * 3
+    (odd,) = [r for r in replay_vs_store(server.db, f"vs{n}.odd", travel, "trip", "none")]
+    assert odd["fault"] == "(none scheduled)" and odd["in the store at"] == "2"
+    assert odd["verdict"] == "not this message's text" and odd["stored"] == "user: nobody said this"
+
+
+async def test_awrite_entries_stores_each_planned_entry_and_a_refusal_marks_nothing(server):
+    """The teaching guard's ``write``: one add_entry tool call per planned entry, the msg_idx
+    values back; a refusal raises naming it (nothing returned, so nothing marked stored); bad
+    input is refused before any call."""
+    from agentstate.memory import add_entry_args, awrite_entries
+
+    memory_id = f"write{next(_memories)}.chat"
+    ids = {"vault_id": VAULT, "memory_id": memory_id}
+
+    def turn(idx):
+        return ChatMessage(role="user", content=f"m{idx}", additional_kwargs={"msg_idx": idx})
+
+    async with MemoryClient(server.url) as client:
+        (add_entry,) = [t for t in await client.tools() if t.name == "add_entry"]
+        await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+        plan = [add_entry_args(turn(1), None, ids), add_entry_args(turn(2), "s", ids)]
+        assert await awrite_entries(add_entry, plan) == [1, 2]
+        assert await awrite_entries(add_entry, []) == []
+        gone = add_entry_args(turn(3), None, {**ids, "memory_id": "gone.chat"})
+        with pytest.raises(ValueError, match="add_entry refused msg_idx 3, not marked stored: .*"):
+            await awrite_entries(add_entry, [gone])
+        after = add_entry_args(turn(5), None, ids)  # stored, then the refusal names it
+        refused = r"refused msg_idx 3, not marked stored \(stored before it: msg_idx 5\): "
+        with pytest.raises(ValueError, match=refused):
+            await awrite_entries(add_entry, [after, gone])
+        with pytest.raises(ValueError, match="entry 0 has no tags.msg_idx"):
+            await awrite_entries(add_entry, [{**plan[0], "tags": {"role": "user"}}])
+        with pytest.raises(ValueError, match="pass the add_entry tool"):
+            await awrite_entries(
+                next(t for t in await client.tools() if t.name != "add_entry"), plan
+            )
+        await client.call("await_consistency", memory_id=memory_id)
+    stored = [(1, "user", "m1"), (2, "user", "m2"), (5, "user", "m5")]
+    assert stored_entries(server.db, memory_id) == stored
+
+
+def test_write_entries_is_the_same_for_sync_tools(server):
+    from agentstate.memory import SyncMemoryClient, add_entry_args, write_entries
+
+    memory_id = f"swrite{next(_memories)}.chat"
+    ids = {"vault_id": VAULT, "memory_id": memory_id}
+    turn = ChatMessage(role="assistant", content="hello", additional_kwargs={"msg_idx": 4})
+    with SyncMemoryClient(server.url) as client:
+        (add_entry,) = [t for t in client.tools() if t.name == "add_entry"]
+        client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+        assert write_entries(add_entry, [add_entry_args(turn, None, ids)]) == [4]
+        gone = add_entry_args(turn, None, {**ids, "memory_id": "gone.chat"})
+        with pytest.raises(ValueError, match="add_entry refused msg_idx 4, not marked stored"):
+            write_entries(add_entry, [gone])
+        client.call("await_consistency", memory_id=memory_id)
+    assert stored_entries(server.db, memory_id) == [(4, "assistant", "hello")]
+
+
 async def test_the_hazard_row_the_lesson_links_shows_what_the_lesson_shows(server):
     """agentstate.hazards' memory-in-react-loop (the row the lesson's opening links to) and the
     page's ReAct loop on its replay agree: the prebuilt loop stores text nobody said in that
@@ -393,6 +498,14 @@ def test_the_replay_schedule_lists_only_the_chosen_faults():
     assert [r["fault"] for r in replay_schedule(travel, "trip", "none")] == []
     (twice,) = replay_schedule(travel, "trip", "writes twice")
     assert twice["at"] == "3, 8, 13"
+    assert replay_schedule(travel, "trip", "reads control words in text") == []  # not in it
+    worded = parse(
+        {"name": "w", "events": [{"thread": "t", "role": "user", "content": "FLUSH_CONTEXT"}]}
+    )
+    (words,) = replay_schedule(worded, "t", "reads control words in text")
+    assert words["at"] == "1"
+    faults = [r["fault"] for r in replay_schedule(travel, "trip")]
+    assert "reads control words in text" not in faults and len(faults) == 5
     with pytest.raises(ValueError, match="unknown fault 'sulks'"):
         replay_schedule(travel, "trip", "sulks")
 
@@ -609,32 +722,6 @@ def test_rules_for_is_the_capture_prompt_of_the_memory_the_invoke_names():
         rules_for({"thread_id": "t"})
 
 
-def test_flushes_due_names_what_asks_for_each_flush_the_rules_table_lists():
-    """Section 3's line above the rules table: the flushes of its "the rules ask" row (6, 8,
-    12, 14 for the trip), each with what asks for it, so 8 and 14 are not read as periodic."""
-    from agentstate.memory import flushes_due
-    from agentstate.memory.capture.baselines.auditor import expected_flushes, flush_points
-
-    travel = load("solo_travel")
-    assert flushes_due(travel, "trip") == (
-        "flushes due after msg_idx: 6, 12 (every 6th message); 8 (FLUSH_CONTEXT); 14 (SESSION_END)"
-    )
-    assert [after for after, _ in flush_points(travel, "trip")] == [6, 8, 12, 14]
-    assert expected_flushes(travel, "trip") == [6, 8, 12, 14]  # the row rules_kept prints
-    said = [{"thread": "t", "role": "user", "content": f"m{i}"} for i in range(1, 7)]
-    controls = [{"thread": "t", "system": "SESSION_END"}, {"thread": "u", "system": "SESSION_END"}]
-    chat = parse({"name": "six", "events": [*said, {"thread": "t", "system": "FLUSH_CONTEXT"}]})
-    assert (
-        flushes_due(chat, "t")
-        == "flushes due after msg_idx: 6 (every 6th message); 6 (FLUSH_CONTEXT)"
-    )
-    early = parse({"name": "early", "events": [*controls, *said[:2]]})
-    assert flushes_due(early, "t") == "flushes due after msg_idx: 0 (SESSION_END)"
-    assert flushes_due(parse({"name": "quiet", "events": said[:5]}), "t") == "flushes due: none"
-    with pytest.raises(ValueError, match="flushes_due: no thread 'trips' in solo_travel; its"):
-        flushes_due(travel, "trips")
-
-
 async def test_rules_kept_sets_each_agents_entries_and_calls_beside_the_rules(server):
     """Section 3's table, as the page builds it: the replayed loop bootstraps twice and skips
     the periodic flushes (after 6 and 12), the teaching guard makes no call but add_entry,
@@ -653,18 +740,40 @@ async def test_rules_kept_sets_each_agents_entries_and_calls_beside_the_rules(se
         for name, agent in agents.items():
             await observe(agent, client, server.db, travel.events, stores[name])
     rows = {r["rule"]: r for r in rules_kept(server.db, travel, "trip", stores)}
+    periodic = "flush after msg_idx: every 6th"
+    on_control = "flush after msg_idx: on FLUSH_CONTEXT, SESSION_END"
     assert list(rows) == [
         "entries stored",
         "the chat, once, in order",
         "bootstrap: get_context, list_entries",
-        "flush: put_context after msg_idx",
-    ]
+        periodic,
+        on_control,
+    ]  # no row of flushes nobody asked for: none of the three made one
     columns = ["the rules ask", "loop", "teaching", "package"]
     assert [rows["entries stored"][c] for c in columns] == [14, 21, 14, 14]
     assert [rows["the chat, once, in order"][c] for c in columns] == ["yes", "no", "yes", "yes"]
     bootstrap = [rows["bootstrap: get_context, list_entries"][c] for c in columns]
     assert bootstrap == ["1, 1", "2, 2", "0, 0", "1, 1"]
-    flushes = [rows["flush: put_context after msg_idx"][c] for c in columns]
-    assert flushes == ["6, 8, 12, 14", "8, 14", "(none)", "6, 8, 12, 14"]
+    # what asks each flush: the loop's missing ones are the periodic ones (after 6 and 12)
+    assert [rows[periodic][c] for c in columns] == ["6, 12", "(none)", "(none)", "6, 12"]
+    assert [rows[on_control][c] for c in columns] == ["8, 14", "8, 14", "(none)", "8, 14"]
     with pytest.raises(ValueError, match="rules_kept: name at least one agent and its memory"):
         rules_kept(server.db, travel, "trip", {})
+
+
+async def test_rules_kept_shows_a_flush_nobody_asked_for_in_a_row_of_its_own(server):
+    """A put_context before any message (after msg_idx 0) answers no rule: it gets the row
+    "not asked for", and the rows of the flushes the rules ask stay "(none)"."""
+    from agentstate.memory import rules_kept
+
+    travel, memory_id = load("solo_travel"), f"unasked{next(_memories)}.trip"
+    async with MemoryClient(server.url) as client:
+        await client.call("create_memory", vault_id=VAULT, memory_id=memory_id)
+        await client.call("put_context", vault_id=VAULT, memory_id=memory_id, content="early")
+    rows = {r["rule"]: r for r in rules_kept(server.db, travel, "trip", {"odd": memory_id})}
+    assert rows["flush after msg_idx: not asked for"] == {
+        "rule": "flush after msg_idx: not asked for",
+        "the rules ask": "(none)",
+        "odd": "0",
+    }
+    assert rows["flush after msg_idx: every 6th"]["odd"] == "(none)"

@@ -52,39 +52,32 @@ print(rules)
 # ```
 
 # %% [markdown]
-# **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
-# the report at fixed positions, whatever the prompt says. Its fault
-# schedule:
-
-# %%
-travel = memory.load("solo_travel")  # a stored chat; its events sit in one thread, "trip"
-Table(memory.replay_schedule(travel, "trip"))  # what replay_model() plays; "at": msg_idx values
-
-# %% [markdown]
 # The post-mortem's agent: a [ReAct loop](../docs/glossary.md#react-loop),
 # LangChain's `create_agent`, with the rules as its system prompt, all that
 # guards the store. `observe` sends it each event as one invoke and returns
 # the store's entries, read from `server.db`, its SQLite file.
 
+# %% [markdown]
+# **This is a replay.** A scripted model [replays](../docs/glossary.md#replay)
+# the report's faults at fixed positions, whatever the prompt says.
+
 # %%
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver  # keeps each thread's state in memory
 
-# replay_model() plays the schedule above; observe() returns (msg_idx, role, text) per entry
+travel = memory.load("solo_travel")  # a stored chat; its events sit in one thread, "trip"
+# replay_model(): the scripted model; observe() returns (msg_idx, role, text) per entry
 loop = create_agent(memory.replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())
 react_store = await memory.observe(loop, client, server.db, travel.events, "react.trip")
 {"messages in the chat": len(travel.messages("trip")), "entries in the store": len(react_store)}
 
 # %% [markdown]
-# Seven too many: its own answer at the schedule's 4 "answers the user"
-# positions, a second copy at its 3 "writes twice" ones.
-#
 # ## 2. Look inside: the store
-# Each wrong entry beside what the chat said, one row per scheduled fault
-# (messages 8 and 13 drew two each):
+# The replay's schedule (`msg_idx` values) beside where the store holds a
+# wrong entry, with one example each:
 
 # %%
-Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r["verdict"] != "ok")
+Table(memory.replay_vs_store(server.db, "react.trip", travel, "trip"))
 
 # %% [markdown]
 # The loop runs every call as proposed. The bootstrap and flush faults are
@@ -99,8 +92,9 @@ Table(r for r in memory.store_rows(server.db, "react.trip", travel, "trip") if r
 # - `decide` asks the model, but builds the call from the message: the
 #   reply may only offer a summary.
 # - A control event or a resend gets no call.
-# - `write` marks a message stored only if the server took it (a refusal
-#   raises; `tests/test_lesson_06.py` sends one). The
+# - `write` sends the plan, one `add_entry` tool call per entry
+#   (`memory.awrite_entries`), and marks a message stored only if the server
+#   took it (a refusal raises; `tests/test_lesson_06.py` sends one). The
 #   checkpointer keeps `stored` from one invoke (one event) to the next,
 #   per thread.
 
@@ -122,20 +116,16 @@ def build_guarded_capture(model, tools, checkpointer):
     model, add_entry = model.bind_tools(tools), {t.name: t for t in tools}["add_entry"]
 
     async def decide(state: GuardState, config) -> dict:
-        turn, ids = state["turn"], config["configurable"]  # observe() sets vault_id, memory_id
-        reply = await model.ainvoke([memory.rules_for(ids), turn])  # rules_for: section 1's rules
-        idx = memory.chat_msg_idx(turn)  # a user or assistant message's msg_idx, else None
+        turn, ids = state["turn"], config["configurable"]  # ids: vault_id, memory_id
+        reply = await model.ainvoke([memory.rules_for(ids), turn])  # section 1's rules
+        idx = memory.chat_msg_idx(turn)  # None for a control event
         if idx is None or idx in state.get("stored", []):
-            return {"plan": []}  # a control event, or a resend: no call
-        summary = memory.offered_summary(reply)  # the first valid summary the reply offers, or None
+            return {"plan": []}
+        summary = memory.offered_summary(reply)
         return {"plan": [memory.add_entry_args(turn, summary, ids)]}  # text, role, msg_idx: turn's
 
     async def write(state: GuardState) -> dict:
-        for args in state["plan"]:  # a tool given a tool call answers with a ToolMessage
-            reply = await add_entry.ainvoke({"args": args, "id": "w", "type": "tool_call"})
-            if reply.status == "error":  # the server refused the entry
-                raise ValueError(f"add_entry refused: {reply.text}")  # so it is not marked stored
-        return {"stored": [args["tags"]["msg_idx"] for args in state["plan"]]}
+        return {"stored": await memory.awrite_entries(add_entry, state["plan"])}
 
     graph = StateGraph(GuardState).add_sequence([decide, write]).add_edge(START, "decide")
     return graph.compile(checkpointer=checkpointer)  # no edge out of write: the run ends
@@ -177,14 +167,13 @@ package = memory.build_capture_graph(memory.replay_model(), tools, InMemorySaver
 await memory.observe(guarded, client, server.db, travel.events, "teaching.trip")
 await memory.observe(package, client, server.db, travel.events, "package.trip")
 stores = {"ReAct loop": "react.trip", "teaching guard": "teaching.trip", "package": "package.trip"}
-print(memory.flushes_due(travel, "trip"))  # the rules' flushes, and what asks for each
 Table(memory.rules_kept(server.db, travel, "trip", stores))  # each agent's entries and calls
 
 # %% [markdown]
-# The loop's second bootstrap and missing flushes (after 6 and 12) are the
-# schedule's. The replay's faults sit at fixed positions, so this proves
-# little.
-#
+# The loop's extra bootstrap and missing flushes are section 2's scheduled
+# faults. A replay's faults sit at fixed positions, so this proves little.
+
+# %% [markdown]
 # ## 4. Prove it: whatever the model proposes
 # A model proposes random misbehaviours at every event, on random chats
 # in which some messages are sent twice (resends). Twelve seeded runs:
@@ -200,9 +189,6 @@ for seed in range(12):
 print(memory.proof_summary(runs, model.policy))
 
 # %% [markdown]
-# Every store holds one entry per message, resends included: `decide`
-# checks `stored`.
-#
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
@@ -226,10 +212,6 @@ import ipywidgets as widgets  # Jupyter's sliders and boxes
 agents = {"ReAct loop": "react.trip", "guard": "teaching.trip"}  # the memory each wrote
 by_msg = memory.stores_by_message(server.db, travel, "trip", agents)  # msg_idx -> a table
 knob_widget = widgets.interact(lambda msg_idx=8: by_msg[msg_idx], msg_idx=(1, 14))
-
-# %% [markdown]
-# The guard stores each message once, as the chat said it. The loop's rows
-# follow the schedule: message 8 is stored twice, with the wrong role.
 
 # %% [markdown]
 # ## Summary

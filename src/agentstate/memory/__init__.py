@@ -98,7 +98,6 @@ _HOMES = {
     "start_server": "lesson",  # a memory server on a fresh SQLite file (notebook 06)
     "stores_by_message": "lesson",  # per msg_idx, what the chat said and each agent stored
     "rules_kept": "lesson",  # the capture rules beside each agent's store and call log
-    "flushes_due": "lesson",  # where the rules ask a chat for a flush, and why, in one line
     "PROPOSAL_KINDS": "lesson",  # the kinds of tool call a random model proposes
     "RandomProposals": "lesson",  # a model proposing random tool calls (the guard's property test)
     "expected_entries": "lesson",  # the entries the capture rules call for
@@ -109,6 +108,9 @@ _HOMES = {
     "replay_model": "lesson",  # the scripted model replaying the reported faults
     "replay_schedule": "lesson",  # where that replay's faults fire in a chat
     "store_rows": "lesson",  # a memory's stored entries as table rows
+    "replay_vs_store": "lesson",  # the replay's schedule beside the wrong entries it left
+    "awrite_entries": "lesson",  # the teaching guard's write: add_entry per entry, a refusal raises
+    "write_entries": "lesson",  # the same, sync
     "stored_entries": "lesson",  # the entries a memory holds
     "system_prompt": "capture.prompt",  # the capture prompt every agent is given
     "turn_line": "capture.prompt",  # one conversation message as the model sees it

@@ -1,10 +1,11 @@
 """Helpers that keep notebook 06's cells short: a server to start, the observer that feeds an
-agent a chat and reads back the store, the replayed report's model and its faults, the store
-as table rows (and per message, for the knob), the rules beside what each agent stored and
-called, the teaching guard's bookkeeping (its prompt, which message to store, the summary it
-takes from a reply, the add_entry arguments), side-by-side runs, the guard removed for the
-proof that breaks it, and the random proposals and chats of the proof that the guard holds
-whatever the model proposes, with its tally (notebook 06 and tests/test_lesson_06.py)."""
+agent a chat and reads back the store, the replayed report's model and its faults (and beside
+the store's wrong entries), the store as table rows (and per message, for the knob), the rules
+beside what each agent stored and called, the teaching guard's bookkeeping (its prompt, which
+message to store, the summary it takes from a reply, the add_entry arguments, the write),
+side-by-side runs, the guard removed for the proof that breaks it, and the random proposals
+and chats of the proof that the guard holds whatever the model proposes, with its tally
+(notebook 06 and tests/test_lesson_06.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import itertools
 import random
 import tempfile
 import textwrap
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,51 @@ def add_entry_args(turn: ChatMessage, summary: str | None, ids: Mapping[str, Any
         ids["vault_id"], ids["memory_id"], turn.role, idx, str(turn.content), summary
     )
     return call["args"]
+
+
+def _write_calls(add_entry: Any, plan: Iterable[Mapping[str, Any]]) -> list[tuple[dict, int]]:
+    """Each planned entry as (the tool call that sends it, its ``msg_idx``); bad input refused
+    in one line before anything is sent."""
+    if getattr(add_entry, "name", None) != "add_entry":
+        raise ValueError(f"write_entries: pass the add_entry tool, got {add_entry!r:.60}")
+    out = []
+    for n, args in enumerate(plan):
+        tags = args.get("tags") if isinstance(args, Mapping) else None
+        idx = tags.get("msg_idx") if isinstance(tags, Mapping) else None
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise ValueError(f"write_entries: entry {n} has no tags.msg_idx, got {args!r:.60}")
+        call = {"name": "add_entry", "args": dict(args), "id": f"write-{n}", "type": "tool_call"}
+        out.append((call, idx))
+    return out
+
+
+def _stored(reply: Any, idx: int, before: list[int]) -> int:
+    """``idx`` if the server took the entry; its refusal as a ValueError otherwise (naming the
+    entries of the same plan stored ``before`` it, which the caller will not mark either)."""
+    if getattr(reply, "status", None) == "error":  # a tool given a tool call answers so
+        earlier = f" (stored before it: msg_idx {', '.join(map(str, before))})" if before else ""
+        raise ValueError(
+            f"add_entry refused msg_idx {idx}, not marked stored{earlier}: {reply.text}"
+        )
+    return idx
+
+
+async def awrite_entries(add_entry: Any, plan: Iterable[Mapping[str, Any]]) -> list[int]:
+    """Send each planned entry (``add_entry``'s arguments) as one tool call, in order; return the
+    ``msg_idx`` values the server stored. A refusal raises ValueError naming it, so a guard marks
+    nothing stored and a resend is planned again (notebook 06's ``write``; sync: write_entries)."""
+    stored: list[int] = []
+    for call, idx in _write_calls(add_entry, plan):
+        stored.append(_stored(await add_entry.ainvoke(call), idx, stored))
+    return stored
+
+
+def write_entries(add_entry: Any, plan: Iterable[Mapping[str, Any]]) -> list[int]:
+    """:func:`awrite_entries` for sync code (``add_entry.invoke``)."""
+    stored: list[int] = []
+    for call, idx in _write_calls(add_entry, plan):
+        stored.append(_stored(add_entry.invoke(call), idx, stored))
+    return stored
 
 
 def rules_table(conversation: Conversation) -> list[dict[str, Any]]:
@@ -453,6 +500,57 @@ def store_rows(db: str | Path, memory_id: str, conversation: Conversation, threa
     return rows
 
 
+# which scheduled fault leaves which verdict in the store (the others are calls, not entries)
+_VERDICT_OF = {
+    "answers the user": "not this message's text",
+    "writes twice": "stored twice",
+    "swaps roles": "wrong role (was assistant)",
+}
+
+
+def replay_vs_store(
+    db: str | Path,
+    memory_id: str,
+    conversation: Conversation,
+    thread: str,
+    fault: str = "all, as reported",
+) -> list[dict[str, Any]]:
+    """The replay's schedule beside the store (notebook 06, section 2): per fault of
+    :func:`replay_schedule` (``fault`` as given to ``replay_model``), where it was scheduled,
+    where the store holds an entry with the verdict it leaves, and one example (the chat's
+    message and the stored entry, cut to 40 characters; "the same text" where the texts are
+    equal). A wrong entry no fault explains gets a row of its own, so nothing is hidden."""
+    said = {m.msg_idx: m for m in conversation.messages(thread)}
+    wrong: dict[str, list[tuple[int | None, str | None, str]]] = {}
+    for idx, role, text, verdict in _judged(db, memory_id, conversation, thread):
+        if verdict != "ok":
+            wrong.setdefault(verdict, []).append((idx, role, text))
+
+    def row(fault: str, at: str, verdict: str | None) -> dict[str, Any]:
+        found = wrong.pop(verdict, []) if verdict else []
+        if not found:
+            where = "(none)" if verdict else "(calls, not entries)"
+            return {"fault": fault, "scheduled at": at, "in the store at": where}
+        idx, role, text = found[0]
+        message = said.get(idx)
+        chat = f"{message.role}: {_cut(message.content, 40)}" if message else "(no message)"
+        same = message is not None and message.content == text
+        return {
+            "fault": fault,
+            "scheduled at": at,
+            "in the store at": ", ".join(str(i) for i, _, _ in found),
+            "verdict": verdict,
+            "e.g. chat said": chat,
+            "stored": f"{role}: {'the same text' if same else _cut(text, 40)}",
+        }
+
+    rows = [
+        row(r["fault"], r["at"], _VERDICT_OF.get(r["fault"]))
+        for r in replay_schedule(conversation, thread, fault)
+    ]
+    return rows + [row("(none scheduled)", "", verdict) for verdict in list(wrong)]
+
+
 def _judged(
     db: str | Path, memory_id: str, conversation: Conversation, thread: str
 ) -> Iterator[tuple[int | None, str | None, str, str]]:
@@ -479,51 +577,53 @@ def rules_kept(
     """What the capture rules ask of ``thread``'s chat, beside what each agent did, read from the
     server's file ``db`` (``memories``: an agent's name -> the memory it wrote): the entries
     stored and whether they are the chat once and in order, the bootstrap's calls, and after
-    which ``msg_idx`` each ``put_context`` (a flush) ran (notebook 06, section 3)."""
+    which ``msg_idx`` each ``put_context`` (a flush) ran, one row per what asks for it: every
+    6th message, or a control event; a row of flushes nobody asked for only if an agent made
+    one (notebook 06, section 3)."""
     if not memories:
         raise ValueError("rules_kept: name at least one agent and its memory")
     starts = sum(e.content == "SESSION_START" for e in conversation.thread_events(thread))
     expected = expected_entries(conversation, thread)
+    points = flush_points(conversation, thread)
+    asks = {
+        _PERIODIC: [after for after, why in points if why == "every 6th message"],
+        _ON_CONTROL: [after for after, why in points if why != "every 6th message"],
+    }
 
     def column(entries: list[Entry], bootstrap: str, flushes: list[int]) -> dict[str, Any]:
+        left = Counter(flushes)
+        by_why = {}
+        for row, wanted in asks.items():  # each flush counts once, for the first point it meets
+            met = []
+            for after in wanted:
+                if left[after] > 0:
+                    left[after] -= 1
+                    met.append(after)
+            by_why[row] = ", ".join(map(str, met)) or "(none)"
         return {
             "entries stored": len(entries),
             "the chat, once, in order": "yes" if entries == expected else "no",
             "bootstrap: get_context, list_entries": bootstrap,
-            "flush: put_context after msg_idx": ", ".join(map(str, flushes)) or "(none)",
+            **by_why,
+            _UNASKED: ", ".join(map(str, sorted(left.elements()))) or "(none)",
         }
 
-    columns = {
-        "the rules ask": column(
-            expected, f"{starts}, {starts}", expected_flushes(conversation, thread)
-        )
-    }
+    columns = {"the rules ask": column(expected, f"{starts}, {starts}", [a for a, _ in points])}
     for agent, memory_id in memories.items():
         ops = read_memory(db, memory_id)["ops"]
         tools = [op["tool"] for op in ops]
         bootstrap = f"{tools.count('get_context')}, {tools.count('list_entries')}"
         flushes = [after for after, _ in actual_flushes(ops)]
         columns[agent] = column(stored_entries(db, memory_id), bootstrap, flushes)
-    rules = columns["the rules ask"]
+    rules = [r for r in columns["the rules ask"] if r != _UNASKED]
+    if any(col[_UNASKED] != "(none)" for col in columns.values()):
+        rules.append(_UNASKED)
     return [{"rule": rule, **{name: col[rule] for name, col in columns.items()}} for rule in rules]
 
 
-def flushes_due(conversation: Conversation, thread: str) -> str:
-    """Where the capture rules ask ``thread``'s chat for a flush, and why, in one line: after
-    every 6th message, and after the message each ``FLUSH_CONTEXT`` or ``SESSION_END`` follows
-    (notebook 06, section 3, beside :func:`rules_kept`'s flush row)."""
-    if thread not in conversation.threads:
-        known = ", ".join(conversation.threads)
-        raise ValueError(
-            f"flushes_due: no thread {thread!r} in {conversation.name}; its threads: {known}"
-        )
-    points = flush_points(conversation, thread)
-    if not points:
-        return "flushes due: none"
-    periodic = [str(after) for after, why in points if why == "every 6th message"]
-    parts = [f"{', '.join(periodic)} (every 6th message)"] if periodic else []
-    parts += [f"{after} ({why})" for after, why in points if why != "every 6th message"]
-    return f"flushes due after msg_idx: {'; '.join(parts)}"
+_PERIODIC = "flush after msg_idx: every 6th"
+_ON_CONTROL = "flush after msg_idx: on FLUSH_CONTEXT, SESSION_END"
+_UNASKED = "flush after msg_idx: not asked for"
 
 
 def stores_by_message(
@@ -559,8 +659,8 @@ def replay_schedule(
     """Where the replayed model of ``replay_model(fault)`` misbehaves on ``thread``'s chat.
 
     One row per fault of ``FAULTS[fault]``: what the model does, and at which messages
-    (``msg_idx``) or controls, read from the same ``Faults.hits`` rule the replay plays.
-    A replay's faults sit at fixed positions: the schedule shows them before the run.
+    (``msg_idx``) or controls, read from the same ``Faults.hits`` rule the replay plays; a
+    fault that never fires in this chat has no row. A replay's faults sit at fixed positions.
     """
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; choose one of: {', '.join(FAULTS)}")
@@ -568,7 +668,7 @@ def replay_schedule(
     said = [(m.msg_idx or 0, m.role, m.content) for m in conversation.messages(thread)]
 
     def listed(indexes: list[int]) -> str:
-        return ", ".join(map(str, indexes)) or "(none in this chat)"
+        return ", ".join(map(str, indexes))  # empty: the fault never fires in this chat
 
     def at(role: str | None, every: int, offset: int) -> str:
         return listed([i for i, r, _ in said if role in (None, r) and f.hits(every, i, offset)])
@@ -588,8 +688,9 @@ def replay_schedule(
          "takes a message whose text is a control word for a control",
          lambda: listed([i for i, _, text in said if text in CONTROLS])),
     ]  # fmt: skip
-    return [
+    rows = [
         {"fault": name, "the model": does, "at": where()}
         for on, name, does, where in schedule
         if on
     ]
+    return [r for r in rows if r["at"]]
