@@ -101,8 +101,9 @@ COVERED = {
     "parallel_calls=(1, 50))": "ignored_widget",
     "02_state_reducer.py: {name: {n: requirements_kept(s, n) for n in (1, 2, 50)} for name, s in "
     "SCHEMAS.items()}": "rds",
-    "03_same_turn_visibility.py: print(run_read_last(my_agent, TURN, "
-    '"get_collected_requirements", "store_requirement", 5))': "read_last",
+    "03_same_turn_visibility.py: print(run_read_last(my_agent, TURN, reader, store, writers=5))": (
+        "read_last"
+    ),
     'solutions/03_same_turn_visibility.py: ).invoke(TURN, {"max_concurrency": 4})': "rds",
     "solutions/03_same_turn_visibility.py: threading.Thread(target=one_turn, args=(fields, "
     "results))": "sorted",
@@ -361,7 +362,8 @@ def prove_read_last(source: str) -> None:
     from tests.test_lesson_03 import TEACHING
 
     late = ("get_collected_requirements", "store_requirement")
-    assert f'print(run_read_last(my_agent, TURN, "{late[0]}", "{late[1]}", 5))' in source
+    assert f'reader, store = "{late[0]}", "{late[1]}"' in source
+    assert "print(run_read_last(my_agent, TURN, reader, store, writers=5))" in source
     lesson = definitions("03_same", TEACHING)
     printed = []
     for _ in range(2):
@@ -369,11 +371,11 @@ def prove_read_last(source: str) -> None:
         report = run_read_last(lesson["my_agent"], lesson["TURN"], *late, 5)
         printed.append((report, fields_seen_by_reader(nxt)))
     assert printed[0] == printed[1]
-    assert printed[0][0].splitlines()[1].endswith("ended: True") and printed[0][1] == 5
+    assert printed[0][0].splitlines()[2].endswith("ended: True") and printed[0][1] == 5
     timeline = ToolTimeline()
     hold = ReadLast(timeline, *late, writers=5)
     lesson["my_agent"](hold, timeline).invoke(lesson["TURN"], {"max_concurrency": 16})
-    assert hold.report().splitlines() == printed[0][0].splitlines()[1:]
+    assert hold.report().splitlines() == printed[0][0].splitlines()[2:]
 
 
 PROOFS = {

@@ -2,7 +2,7 @@
 # # 03 · Same-turn visibility: readers that wait for their batch
 #
 # A model stores five fields and, in the same reply, calls two readers.
-# They find nothing. The agent's changelog
+# They find nothing. The RDS agent's changelog
 # ([where this comes from](../README.md#where-this-comes-from)) said
 # "Commands are batched and applied only after ALL tools complete", and
 # tools are "Single-threaded within agent turn". We test both.
@@ -40,10 +40,11 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# `my_agent`, on an offline scripted model (`same_turn_model`): one reply
-# stores five fields and calls two readers, ours and `validate_manifest`
-# (`next_reply=True`: the readers a reply later). The model runs in
-# super-step 1, the tools in 2.
+# `my_agent`, on an offline scripted model (`same_turn_model`; `turns`:
+# how many invokes its script lasts): one reply stores five fields and
+# calls two readers, ours and `validate_manifest` (replies `valid` or how
+# many fields are missing; `next_reply=True`: the readers a reply later).
+# The model runs in super-step 1, the tools in 2.
 
 # %%
 from langchain.agents import create_agent
@@ -63,7 +64,7 @@ def my_agent(*extra, fields=POSTGRES_FIELDS, next_reply=False, turns=1):
 
 timeline = ToolTimeline()  # a middleware that records each tool call, for the figure below
 state = my_agent(timeline).invoke(TURN)
-print("fields the reader listed:", fields_seen_by_reader(state), "of", len(state["requirements"]))
+print("fields our reader listed:", fields_seen_by_reader(state), "of", len(state["requirements"]))
 
 # %% [markdown]
 # ## 2. Look inside: one super-step, read from the state before it
@@ -78,19 +79,22 @@ draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one 
 # %%
 from agentstate.lessons.simulation import run_read_last
 
-# runs TURN on my_agent(ReadLast, a ToolTimeline); the 5 stores wait until the reader does
-print(run_read_last(my_agent, TURN, "get_collected_requirements", "store_requirement", 5))
+# TURN on my_agent(ReadLast, a ToolTimeline): the 5 stores wait until our reader is waiting
+reader, store = "get_collected_requirements", "store_requirement"
+print(run_read_last(my_agent, TURN, reader, store, writers=5))
 next_reply = my_agent(next_reply=True).invoke(TURN)
 print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply))
 
 # %% [markdown]
 # Started last, the reader still replied `{}`: timing is not the cause.
 # "Applied only after ALL tools complete": true (one super-step).
-# "Single-threaded within agent turn": false.
+# "Single-threaded within agent turn": false (the held run needed 6
+# threads at once, and finished).
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
-# Two fixes; a turn cache pays when you cannot choose the order:
+# Two fixes; a turn cache pays when you cannot move the readers to a
+# later reply:
 #
 # ```mermaid
 # flowchart LR
@@ -117,8 +121,9 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # ```
 
 # %% [markdown]
-# `TurnCacheBase` (from `agentstate.core`) keeps the settings (`reducer`:
-# `merge_fields` unless given; `timeout`: 10 s), `batches` (a reply's id ->
+# `TurnCacheBase` (from `agentstate.core`) keeps the settings (`writers`,
+# `readers`, `key`; `reducer`: `merge_fields` unless given; `timeout`:
+# 10 s), `batches` (a reply's id ->
 # what each finished call wrote) and `changed`, a `Condition`: a lock
 # threads can wait on.
 
@@ -130,7 +135,7 @@ from agentstate.core import TurnCacheBase, TurnCacheMiddleware, batch_of, reader
 
 class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        reply, writer_ids, size = batch_of(request, self.writers)  # its reply's id, writers, size
+        reply, writer_ids, size = batch_of(request, self.writers)  # reply id, writer ids, n calls
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
             if request.tool_call["name"] in self.readers:  # 1. wait
@@ -139,7 +144,7 @@ class TurnCache(TurnCacheBase):
                 view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
                 request = reader_view(request, self.key, view)  # 2. merge, into runtime.state
         result = handler(request)
-        with self.changed:  # 3. record what it wrote to key (a reader: None)
+        with self.changed:  # 3. record what it set key to (a reader: None)
             done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
             if len(done) == size:  # 4. drop, after the reply's last call
@@ -157,15 +162,16 @@ from agentstate.lessons.simulation import ToolLatencyMiddleware
 
 CACHE = dict(writers=["store_requirement"], readers=READS, key="requirements")
 for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []: the plain agent
-    agent = my_agent(*caches, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # 100 invokes
+    agent = my_agent(*caches, ToolLatencyMiddleware(0.005, seed=3), turns=100)  # scripted for 100
     seen = {fields_seen_by_reader(agent.invoke(TURN)) for _ in range(100)}  # a set: the counts seen
     print(caches[0].name if caches else "plain agent", "saw", seen, "of 5 fields in 100 turns")
 
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Below: the edit `--fix` would make (unsafe: it adds
-# a dependency on agentstate), and its findings without and with the package's cache.
+# these lessons teach. Below: the edit `--fix --unsafe-fixes` would make
+# (unsafe: it adds a dependency on agentstate), and its findings without
+# and with the package's cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
@@ -202,7 +208,8 @@ knob_widget = widgets.interact(reader_sees, writers=(1, 30), turn_cache=True)
 
 # %% [markdown]
 # ## Exercises
-# 1. Readers *first* in the reply: what does the cached reader see, and why?
+# 1. Readers *first* in the reply (a reply of your own, from
+#    `agentstate.models`): what does the cached reader see, and why?
 # 2. `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`,
 #    `t` a `ToolTimeline`: which calls start late? Why does no reader time out?
 # 3. Without step 1 (`wait_for` returns `True` at once), what does the

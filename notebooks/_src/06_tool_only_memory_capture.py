@@ -48,13 +48,15 @@ print(rules)
 # flowchart LR
 #     S["SESSION_START"] --> B["bootstrap: get_context, list_entries"]
 #     M["each message"] --> E["add_entry, once"]
-#     F["every 6th message, FLUSH_CONTEXT, SESSION_END"] --> P["flush: put_context"]
+#     P["flush: await_consistency, put_context"]
+#     F["every 6th message, FLUSH_CONTEXT, SESSION_END"] --> P
 # ```
 
 # %% [markdown]
 # The post-mortem's agent: a [ReAct loop](../docs/glossary.md#react-loop),
 # LangChain's `create_agent`, with the rules as its system prompt, all that
-# guards the store. `observe` sends it each event as one invoke and returns
+# guards the store. `observe` sends it each event as one invoke (the event
+# as `messages` and as `turn`; the memory's ids in the config) and returns
 # the store's entries, read from `server.db`, its SQLite file.
 
 # %% [markdown]
@@ -73,8 +75,9 @@ react_store = await memory.observe(loop, client, server.db, travel.events, "reac
 
 # %% [markdown]
 # ## 2. Look inside: the store
-# The replay's schedule (`msg_idx` values) beside where the store holds a
-# wrong entry, with one example each:
+# 21 entries for 14 messages: beside each message's own entry, the model's
+# answers and second copies. The replay's schedule (`msg_idx` values)
+# beside where the store holds each wrong entry, with one example:
 
 # %%
 Table(memory.replay_vs_store(server.db, "react.trip", travel, "trip"))
@@ -91,7 +94,7 @@ Table(memory.replay_vs_store(server.db, "react.trip", travel, "trip"))
 # %% [markdown]
 # - `decide` asks the model, but builds the call from the message: the
 #   reply may only offer a summary.
-# - A control event or a resend gets no call.
+# - A control event or a resend gets no tool call.
 # - `write` sends the plan, one `add_entry` tool call per entry
 #   (`memory.awrite_entries`), and marks a message stored only if the server
 #   took it (a refusal raises; `tests/test_lesson_06.py` sends one). The
@@ -116,7 +119,7 @@ def build_guarded_capture(model, tools, checkpointer):
     model, add_entry = model.bind_tools(tools), {t.name: t for t in tools}["add_entry"]
 
     async def decide(state: GuardState, config) -> dict:
-        turn, ids = state["turn"], config["configurable"]  # ids: vault_id, memory_id
+        turn, ids = state["turn"], config["configurable"]  # observe sets the ids
         reply = await model.ainvoke([memory.rules_for(ids), turn])  # section 1's rules
         idx = memory.chat_msg_idx(turn)  # None for a control event
         if idx is None or idx in state.get("stored", []):
@@ -143,7 +146,7 @@ def build_guarded_capture(model, tools, checkpointer):
 # flowchart LR
 #   start([start]) --> model
 #   model -.-> tools
-#   tools -.-> model
+#   tools --> model
 #   model -.-> done([done])
 # ```
 #
@@ -192,8 +195,8 @@ print(memory.proof_summary(runs, model.policy))
 # ## 5. What the doctor says
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach (an MCP tool's code is on the server: it goes by the
-# tool's name). This lesson's: a memory-writing tool (`add_entry`,
+# these lessons teach (an MCP tool's code runs on the server, out of its
+# sight: it goes by the tool's name). This lesson's: a memory-writing tool (`add_entry`,
 # the flush's `put_context`) inside a ReAct loop:
 
 # %%

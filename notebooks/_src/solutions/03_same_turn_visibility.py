@@ -51,7 +51,7 @@ def reply_of(state: dict, tool_name: str) -> str:  # a tool's last reply
 # %%
 class TurnCache(TurnCacheBase):
     def wrap_tool_call(self, request, handler):
-        reply, writer_ids, size = batch_of(request, self.writers)  # its reply's id, writers, size
+        reply, writer_ids, size = batch_of(request, self.writers)  # reply id, writer ids, n calls
         with self.changed:
             done = self.batches.setdefault(reply, {})  # call id -> what it wrote
             if request.tool_call["name"] in self.readers:  # 1. wait
@@ -60,7 +60,7 @@ class TurnCache(TurnCacheBase):
                 view = reduce(self.reducer, map(done.get, writer_ids), request.state.get(self.key))
                 request = reader_view(request, self.key, view)  # 2. merge, into runtime.state
         result = handler(request)
-        with self.changed:  # 3. record what it wrote to key (a reader: None)
+        with self.changed:  # 3. record what it set key to (a reader: None)
             done[request.tool_call["id"]] = written_value(result, self.key).value
             self.changed.notify_all()  # wake the waiting readers
             if len(done) == size:  # 4. drop, after the reply's last call
