@@ -393,9 +393,9 @@ LATE = ("get_collected_requirements", "store_requirement")  # the page's reader 
 
 def test_what_lesson_03_prints_instead_of_asserting(lesson):
     assert run_read_last(lesson["my_agent"], lesson["TURN"], *LATE, 5).splitlines() == [
-        "needs 6 threads: the 5 store_requirement calls wait until get_collected_requirements "
-        "waits for them",
-        "so max_concurrency=6 (the default thread pool, cpu_count+4 threads, may have fewer)",
+        "run with max_concurrency=6: 5 store_requirement calls wait until "
+        "get_collected_requirements waits",
+        "(on fewer threads they deadlock; Python's default pool has min(32, cpu_count+4))",
         "get_collected_requirements started after every store_requirement ended: True",
         "super-steps of the 7 calls: [2]",
         "they ran on more than one thread: True",
@@ -423,8 +423,8 @@ def test_run_read_last_gives_a_thread_to_each_held_call_and_reports_the_run(less
     report = run_read_last(*args) if mode == "sync" else asyncio.run(arun_read_last(*args))
     lines = report.splitlines()
     threads = stores + 1
-    assert lines[0].startswith(f"needs {threads} threads: the {stores} store_requirement calls")
-    assert lines[1].startswith(f"so max_concurrency={threads} ")
+    assert lines[0].startswith(f"run with max_concurrency={threads}: {stores} store_requirement")
+    assert lines[1].startswith("(on fewer threads they deadlock")
     assert lines[2:4] == [
         "get_collected_requirements started after every store_requirement ended: True",
         f"super-steps of the {stores + 2} calls: [2]",
@@ -470,8 +470,8 @@ def test_the_pages_late_reader_runs_on_the_fewest_threads_it_needs(lesson):
     cell = next(c for c in code_cells("03") if "run_read_last(" in c)
     assert "max_concurrency" not in cell  # the printed line carries it
     first = run_read_last(lesson["my_agent"], lesson["TURN"], *LATE, 5).splitlines()[:2]
-    threads = int(re.search(r"max_concurrency=(\d+)", first[1])[1])
-    assert threads == 6 and first[0].startswith(f"needs {threads} threads")
+    threads = int(re.search(r"max_concurrency=(\d+)", first[0])[1])
+    assert threads == 6 and first[1].startswith("(on fewer threads they deadlock")
     assert _late_run(lesson, 5, threads) == 0
     with pytest.raises(TimeoutError, match="no get_collected_requirements call came to wait"):
         _late_run(lesson, 5, threads - 1, timeout=0.5)

@@ -40,11 +40,11 @@ def get_collected_requirements(runtime: ToolRuntime) -> str:
 
 
 # %% [markdown]
-# `my_agent`, on an offline scripted model (`same_turn_model`; `turns`:
-# how many invokes its script lasts): one reply stores five fields and
-# calls two readers, ours and `validate_manifest` (replies `valid` or how
-# many fields are missing; `next_reply=True`: the readers a reply later).
-# The model runs in super-step 1, the tools in 2.
+# `my_agent` runs on an offline scripted model, `same_turn_model`, for
+# `turns` invokes. Its reply stores five fields and calls two readers: ours,
+# and `validate_manifest` (replies `valid` or how many fields are missing).
+# `next_reply=True` moves the readers a reply later. The model runs in
+# super-step 1, the tools in 2.
 
 # %%
 from langchain.agents import create_agent
@@ -74,12 +74,14 @@ draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one 
 
 # %% [markdown]
 # Is the reader just too early? Two tries: hold it until every store
-# returned (`ReadLast`, a middleware), then move the readers to the next reply.
+# returned (`ReadLast`, a middleware; it also holds the stores until the
+# reader waits, so it and they run on different threads), then move the readers to the
+# next reply.
 
 # %%
 from agentstate.lessons.simulation import run_read_last
 
-# TURN on my_agent(ReadLast, a ToolTimeline): the 5 stores wait until our reader is waiting
+# TURN on my_agent(ReadLast, a ToolTimeline)
 reader, store = "get_collected_requirements", "store_requirement"
 print(run_read_last(my_agent, TURN, reader, store, writers=5))
 next_reply = my_agent(next_reply=True).invoke(TURN)
@@ -88,8 +90,7 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # %% [markdown]
 # Started last, the reader still replied `{}`: timing is not the cause.
 # "Applied only after ALL tools complete": true (one super-step).
-# "Single-threaded within agent turn": false (the held run needed 6
-# threads at once, and finished).
+# "Single-threaded within agent turn": false (more than one thread).
 
 # %% [markdown]
 # ## 3. When is a turn cache worth it?
@@ -123,9 +124,11 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # %% [markdown]
 # `TurnCacheBase` (from `agentstate.core`) keeps the settings (`writers`,
 # `readers`, `key`; `reducer`: `merge_fields` unless given; `timeout`:
-# 10 s), `batches` (a reply's id ->
-# what each finished call wrote) and `changed`, a `Condition`: a lock
-# threads can wait on.
+# 10 s), `batches` (a reply's id -> what each finished call wrote) and
+# `changed`, a `Condition`: a lock threads can wait on. Three helpers:
+# `batch_of` finds a call's reply, `reader_view` puts a value where a tool
+# reads state (`runtime.state`, not only the request's), `written_value`
+# reads what a call's `Command` set the key to.
 
 # %%
 from functools import reduce
@@ -169,9 +172,9 @@ for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []:
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Below: the edit `--fix --unsafe-fixes` would make
-# (unsafe: it adds a dependency on agentstate), and its findings without
-# and with the package's cache.
+# these lessons teach. Below: the edit its command line's `--fix
+# --unsafe-fixes` would make (unsafe: it adds a dependency on agentstate),
+# and its findings without and with the package's cache.
 
 # %%
 from agentstate.doctor import diagnose, preview_fix
@@ -208,11 +211,12 @@ knob_widget = widgets.interact(reader_sees, writers=(1, 30), turn_cache=True)
 
 # %% [markdown]
 # ## Exercises
-# 1. Readers *first* in the reply (a reply of your own, from
-#    `agentstate.models`): what does the cached reader see, and why?
+# 1. Readers *first* in the reply (a model of your own: `agentstate.models`'
+#    `ScriptedChatModel`, `reply`, `tool_call`): what does the cached reader
+#    see, and why?
 # 2. `my_agent(t, TurnCache(**CACHE)).invoke(TURN, {"max_concurrency": 4})`,
 #    `t` a `ToolTimeline`: which calls start late? Why does no reader time out?
 # 3. Without step 1 (`wait_for` returns `True` at once), what does the
 #    reader see over 100 turns?
-# 4. One `TurnCache` agent invoked from two threads, each with its own
-#    fields: does either reader see the other's?
+# 4. One `TurnCache` shared by two agents, each storing its own fields,
+#    invoked from two threads at once: does either reader see the other's?

@@ -67,7 +67,7 @@ print(rules)
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver  # keeps each thread's state in memory
 
-travel = memory.load("solo_travel")  # a stored chat; its events sit in one thread, "trip"
+travel = memory.load("solo_travel")  # a stored chat; its events sit in one chat thread, "trip"
 # replay_model(): the scripted model; observe() returns (msg_idx, role, text) per entry
 loop = create_agent(memory.replay_model(), tools, system_prompt=rules, checkpointer=InMemorySaver())
 react_store = await memory.observe(loop, client, server.db, travel.events, "react.trip")
@@ -92,14 +92,15 @@ Table(memory.replay_vs_store(server.db, "react.trip", travel, "trip"))
 # nodes, not the model, make every tool call.
 
 # %% [markdown]
-# - `decide` asks the model, but builds the call from the message: the
-#   reply may only offer a summary.
+# - `decide` asks the model at every event, as the loop does, but builds
+#   the call from the message: the reply may only offer a summary (a bad
+#   one gets a default).
 # - A control event or a resend gets no tool call.
 # - `write` sends the plan, one `add_entry` tool call per entry
 #   (`memory.awrite_entries`), and marks a message stored only if the server
 #   took it (a refusal raises; `tests/test_lesson_06.py` sends one). The
 #   checkpointer keeps `stored` from one invoke (one event) to the next,
-#   per thread.
+#   per thread (`observe` gives each memory its own).
 
 # %%
 import operator

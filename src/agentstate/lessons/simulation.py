@@ -226,8 +226,8 @@ def _held_read(
     hold = ReadLast(ToolTimeline(), reader, writer, writers)
     calls = writers + 1  # the writers wait until the reader waits: all held at once
     why = (
-        f"needs {calls} threads: the {writers} {writer} calls wait until {reader} waits for them\n"
-        f"so max_concurrency={calls} (the default thread pool, cpu_count+4 threads, may have fewer)"
+        f"run with max_concurrency={calls}: {writers} {writer} calls wait until {reader} waits\n"
+        "(on fewer threads they deadlock; Python's default pool has min(32, cpu_count+4))"
     )
     return hold, build(hold, hold.timeline), {"max_concurrency": calls}, why
 
