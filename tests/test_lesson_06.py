@@ -408,6 +408,17 @@ async def test_replay_vs_store_sets_each_wrong_entry_beside_the_fault_scheduled_
     (odd,) = [r for r in replay_vs_store(server.db, f"vs{n}.odd", travel, "trip", "none")]
     assert odd["fault"] == "(none scheduled)" and odd["in the store at"] == "2"
     assert odd["verdict"] == "not this message's text" and odd["stored"] == "user: nobody said this"
+    worded = parse(
+        {"name": "w", "events": [{"thread": "t", "role": "user", "content": "FLUSH_CONTEXT"}]}
+    )
+    words = replay_vs_store(server.db, f"vs{n}.none", worded, "t", "reads control words in text")
+    assert words == [
+        {
+            "fault": "reads control words in text",
+            "scheduled at": "1",
+            "in the store at": "(an entry left out, not a wrong one)",
+        }
+    ]
 
 
 async def test_awrite_entries_stores_each_planned_entry_and_a_refusal_marks_nothing(server):

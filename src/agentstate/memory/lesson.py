@@ -500,12 +500,14 @@ def store_rows(db: str | Path, memory_id: str, conversation: Conversation, threa
     return rows
 
 
-# which scheduled fault leaves which verdict in the store (the others are calls, not entries)
+# which scheduled fault leaves which verdict in the store; of the others, two are calls, not
+# entries, and a control word taken for a control leaves an entry out, which no verdict marks
 _VERDICT_OF = {
     "answers the user": "not this message's text",
     "writes twice": "stored twice",
     "swaps roles": "wrong role (was assistant)",
 }
+_CALL_FAULTS = {"bootstraps twice", "skips the periodic flush"}
 
 
 def replay_vs_store(
@@ -529,7 +531,13 @@ def replay_vs_store(
     def row(fault: str, at: str, verdict: str | None) -> dict[str, Any]:
         found = wrong.pop(verdict, []) if verdict else []
         if not found:
-            where = "(none)" if verdict else "(calls, not entries)"
+            where = (
+                "(none)"
+                if verdict
+                else "(calls, not entries)"
+                if fault in _CALL_FAULTS
+                else "(an entry left out, not a wrong one)"
+            )
             return {"fault": fault, "scheduled at": at, "in the store at": where}
         idx, role, text = found[0]
         message = said.get(idx)
