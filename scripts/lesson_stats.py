@@ -43,12 +43,12 @@ inside one, 20 s an output:
            + lines defined on the page * 25 / 60 + outputs / 3
 
 It leaves out the look-ups a reader makes (a term used before it is
-defined, a claim checked against an output), so it is a floor. Eighteen cold
-readings of November 2026 (``COLD_READINGS``: three rounds of six lessons, at
-commits 67cc60b, 8b667a5 and b76fb81, each with the inputs the count saw at
-that commit) came 1.1 to 10.6 minutes above it; the twelve readings of the
-last two rounds that also gave a time without look-ups came within 2.2
-minutes below and 5.7 above it (ten within 3). The README's lesson times are
+defined, a claim checked against an output), so it is a floor. The cold
+readings of November 2026 (``COLD_READINGS``: each a helper new to the lesson,
+with the inputs the count saw at that commit; six lessons at 67cc60b, 8b667a5
+and b76fb81, then lessons 03 and 06 as they were cut) came 1.1 to 10.6 minutes
+above it; the 21 that also gave a time without look-ups came within 2.2
+minutes below and 5.7 above it (19 within 3). The README's lesson times are
 this count, to the nearest 5 minutes.
 
     python scripts/lesson_stats.py              # every notebook source
@@ -117,6 +117,15 @@ COLD_READINGS: list[tuple[str, str, float, float | None, tuple[int, int, int, in
     ("b76fb81", "04_subagents", 29.8, 26.8, (1053, 4, 0, 46, 12, 8)),
     ("b76fb81", "05_prefix_cached_experts", 31.3, 26.6, (674, 2, 2, 29, 18, 8)),
     ("b76fb81", "06_tool_only_memory_capture", 37.2, 32.5, (795, 3, 0, 40, 22, 8)),
+    ("b734b90", "03_same_turn_visibility", 34.5, 27.9, (494, 2, 1, 33, 26, 6)),
+    ("b734b90", "03_same_turn_visibility", 36.1, 29.3, (494, 2, 1, 33, 26, 6)),
+    ("b734b90", "06_tool_only_memory_capture", 30.0, 26.0, (759, 3, 0, 38, 18, 7)),
+    ("b734b90", "06_tool_only_memory_capture", 30.4, 25.9, (759, 3, 0, 38, 18, 7)),
+    ("ed6f9e6", "03_same_turn_visibility", 32.3, 28.2, (535, 2, 1, 34, 26, 6)),
+    ("ed6f9e6", "03_same_turn_visibility", 34.9, 27.5, (535, 2, 1, 34, 26, 6)),
+    ("ed6f9e6", "06_tool_only_memory_capture", 30.7, 26.7, (792, 3, 0, 38, 18, 7)),
+    ("b6d7e1f", "03_same_turn_visibility", 31.4, 27.6, (585, 2, 1, 34, 26, 6)),
+    ("b6d7e1f", "03_same_turn_visibility", 30.9, 27.6, (585, 2, 1, 34, 26, 6)),
 ]
 COLD_SECONDS_PER_LINE = 10
 COLD_SECONDS_PER_DEFINED_LINE = 25

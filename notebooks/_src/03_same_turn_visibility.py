@@ -74,9 +74,9 @@ draw_superstep(timeline, key="requirements", reducer="merge_fields", title="one 
 
 # %% [markdown]
 # Is the reader just too early? Two tries: hold it until every store
-# returned (`ReadLast`, a middleware; it also holds the stores until the
-# reader waits, so it and they run on different threads), then move the readers to the
-# next reply.
+# returned (`ReadLast`, a middleware; it also holds each store until the
+# reader waits, so the reader and the stores run on different threads),
+# then move the readers to the next reply.
 
 # %%
 from agentstate.lessons.simulation import run_read_last
@@ -127,8 +127,8 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 # 10 s), `batches` (a reply's id -> what each finished call wrote) and
 # `changed`, a `Condition`: a lock threads can wait on. Three helpers:
 # `batch_of` finds a call's reply, `reader_view` puts a value where a tool
-# reads state (`runtime.state`, not only the request's), `written_value`
-# reads what a call's `Command` set the key to.
+# reads state (`runtime.state`, not only the request's `state`),
+# `written_value` reads what a call's `Command` set the key to (`.value`).
 
 # %%
 from functools import reduce
@@ -172,7 +172,7 @@ for caches in ([], [TurnCache(**CACHE)], [TurnCacheMiddleware(**CACHE)]):  # []:
 # %% [markdown]
 # The [doctor](../docs/glossary.md#doctor) reads a compiled agent's state
 # schema and its tools' code, without running it, and names the hazards
-# these lessons teach. Below: the edit its command line's `--fix
+# these lessons teach. Below: the change `agentstate doctor --fix
 # --unsafe-fixes` would make (unsafe: it adds a dependency on agentstate),
 # and its findings without and with the package's cache.
 
