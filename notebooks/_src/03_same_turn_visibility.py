@@ -99,8 +99,9 @@ print("fields a reader in the next reply saw:", fields_seen_by_reader(next_reply
 #
 # ```mermaid
 # flowchart LR
-#     a["reply 1: 5 stores"] -- "writes applied" --> b["reply 2: 2 readers<br/>see 5 fields"]
-#     c["one reply: 5 stores + 2 readers"] -- "turn cache: readers wait" --> d["see 5 fields"]
+#     a["reply 1: 5 stores"] -- "writes applied" --> b["reply 2: our reader<br/>sees 5 fields"]
+#     d["our reader<br/>sees 5 fields"]
+#     c["one reply: 5 stores + 2 readers"] -- "turn cache: readers wait" --> d
 #     b -.- e["cost: one more<br/>model call"]
 #     d -.- f["cost: locking; each waiting<br/>reader holds a thread"]
 # ```
