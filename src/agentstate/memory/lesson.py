@@ -25,6 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentstate.lessons.display import Table
 from agentstate.memory.capture import calls
 from agentstate.memory.capture.baselines.auditor import (
+    PERIODIC,
     Violation,
     actual_flushes,
     audit,
@@ -594,8 +595,8 @@ def rules_kept(
     expected = expected_entries(conversation, thread)
     points = flush_points(conversation, thread)
     asks = {
-        _PERIODIC: [after for after, why in points if why == "every 6th message"],
-        _ON_CONTROL: [after for after, why in points if why != "every 6th message"],
+        _PERIODIC: [after for after, why in points if why == PERIODIC],
+        _ON_CONTROL: [after for after, why in points if why != PERIODIC],
     }
 
     def column(entries: list[Entry], bootstrap: str, flushes: list[int]) -> dict[str, Any]:

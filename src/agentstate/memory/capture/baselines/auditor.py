@@ -174,6 +174,9 @@ def _entries(thread: str, conversation: Conversation, entries: list[dict]) -> li
     return out
 
 
+PERIODIC = "every 6th message"  # why a flush_points entry is due when no control event asked
+
+
 def flush_points(conversation: Conversation, thread: str) -> list[tuple[int, str]]:
     """The msg_idx after which a flush must happen, each with why: "every 6th message" or the
     control event (``FLUSH_CONTEXT``, ``SESSION_END``) that asks for it (a position may repeat)."""
@@ -182,7 +185,7 @@ def flush_points(conversation: Conversation, thread: str) -> list[tuple[int, str
         if event.kind == "message":
             last = event.msg_idx  # type: ignore[assignment]  # an int for a message (__post_init__)
             if calls.periodic_flush_due(last):
-                points.append((last, "every 6th message"))
+                points.append((last, PERIODIC))
         elif event.content in ("FLUSH_CONTEXT", "SESSION_END"):
             points.append((last, event.content))
     return points
