@@ -209,6 +209,8 @@ async def test_a_write_the_server_refuses_is_reported_and_not_marked_stored(serv
         assert result.get("persisted", []) == []
         await run.send(message)  # the memory is created first: now it is stored
         assert (await run.state("trip"))["persisted"] == [1]
+        # add_entry queues the entry; it is in the table once the queue is applied
+        await client.call("await_consistency", memory_id=run.memory_id("trip"))
     entries = read_memory(server.db, run.memory_id("trip"))["entries"]
     assert [e["raw_entry"] for e in entries] == [message.content]
 

@@ -115,6 +115,7 @@ async def test_lost_reply_is_resent_and_stored_once(memory_db, tmp_path):
             await client.call("add_entry", **pending["args"])  # it reached the server...
             note = await run.resume("trip")  # ...but the process died before the checkpoint
             assert note == "resumed at tools: add_entry was already in the store, not stored again"
+            await client.call("await_consistency", memory_id=run.memory_id("trip"))  # queue applied
             stored = read_memory(server.db, run.memory_id("trip"))["entries"]
             assert [e["tags"]["msg_idx"] for e in stored] == [1, 2, 3]
             await run.replay(conversation, events[4:])
