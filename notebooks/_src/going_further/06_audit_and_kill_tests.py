@@ -211,12 +211,19 @@ cmd = [
 with subprocess.Popen([*cmd, "--pace", "0.03"], stdout=subprocess.PIPE, text=True) as proc:
     before_kill = [proc.stdout.readline() for _ in range(9)]
     proc.kill()
+for t in chat.threads:  # what reached the server before the kill is applied, then read
+    await client.call("await_consistency", memory_id=f"crash.{t}")
 at_kill = {t: read_memory(server.db, f"crash.{t}") for t in chat.threads}
 crashed = sum(len(stored["entries"]) for stored in at_kill.values())
 assert 0 < crashed < sum(len(chat.messages(t)) for t in chat.threads)
+# counted for the events the worker said it sent (one more may be in flight at the kill)
+sent = {tuple(line.split()[1:]) for line in before_kill if line.startswith("sent")}
+said = {(e.thread, e.msg_idx) for e in chat.events if (e.thread, str(e.position)) in sent}
 {
-    "events sent before the kill": sum(line.startswith("sent") for line in before_kill),
-    "entries stored": crashed,
+    "events sent before the kill": len(sent),
+    "their messages stored": sum(
+        (t, e["tags"]["msg_idx"]) in said for t in at_kill for e in at_kill[t]["entries"]
+    ),
 }
 
 # %%
