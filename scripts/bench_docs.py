@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import flake_hunt
 from bench_results import RESULTS, ROOT, results_path
 
 from agentstate.experts.restart_benchmark import restart_rows
@@ -861,7 +862,8 @@ def render_flake_hunt(data: Data) -> str:
     rows = [
         (
             r["run"], r["date"][:10], f"`{(r['git_commit'] or '?')[:8]}`",
-            r["scope"] if r["scope"] != "subset" else f"subset: {' '.join(r['selection'])}",
+            (r["scope"] if r["scope"] != "subset" else f"subset: {' '.join(r['selection'])}")
+            + flake_hunt.slow_writer(r),
             r["workers"], f"{r['busy_processes']} on {r['cores']} cores",
             " / ".join(load(r["load_average"][k]) for k in ("start", "mid", "end")),
             f"{r['duration_s'] / 60:.1f} min", r["tests"],

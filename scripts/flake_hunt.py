@@ -15,10 +15,15 @@ CONTRIBUTING.md), so the next run's check that the docs match their data holds
 The pytest line is `make test`'s own, read from the Makefile and expanded by
 make (``WORKERS=n``), so the two never drift apart. ``--select`` replaces its
 paths (``tests`` and the notebooks) with a subset; such runs are recorded as
-subset runs and never count as whole-suite runs.
+subset runs and never count as whole-suite runs. ``--slow-writer S`` makes every
+memory server the run starts wait S seconds before each queued write
+(``$AGENTSTATE_MEMORY_WRITE_DELAY``): a test or cell that reads the store's
+tables without ``await_consistency`` then fails every time, not by chance (the
+store's load tests time out by design under it, so select what you hunt).
 
     .venv/bin/python scripts/flake_hunt.py                      # 5 whole-suite runs
     .venv/bin/python scripts/flake_hunt.py --runs 2 --select tests/test_lesson_05.py
+    .venv/bin/python scripts/flake_hunt.py --slow-writer 0.2 --select tests/test_lesson_06.py
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_results import RESULTS, ROOT, _git, _load_average, start_provenance  # noqa: E402
+
+from agentstate.memory.service.options import WRITE_DELAY_ENV  # noqa: E402
 
 RECORD = RESULTS / "flake_hunt.json"
 WORKER_CYCLE = (1, 4, 8)
@@ -198,9 +205,13 @@ def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"stopped by signal {signum}")
 
 
-def one_run(n: int, workers: int, busy: int, select: list[str] | None) -> dict[str, Any]:
+def one_run(
+    n: int, workers: int, busy: int, select: list[str] | None, slow_writer: float = 0.0
+) -> dict[str, Any]:
     """Run the suite once with ``workers`` beside ``busy`` busy processes; its record."""
     env, argv = pytest_command(workers, select)
+    if slow_writer:
+        env[WRITE_DELAY_ENV] = str(slow_writer)
     with tempfile.TemporaryDirectory(prefix="flake-hunt-") as folder:
         junit = Path(folder) / "junit.xml"
         with Busy(busy):
@@ -221,6 +232,7 @@ def one_run(n: int, workers: int, busy: int, select: list[str] | None) -> dict[s
         "scope": "subset" if select else "whole suite",
         "selection": select or ["tests", "notebooks"],
         "workers": workers,
+        "slow_writer_s": slow_writer,
         "busy_processes": busy,
         "cores": os.cpu_count(),
         "load_average": {"start": start_load, "mid": sampler.at(duration / 2), "end": end_load},
@@ -254,13 +266,20 @@ def rendered() -> None:
         bench_docs.main(["--write"])
 
 
+def slow_writer(run: dict[str, Any]) -> str:
+    """`` with a slow writer (S s a write)`` for a run made with one, else nothing."""
+    seconds = run.get("slow_writer_s") or 0  # runs recorded before the option have none
+    return f" with a slow writer ({seconds:g} s a write)" if seconds else ""
+
+
 def summary(runs: list[dict[str, Any]]) -> str:
     lines = []
     for r in runs:
         load = r["load_average"]
         shown = "/".join(f"{x[0]:.1f}" if x else "?" for x in load.values())
         lines.append(
-            f"run {r['run']}: {r['scope']}, {r['workers']} worker(s), load {shown}, "
+            f"run {r['run']}: {r['scope']}{slow_writer(r)}, {r['workers']} worker(s), "
+            f"load {shown}, "
             f"{r['duration_s']:.0f} s, {r['tests']} tests, "
             f"{len(r['failed'])} failed{': ' + ', '.join(r['failed']) if r['failed'] else ''}"
         )
@@ -280,10 +299,16 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, nargs="+", default=list(WORKER_CYCLE), help=cycle_help
     )
     parser.add_argument("--select", nargs="+", help="test paths or ids instead of the suite")
+    parser.add_argument(
+        "--slow-writer", type=float, default=0.0, metavar="SECONDS",
+        help="memory servers wait SECONDS before each queued write (default 0)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RECORD, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.runs < 1 or args.load < 0 or min(args.workers) < 1:
         parser.error("--runs and every --workers must be at least 1, --load at least 0")
+    if not 0 <= args.slow_writer <= 60:  # also refuses nan
+        parser.error(f"--slow-writer {args.slow_writer}: give seconds from 0 to 60")
     tree = installed_tree()
     if tree != (ROOT / "src").resolve():
         parser.error(
@@ -300,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     cycle = itertools.cycle(args.workers)
     for n in tqdm(range(start + 1, start + args.runs + 1), desc="flake hunt", unit="run"):
-        run = one_run(n, next(cycle), args.load, args.select)
+        run = one_run(n, next(cycle), args.load, args.select, args.slow_writer)
         runs.append(run)  # recorded as it ends: a hunt stopped later keeps its finished runs
         append(args.out, {**provenance, "load_average_after": _load_average()}, [run])
         if args.out == RECORD:  # the docs follow the record, so the next run's docs test holds

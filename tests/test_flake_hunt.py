@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import bench_docs  # noqa: E402
 import flake_hunt  # noqa: E402
 
+from agentstate.memory.service.options import WRITE_DELAY_ENV  # noqa: E402
+
 
 @pytest.mark.parametrize("workers", [1, 4, 8])
 def test_the_command_is_make_tests_pytest_line_with_the_workers_asked(workers):
@@ -108,6 +110,29 @@ def test_the_block_tells_subset_runs_from_whole_suite_runs_and_names_failures():
     assert "20.0 min" in bench_docs.render_flake_hunt({"runs": slower}) and "20.0 min" not in green
 
 
+def test_a_slow_writer_run_gives_its_suite_the_delay_and_is_recorded_as_one(monkeypatch):
+    """``--slow-writer 0.2``: the suite's processes (the memory servers it starts) see
+    ``$AGENTSTATE_MEMORY_WRITE_DELAY=0.2``; the record and the block say so; a plain run's
+    suite sees none (even when the hunt itself was started with one)."""
+    monkeypatch.setenv(WRITE_DELAY_ENV, "7")
+    shows = "import os, sys; print('delay', os.environ.get(sys.argv[1])); sys.exit(1)"
+    suite = [sys.executable, "-c", shows, WRITE_DELAY_ENV]
+    monkeypatch.setattr(flake_hunt, "pytest_command", lambda workers, select: ({}, suite))
+    slow = flake_hunt.one_run(1, 1, 0, ["tests/t.py"], slow_writer=0.2)
+    monkeypatch.delenv(WRITE_DELAY_ENV)
+    plain = flake_hunt.one_run(2, 1, 0, ["tests/t.py"])
+    assert "delay 0.2" in slow["tail"] and slow["slow_writer_s"] == 0.2
+    assert "delay None" in plain["tail"] and plain["slow_writer_s"] == 0
+    block = bench_docs.render_flake_hunt({"runs": [slow, plain]})
+    assert "| subset: tests/t.py with a slow writer (0.2 s a write) |" in block
+    assert "| subset: tests/t.py |" in block
+    assert "run 1: subset with a slow writer (0.2 s a write), 1 worker(s)" in (
+        flake_hunt.summary([slow, plain])
+    )
+    with pytest.raises(SystemExit):
+        flake_hunt.main(["--slow-writer", "-0.1", "--out", "/nonexistent/r.json"])
+
+
 def test_the_summary_counts_the_runs_with_a_failure():
     text = flake_hunt.summary([run_record(1), run_record(2, failed=["tests/t.py::a"])])
     assert text.splitlines()[-1] == "2 run(s), 1 with a failure"
@@ -129,7 +154,7 @@ def test_a_hunt_stopped_during_a_run_keeps_the_runs_that_ended(tmp_path, monkeyp
     record = tmp_path / "flake_hunt.json"
     done = []
 
-    def one_run(n, workers, busy, select):
+    def one_run(n, workers, busy, select, slow_writer):
         if done:
             raise KeyboardInterrupt  # stopped during the second run
         done.append(n)

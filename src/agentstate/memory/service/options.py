@@ -31,6 +31,7 @@ from agentstate.private_files import NotOwnFileError, read_small_file
 from agentstate.servers.loopback import HOST, port_argument, url_endpoint
 
 TOKEN_ENV = "AGENTSTATE_MEMORY_TOKEN"
+WRITE_DELAY_ENV = "AGENTSTATE_MEMORY_WRITE_DELAY"  # a slow writer for tests (resolve_write_delay)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -107,8 +108,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     )
     parser.add_argument(
         "--write-delay",
-        type=float,
-        default=0.0,
+        type=_bounded(float, 0, 3600),
+        default=None,  # then $AGENTSTATE_MEMORY_WRITE_DELAY, else 0 (resolve_write_delay)
         help=argparse.SUPPRESS,  # seconds the writer waits before each queued write (tests)
     )
     parser.add_argument(
@@ -163,6 +164,27 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def resolve_write_delay(given: float | None, error, environ=None) -> float:
+    """``--write-delay``, else ``$AGENTSTATE_MEMORY_WRITE_DELAY``, else 0 seconds.
+
+    A test knob: with a slow writer, a test that reads the store's tables without
+    ``await_consistency`` fails every time instead of by chance
+    (``scripts/flake_hunt.py --slow-writer``). A bad value is refused via ``error``.
+    """
+    env = os.environ if environ is None else environ
+    if given is not None:
+        return given
+    raw = env.get(WRITE_DELAY_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        value: float = _bounded(float, 0, 3600)(raw)
+    except argparse.ArgumentTypeError as exc:
+        error(f"${WRITE_DELAY_ENV}: {exc}")
+        raise  # error exits; kept for a caller whose error returns
+    return value
 
 
 def resolve_token(args: argparse.Namespace, error, environ=None) -> str | None:
@@ -230,6 +252,7 @@ def preflight(args: argparse.Namespace, error) -> None:
     from agentstate.memory.service.store import MemoryInputError, check_store_path
 
     args.token = resolve_token(args, error)
+    args.write_delay = resolve_write_delay(args.write_delay, error)
     if args.transport == "http" and not port_free(args.port):
         error(f"--port {args.port}: {HOST}:{args.port} is already in use")
     if is_postgres(args.db):
