@@ -473,8 +473,14 @@ def observe_sync(
 
 def stored_entries(db: str | Path, memory_id: str) -> list[Entry]:
     """(msg_idx, role, text) of every entry of ``memory_id`` in the store, in stored order."""
-    entries = read_memory(db, memory_id)["entries"]
-    return [(e["tags"].get("msg_idx"), e["tags"].get("role"), e["raw_entry"]) for e in entries]
+    return _entries(read_memory(db, memory_id))
+
+
+def _entries(read: Mapping[str, Any]) -> list[Entry]:
+    """:func:`stored_entries` of what :func:`read_memory` already read."""
+    return [
+        (e["tags"].get("msg_idx"), e["tags"].get("role"), e["raw_entry"]) for e in read["entries"]
+    ]
 
 
 def expected_entries(conversation: Conversation, thread: str) -> list[Entry]:
@@ -619,11 +625,11 @@ def rules_kept(
 
     columns = {"the rules ask": column(expected, f"{starts}, {starts}", [a for a, _ in points])}
     for agent, memory_id in memories.items():
-        ops = read_memory(db, memory_id)["ops"]
-        tools = [op["tool"] for op in ops]
+        read = read_memory(db, memory_id)  # one read: its call log and its entries
+        tools = [op["tool"] for op in read["ops"]]
         bootstrap = f"{tools.count('get_context')}, {tools.count('list_entries')}"
-        flushes = [after for after, _ in actual_flushes(ops)]
-        columns[agent] = column(stored_entries(db, memory_id), bootstrap, flushes)
+        flushes = [after for after, _ in actual_flushes(read["ops"])]
+        columns[agent] = column(_entries(read), bootstrap, flushes)
     rules = [r for r in columns["the rules ask"] if r != _UNASKED]
     if any(col[_UNASKED] != "(none)" for col in columns.values()):
         rules.append(_UNASKED)
